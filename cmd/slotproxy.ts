@@ -1,0 +1,120 @@
+#!/usr/bin/env node
+/**
+ * The `slotproxy` command: argv -> config -> proxy. No proxy logic of its own.
+ * Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import calculateSlot from 'cluster-key-slot';
+import { ConfigError, ConfigOverrides, applyOverrides, loadConfigFile } from '../config/load';
+import { Config } from '../config/schema';
+import { ProxyServer } from '../proxy/server';
+import { log, setLogLevel } from '../proxy/log';
+import { hashTag } from '../sharding/hash-tag';
+import { runSandbox } from './sandbox/run';
+
+import { VERSION } from '../proxy/version';
+
+function fail(err: unknown): never {
+  if (err instanceof ConfigError) {
+    process.stderr.write(`slotproxy: invalid configuration${err.file !== undefined ? ` in ${err.file}` : ''}:\n`);
+    for (const p of err.problems) process.stderr.write(`  ${p}\n`);
+    process.exit(2);
+  }
+  process.stderr.write(`slotproxy: ${err instanceof Error ? err.message : String(err)}\n`);
+  process.exit(1);
+}
+
+function port(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError('expected a port number (1-65535)');
+  return n;
+}
+
+/** Starts a proxy and wires the signals: SIGTERM/SIGINT drain and exit 0, SIGHUP re-reads the file. */
+async function serve(config: Config, file: string | null, overrides: ConfigOverrides): Promise<void> {
+  setLogLevel(config.log.level);
+  const server = await ProxyServer.start(config);
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: draining in-flight replies');
+    server.close().then(() => process.exit(0), fail);
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', () => {
+    if (file === null) return;
+    try {
+      const next = applyOverrides(loadConfigFile(file), overrides);
+      setLogLevel(next.log.level);
+      log.info({ file }, 'configuration reloaded (log level applied; other changes need a restart)');
+    } catch (err) {
+      log.error({ file, err: err instanceof ConfigError ? err.problems : String(err) }, 'reload refused; the running configuration stays');
+    }
+  });
+}
+
+const program = new Command()
+  .name('slotproxy')
+  .description('A cluster-aware Redis proxy: clients see one Redis server, slotproxy routes each command to the node that owns its keys.')
+  .version(VERSION)
+  .showHelpAfterError();
+
+program
+  .command('start')
+  .description('start the proxy')
+  .requiredOption('-c, --config <file>', 'YAML (or JSON) config file')
+  .option('--listen <host:port>', 'address for clients (overrides the file)')
+  .option('--seeds <host:port,...>', 'cluster seed nodes (overrides the file)', (v: string) => v.split(',').filter((s) => s !== ''))
+  .option('--log-level <level>', 'fatal | error | warn | info | debug | trace | silent')
+  .action(async (opts: { config: string; listen?: string; seeds?: string[]; logLevel?: string }) => {
+    try {
+      const overrides: ConfigOverrides = { listen: opts.listen, seeds: opts.seeds, logLevel: opts.logLevel };
+      const config = applyOverrides(loadConfigFile(opts.config), overrides);
+      await serve(config, opts.config, overrides);
+    } catch (err) {
+      fail(err);
+    }
+  });
+
+program
+  .command('sandbox')
+  .description('start a local 3-master, 3-replica Redis Cluster (redis-server from the OS) with the proxy in front; Ctrl-C tears it all down')
+  .option('--base-port <port>', 'first Redis port; nodes use 6 consecutive ports', port, 7001)
+  .option('--listen <host:port>', 'address for clients', '127.0.0.1:7777')
+  .action(async (opts: { basePort: number; listen: string }) => {
+    try {
+      await runSandbox(opts);
+    } catch (err) {
+      fail(err);
+    }
+  });
+
+program
+  .command('check-config')
+  .description('validate a config file; exit 0 when it is valid, 2 with the problems when not')
+  .argument('<file>')
+  .action((file: string) => {
+    try {
+      const c = loadConfigFile(file);
+      const backend = c.mode === 'cluster' ? `${c.cluster.seeds.length} seed(s)` : `${c.ring.nodes.length} ring node(s)`;
+      process.stdout.write(`${file}: OK (mode ${c.mode}, ${backend}, listen ${c.listen})\n`);
+    } catch (err) {
+      fail(err);
+    }
+  });
+
+program
+  .command('slot')
+  .description("print each key's hash slot and hash tag")
+  .argument('<key...>')
+  .action((keys: string[]) => {
+    for (const key of keys) {
+      const buf = Buffer.from(key);
+      const tag = hashTag(buf);
+      process.stdout.write(`${key}\tslot=${calculateSlot(buf)}\ttag=${tag === null ? '-' : tag.toString()}\n`);
+    }
+  });
+
+program.parseAsync(process.argv).catch(fail);

@@ -1,0 +1,237 @@
+/**
+ * Config file -> validated, deeply frozen `Config`.
+ *
+ * Every failure is a ConfigError whose lines read `<field.path>: <reason>`, so `check-config`, a
+ * failed start and a rejected SIGHUP reload all tell the user which field to fix and why. The
+ * result is frozen because one Config is shared by every module of a running proxy and swapped
+ * whole on reload; an in-place edit would be a reload nobody validated.
+ */
+import { readFileSync } from 'node:fs';
+import * as path from 'node:path';
+import { LineCounter, parseDocument } from 'yaml';
+import { z } from 'zod';
+import { configSchema, describeInput, type Config } from './schema';
+
+export class ConfigError extends Error {
+  override readonly name = 'ConfigError';
+  readonly problems: string[];
+  /** The file the problems were found in, when there was one. */
+  readonly file: string | undefined;
+
+  constructor(problems: string[], file?: string) {
+    super(problems.join('\n'));
+    this.problems = problems;
+    this.file = file;
+  }
+}
+
+/** Command-line flags; they win over the file. */
+export interface ConfigOverrides {
+  listen?: string;
+  logLevel?: string;
+  seeds?: string[];
+  workers?: number;
+}
+
+const TYPE_NAMES: Record<string, string> = {
+  number: 'a number',
+  string: 'a string',
+  boolean: 'true or false',
+  object: 'a mapping',
+  array: 'a list',
+};
+
+/**
+ * Wording for issues whose schema gave no message of its own. Returning undefined keeps zod's
+ * text for kinds a config cannot produce.
+ */
+function reason(iss: z.core.$ZodRawIssue): string | undefined {
+  switch (iss.code) {
+    case 'invalid_type':
+      if (iss.input === undefined) return 'required';
+      return `expected ${TYPE_NAMES[iss.expected] ?? iss.expected}, got ${describeInput(iss.input)}`;
+    case 'too_small': {
+      const min = iss.minimum.toString();
+      if (iss.origin === 'array') return iss.minimum === 1 ? 'must not be empty' : `must have at least ${min} entries`;
+      if (iss.origin === 'string') return iss.minimum === 1 ? 'must not be empty' : `must be at least ${min} characters`;
+      return iss.inclusive === false ? `must be greater than ${min}` : `must be at least ${min}`;
+    }
+    case 'too_big': {
+      const max = iss.maximum.toString();
+      if (iss.origin === 'array') return `must have at most ${max} entries`;
+      if (iss.origin === 'string') return `must be at most ${max} characters`;
+      return iss.inclusive === false ? `must be less than ${max}` : `must be at most ${max}`;
+    }
+    case 'invalid_value':
+      if (iss.input === undefined) return 'required';
+      return `expected one of ${iss.values.map(String).join(' | ')}, got ${describeInput(iss.input)}`;
+    case 'unrecognized_keys':
+      return 'unknown field';
+    default:
+      return undefined;
+  }
+}
+
+function formatPath(p: readonly PropertyKey[]): string {
+  let out = '';
+  for (const seg of p) {
+    if (typeof seg === 'number') out += `[${seg}]`;
+    else if (typeof seg === 'string' && /^[A-Za-z_$][\w$-]*$/.test(seg)) out += out === '' ? seg : `.${seg}`;
+    else out += `[${JSON.stringify(String(seg))}]`;
+  }
+  return out === '' ? 'config' : out;
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+function suggestion(key: string, known: readonly string[]): string {
+  const lower = key.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = Math.max(1, Math.floor(key.length / 3)) + 1;
+  for (const k of known) {
+    const d = k.toLowerCase() === lower ? 0 : editDistance(lower, k.toLowerCase());
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return best === undefined ? '' : ` (did you mean "${best}"?)`;
+}
+
+/** The unfrozen Config, so loadConfigFile can still resolve paths before freezing. */
+function validate(raw: unknown, file?: string): Config {
+  // The issue for an unknown key carries the object schema only while messages are being made;
+  // its field names are kept here for the "did you mean" hint.
+  const knownFields = new Map<string, string[]>();
+  const result = configSchema.safeParse(raw, {
+    error: (iss) => {
+      if (iss.code === 'unrecognized_keys' && iss.inst instanceof z.ZodObject) {
+        knownFields.set(formatPath(iss.path ?? []), Object.keys(iss.inst.shape));
+      }
+      return reason(iss);
+    },
+  });
+  if (result.success) return result.data;
+  const problems: string[] = [];
+  for (const iss of result.error.issues) {
+    if (iss.code === 'unrecognized_keys') {
+      const known = knownFields.get(formatPath(iss.path)) ?? [];
+      for (const key of iss.keys) {
+        problems.push(`${formatPath([...iss.path, key])}: unknown field${suggestion(key, known)}`);
+      }
+    } else {
+      problems.push(`${formatPath(iss.path)}: ${iss.message}`);
+    }
+  }
+  throw new ConfigError(problems, file);
+}
+
+function deepFreeze<T>(value: T): T {
+  if (typeof value === 'object' && value !== null && !Object.isFrozen(value)) {
+    for (const v of Object.values(value)) deepFreeze(v);
+    Object.freeze(value);
+  }
+  return value;
+}
+
+/** Validates a config already read into plain data; relative `scripts` stay relative to the cwd. */
+export function parseConfig(raw: unknown): Config {
+  return deepFreeze(validate(raw));
+}
+
+// Errors from node:fs may come from another realm (jest's sandbox), so no `instanceof Error`.
+function errorField(err: unknown, field: 'code' | 'message'): string | undefined {
+  if (typeof err !== 'object' || err === null) return undefined;
+  const v: unknown = Reflect.get(err, field);
+  return typeof v === 'string' ? v : undefined;
+}
+
+function readProblem(file: string, err: unknown): string {
+  switch (errorField(err, 'code')) {
+    case 'ENOENT':
+      return `${file}: no such file`;
+    case 'EISDIR':
+      return `${file}: is a folder, not a config file`;
+    case 'EACCES':
+      return `${file}: permission denied`;
+    default:
+      return `${file}: cannot read (${errorField(err, 'message') ?? String(err)})`;
+  }
+}
+
+function parseYaml(file: string, text: string): unknown {
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false });
+  if (doc.errors.length > 0) {
+    throw new ConfigError(
+      doc.errors.map((e) => {
+        const { line, col } = lineCounter.linePos(e.pos[0]);
+        return `${file}: YAML syntax error at line ${line}, column ${col}: ${e.message}`;
+      }),
+      file,
+    );
+  }
+  try {
+    return doc.toJS();
+  } catch (err) {
+    // toJS refuses alias bombs ("billion laughs") and unresolvable aliases.
+    throw new ConfigError([`${file}: ${errorField(err, 'message') ?? String(err)}`], file);
+  }
+}
+
+function parseJson(file: string, text: string): unknown {
+  try {
+    // JSON.parse rejects the byte-order mark that some Windows editors write.
+    return JSON.parse(text.replace(/^\uFEFF/, ''));
+  } catch (err) {
+    throw new ConfigError([`${file}: JSON syntax error: ${errorField(err, 'message') ?? String(err)}`], file);
+  }
+}
+
+/**
+ * Reads a `.json` file as JSON and anything else as YAML. Relative `scripts` entries are resolved
+ * against the file's folder, so a config means the same whatever directory the proxy starts in.
+ */
+export function loadConfigFile(file: string): Config {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError([readProblem(file, err)], file);
+  }
+  const raw = path.extname(file).toLowerCase() === '.json' ? parseJson(file, text) : parseYaml(file, text);
+  if (raw === null || raw === undefined) {
+    throw new ConfigError([`${file}: the file is empty`], file);
+  }
+  const cfg = validate(raw, file);
+  const dir = path.dirname(path.resolve(file));
+  return deepFreeze({ ...cfg, scripts: cfg.scripts.map((p) => path.resolve(dir, p)) });
+}
+
+/**
+ * Flags on top of a loaded config. The merge is validated again, so a bad flag is reported the
+ * way a bad file field is (under the field the flag sets).
+ */
+export function applyOverrides(cfg: Config, o: ConfigOverrides): Config {
+  const merged: Record<string, unknown> = { ...cfg };
+  if (o.listen !== undefined) merged.listen = o.listen;
+  if (o.logLevel !== undefined) merged.log = { ...cfg.log, level: o.logLevel };
+  if (o.workers !== undefined) merged.workers = o.workers;
+  if (o.seeds !== undefined) {
+    if (cfg.mode !== 'cluster') {
+      throw new ConfigError([`cluster.seeds: seeds only apply in cluster mode (mode is "${cfg.mode}")`]);
+    }
+    merged.cluster = { ...cfg.cluster, seeds: o.seeds };
+  }
+  return parseConfig(merged);
+}

@@ -1,0 +1,214 @@
+/**
+ * One TCP connection to one Redis node, shared by many client sessions.
+ *
+ *   sessions --send()--> queued --(one write per event-loop turn)--> inflight --reply frames--> onReply
+ *
+ * Invariants:
+ * - Redis answers requests on a connection in the order they were written, so the head of
+ *   `inflight` owns the next whole reply frame. Nothing is ever removed from the middle.
+ * - Everything accepted during one event-loop turn is written with one socket write, in a
+ *   setImmediate callback: that runs after every socket read of the current poll phase, so requests
+ *   from many clients share a write (and a syscall, and a Redis read) instead of one each.
+ * - When the socket's buffer is full (write() returned false) no more is written until 'drain';
+ *   requests wait in `queued`. Back-pressure toward clients is the sessions' job.
+ * - On any failure every request gets exactly one onFailure: `written` tells the owner whether it
+ *   may have run (it was on the wire) or surely did not (still queued), which decides retry safety.
+ */
+import net from 'node:net';
+import { Queue } from '../queue';
+import { ReplyFramer, ReplyFramingError } from '../resp/reply-framer';
+import * as errors from '../errors';
+
+export interface BackendRequest {
+  /** The request's RESP bytes. */
+  readonly payload: Buffer;
+  onReply(frame: Buffer): void;
+  /** No reply will come. `written`: the request was on the wire, so it may have run. */
+  onFailure(message: string, written: boolean): void;
+}
+
+export interface ConnectionOptions {
+  connectTimeoutMs: number;
+  /** A request unanswered this long fails the connection (0: never, for dedicated blocking use). */
+  commandTimeoutMs: number;
+  /** Wait this long before connecting (reconnect backoff). */
+  delayMs: number;
+  /** Requests sent first on every new connection (AUTH, READONLY); an error reply closes it. */
+  handshake: Buffer[];
+}
+
+type State = 'connecting' | 'ready' | 'closed';
+
+export class BackendConnection {
+  private state: State = 'connecting';
+  private readonly socket: net.Socket;
+  private readonly queued = new Queue<BackendRequest>();
+  private readonly inflight = new Queue<BackendRequest>();
+  private readonly framer = new ReplyFramer();
+  private flushScheduled = false;
+  private blocked = false;
+  private repliesSeen = 0;
+  private staleChecks = 0;
+  private lastCheckedReplies = 0;
+  private watchdog: NodeJS.Timeout | null = null;
+  private connectTimer: NodeJS.Timeout | null = null;
+  private closeListeners: ((reason: string) => void)[] = [];
+  private readyListeners: (() => void)[] = [];
+
+  constructor(readonly address: string, private readonly options: ConnectionOptions) {
+    const [host, port] = splitAddress(address);
+    this.socket = new net.Socket();
+    this.socket.setNoDelay(true);
+    this.socket.setKeepAlive(true, 10_000);
+    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
+    this.socket.on('drain', () => {
+      this.blocked = false;
+      this.flush();
+    });
+    this.socket.on('error', (err: Error) => this.fail(errors.nodeUnreachable(address, err.message)));
+    this.socket.on('close', () => this.fail(errors.connectionLost(address)));
+    const connect = (): void => {
+      this.connectTimer = setTimeout(
+        () => this.fail(errors.nodeUnreachable(address, `connect timeout after ${options.connectTimeoutMs} ms`)),
+        options.connectTimeoutMs,
+      );
+      this.socket.connect(port, host, () => this.onConnect());
+    };
+    if (options.delayMs > 0) {
+      this.connectTimer = setTimeout(connect, options.delayMs);
+    } else {
+      connect();
+    }
+  }
+
+  get isClosed(): boolean {
+    return this.state === 'closed';
+  }
+
+  get isReady(): boolean {
+    return this.state === 'ready';
+  }
+
+  /** Requests accepted and not yet answered. */
+  get pending(): number {
+    return this.queued.length + this.inflight.length;
+  }
+
+  onClose(listener: (reason: string) => void): void {
+    this.closeListeners.push(listener);
+  }
+
+  onReady(listener: () => void): void {
+    this.readyListeners.push(listener);
+  }
+
+  send(request: BackendRequest): void {
+    if (this.state === 'closed') {
+      queueMicrotask(() => request.onFailure(errors.connectionLost(this.address), false));
+      return;
+    }
+    this.queued.push(request);
+    if (!this.flushScheduled && this.state === 'ready') {
+      this.flushScheduled = true;
+      setImmediate(this.flushNow);
+    }
+  }
+
+  /** Closes the connection; pending requests fail with `reason`. */
+  close(reason = 'closed by slotproxy'): void {
+    this.fail(`ERR slotproxy: ${reason}`);
+  }
+
+  private readonly flushNow = (): void => {
+    this.flushScheduled = false;
+    this.flush();
+  };
+
+  private flush(): void {
+    if (this.state !== 'ready' || this.blocked || this.queued.length === 0) return;
+    const batch = this.queued.drain();
+    let payload: Buffer;
+    if (batch.length === 1) {
+      payload = batch[0].payload;
+    } else {
+      const parts = new Array<Buffer>(batch.length);
+      for (let i = 0; i < batch.length; i++) parts[i] = batch[i].payload;
+      payload = Buffer.concat(parts);
+    }
+    for (const r of batch) this.inflight.push(r);
+    if (!this.socket.write(payload)) this.blocked = true;
+  }
+
+  private onConnect(): void {
+    if (this.connectTimer !== null) clearTimeout(this.connectTimer);
+    this.connectTimer = null;
+    if (this.state === 'closed') return;
+    if (this.options.commandTimeoutMs > 0) {
+      const every = Math.max(10, Math.floor(this.options.commandTimeoutMs / 4));
+      this.watchdog = setInterval(() => this.checkProgress(), every);
+      this.watchdog.unref();
+    }
+    // Handshake requests go first; their replies are checked, not forwarded.
+    for (const payload of this.options.handshake) {
+      this.inflight.push({
+        payload,
+        onReply: (frame) => {
+          if (frame[0] === 45) this.fail(`ERR slotproxy: node ${this.address} refused the handshake: ${frame.toString('utf8', 1, frame.length - 2)}`);
+        },
+        onFailure: () => undefined,
+      });
+    }
+    if (this.options.handshake.length > 0) this.socket.write(Buffer.concat(this.options.handshake));
+    this.state = 'ready';
+    for (const l of this.readyListeners) l();
+    this.flush();
+  }
+
+  private onData(chunk: Buffer): void {
+    try {
+      this.framer.push(chunk, this.deliver);
+    } catch (err) {
+      const why = err instanceof ReplyFramingError ? err.message : String(err);
+      this.fail(`ERR slotproxy: node ${this.address} sent ${why}`);
+    }
+  }
+
+  private readonly deliver = (frame: Buffer): void => {
+    this.repliesSeen++;
+    const request = this.inflight.shift();
+    if (request === undefined) {
+      throw new ReplyFramingError('a reply nobody asked for');
+    }
+    request.onReply(frame);
+  };
+
+  /** Fails the connection when the oldest request has waited a whole command timeout with no reply. */
+  private checkProgress(): void {
+    if (this.inflight.length === 0 || this.repliesSeen !== this.lastCheckedReplies) {
+      this.lastCheckedReplies = this.repliesSeen;
+      this.staleChecks = 0;
+      return;
+    }
+    this.staleChecks++;
+    if (this.staleChecks >= 4) this.fail(errors.commandTimeout(this.address, this.options.commandTimeoutMs));
+  }
+
+  private fail(message: string): void {
+    if (this.state === 'closed') return;
+    this.state = 'closed';
+    if (this.connectTimer !== null) clearTimeout(this.connectTimer);
+    if (this.watchdog !== null) clearInterval(this.watchdog);
+    this.socket.destroy();
+    const inflight = this.inflight.drain();
+    const queued = this.queued.drain();
+    for (const r of inflight) r.onFailure(message, true);
+    for (const r of queued) r.onFailure(message, false);
+    for (const l of this.closeListeners) l(message);
+  }
+}
+
+export function splitAddress(address: string): [string, number] {
+  const i = address.lastIndexOf(':');
+  const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
+  return [host, Number(address.slice(i + 1))];
+}

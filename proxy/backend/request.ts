@@ -1,0 +1,24 @@
+/** A one-off request made by the proxy itself (topology, command table, fan-out), as a promise. */
+import { BackendConnection } from './connection';
+import { command } from '../resp/encode';
+
+/** Resolves with the raw reply frame (an error reply is a frame too); rejects when no reply came. */
+export function request(conn: BackendConnection, args: readonly (Buffer | string)[], timeoutMs = 0): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    let timer: NodeJS.Timeout | null = null;
+    if (timeoutMs > 0) {
+      timer = setTimeout(() => reject(new Error(`${conn.address} did not answer ${String(args[0])} within ${timeoutMs} ms`)), timeoutMs);
+    }
+    conn.send({
+      payload: command(args),
+      onReply: (frame) => {
+        if (timer !== null) clearTimeout(timer);
+        resolve(frame);
+      },
+      onFailure: (message) => {
+        if (timer !== null) clearTimeout(timer);
+        reject(new Error(message));
+      },
+    });
+  });
+}

@@ -1,0 +1,20 @@
+import calculateSlot from 'cluster-key-slot';
+import { Router } from '../router';
+import { ClusterTopology } from './topology';
+
+/** Routes by Redis Cluster hash slot (CRC16 with hash tags) through the current slot map. */
+export class ClusterRouter implements Router {
+  constructor(private readonly topology: ClusterTopology) {}
+
+  shardOf(key: Buffer): number {
+    return calculateSlot(key);
+  }
+
+  nodeOf(slot: number): string | null {
+    return this.topology.current.ownerOf(slot);
+  }
+
+  masters(): readonly string[] {
+    return this.topology.current.masters.map((m) => m.address);
+  }
+}

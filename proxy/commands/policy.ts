@@ -1,0 +1,107 @@
+/**
+ * How each command that is not simply "route by its keys" is handled. This is the one place where
+ * the proxy's command knowledge lives; tests iterate over it.
+ *
+ * - local:      answered by the proxy itself (the honest answer needs no node)
+ * - fanout:     sent to every master, replies merged (fanout.ts)
+ * - any-master: keyless and node-independent, so any master gives the right answer
+ *   (commands whose key specs find no key in a request, e.g. EVAL with numkeys 0, also go to any master)
+ * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error
+ *
+ * Names are lower case; a subcommand is `container|sub`. A container listed by itself covers every
+ * subcommand not listed.
+ */
+export type Strategy =
+  | { readonly kind: 'local' }
+  | { readonly kind: 'fanout' }
+  | { readonly kind: 'any-master' }
+  | { readonly kind: 'refuse'; readonly why: string };
+
+const local: Strategy = { kind: 'local' };
+const fanout: Strategy = { kind: 'fanout' };
+const anyMaster: Strategy = { kind: 'any-master' };
+const refuse = (why: string): Strategy => ({ kind: 'refuse', why });
+
+const NOT_YET = 'not implemented by this version of slotproxy';
+const NODE_ADMIN = 'it administers one node; run it on the node itself';
+
+export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
+  ['ping', local],
+  ['echo', local],
+  ['quit', local],
+  ['select', local],
+  ['hello', local],
+  ['auth', local],
+  ['reset', local],
+  ['readonly', local],
+  ['readwrite', local],
+  ['asking', local],
+  ['client|setname', local],
+  ['client|getname', local],
+  ['client|id', local],
+  ['client|setinfo', local],
+  ['client', refuse('only CLIENT SETNAME, GETNAME, ID and SETINFO have a meaning through a proxy')],
+  ['cluster|keyslot', local],
+  ['cluster', refuse('slotproxy presents the cluster as one server; only CLUSTER KEYSLOT is answered')],
+
+  ['dbsize', fanout],
+  ['keys', fanout],
+  ['scan', fanout],
+  ['flushall', fanout],
+  ['flushdb', fanout],
+  ['info', fanout],
+  ['script|load', fanout],
+  ['script|exists', fanout],
+  ['script|flush', fanout],
+  ['script|kill', fanout],
+  ['script', refuse('only SCRIPT LOAD, EXISTS, FLUSH and KILL are supported')],
+
+  ['command', anyMaster],
+  ['time', anyMaster],
+  ['lolwut', anyMaster],
+  ['publish', anyMaster],
+  ['pubsub', anyMaster],
+
+  ['multi', refuse(`transactions are ${NOT_YET}`)],
+  ['exec', refuse(`transactions are ${NOT_YET}`)],
+  ['discard', refuse(`transactions are ${NOT_YET}`)],
+  ['watch', refuse(`transactions are ${NOT_YET}`)],
+  ['unwatch', refuse(`transactions are ${NOT_YET}`)],
+  ['subscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
+  ['psubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
+  ['ssubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
+  ['unsubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
+  ['punsubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
+  ['sunsubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
+  ['monitor', refuse('it would mirror one node only')],
+  ['sync', refuse(NODE_ADMIN)],
+  ['psync', refuse(NODE_ADMIN)],
+  ['replicaof', refuse(NODE_ADMIN)],
+  ['slaveof', refuse(NODE_ADMIN)],
+  ['shutdown', refuse(NODE_ADMIN)],
+  ['failover', refuse(NODE_ADMIN)],
+  ['debug', refuse(NODE_ADMIN)],
+  ['config', refuse(NODE_ADMIN)],
+  ['save', refuse(NODE_ADMIN)],
+  ['bgsave', refuse(NODE_ADMIN)],
+  ['bgrewriteaof', refuse(NODE_ADMIN)],
+  ['acl', refuse(NODE_ADMIN)],
+  ['module', refuse(NODE_ADMIN)],
+  ['slowlog', refuse(NODE_ADMIN)],
+  ['latency', refuse(NODE_ADMIN)],
+  ['memory', refuse(NODE_ADMIN)],
+  ['swapdb', refuse('Redis Cluster has only database 0')],
+  ['move', refuse('Redis Cluster has only database 0')],
+  ['randomkey', refuse('there is no single node to pick a key from')],
+  ['lastsave', refuse(NODE_ADMIN)],
+  ['role', refuse(NODE_ADMIN)],
+  ['function', refuse(`functions are ${NOT_YET}`)],
+  ['wait', refuse(`WAIT is ${NOT_YET}`)],
+]);
+
+/** Commands with the `blocking` flag that only block with a BLOCK argument. */
+export const BLOCKS_ONLY_WITH_BLOCK_ARG: ReadonlySet<string> = new Set(['xread', 'xreadgroup']);
+
+export function strategyFor(name: string, container: string | null): Strategy | undefined {
+  return POLICY.get(name) ?? (container === null ? undefined : POLICY.get(container));
+}

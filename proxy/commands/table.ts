@@ -1,0 +1,137 @@
+/**
+ * What the proxy knows about each command: arity, flags and where its keys are. Built from the back
+ * end's own `COMMAND` reply, so new commands and modules route without a code change; a table
+ * recorded from Redis 7.0 (fallback-table.json) is used only when no node answers COMMAND.
+ */
+import { Reply, asArray, asNumber, asString } from '../resp/decode-reply';
+import fallback from './fallback-table.json';
+
+/** Redis 7 key spec: where the keys begin (begin_search) and how many follow (find_keys). */
+export interface KeySpec {
+  readonly begin: { readonly index: number } | { readonly keyword: string; readonly startFrom: number } | null;
+  readonly find:
+    | { readonly kind: 'range'; readonly lastKey: number; readonly keyStep: number; readonly limit: number }
+    | { readonly kind: 'keynum'; readonly keyNumIndex: number; readonly firstKey: number; readonly keyStep: number }
+    | null;
+  /** Keys may hide where the spec cannot see them (SORT ... BY, MIGRATE ... KEYS): ask COMMAND GETKEYS. */
+  readonly incomplete: boolean;
+  /** Not really a key (e.g. a channel): ignored for routing. */
+  readonly notKey: boolean;
+}
+
+export interface CommandInfo {
+  /** Lower case; a subcommand is `container|sub` as Redis writes it. */
+  readonly name: string;
+  readonly arity: number;
+  readonly flags: ReadonlySet<string>;
+  /** Legacy first/last/step (used when the back end has no key specs, Redis < 7). */
+  readonly firstKey: number;
+  readonly lastKey: number;
+  readonly keyStep: number;
+  readonly keySpecs: readonly KeySpec[];
+  /** Key positions cannot be computed from the specs: use COMMAND GETKEYS. */
+  readonly needsGetKeys: boolean;
+  readonly subcommands: ReadonlyMap<string, CommandInfo> | null;
+}
+
+export class CommandTable {
+  private readonly byName = new Map<string, CommandInfo>();
+
+  constructor(commands: Iterable<CommandInfo>, readonly source: 'backend' | 'fallback') {
+    for (const c of commands) {
+      this.byName.set(c.name, c);
+      this.byName.set(c.name.toUpperCase(), c);
+    }
+  }
+
+  /** From a decoded `COMMAND` reply. */
+  static fromCommandReply(reply: Reply, source: 'backend' | 'fallback' = 'backend'): CommandTable {
+    return new CommandTable(asArray(reply).map((entry) => parseCommand(asArray(entry))), source);
+  }
+
+  static fallback(): CommandTable {
+    return CommandTable.fromCommandReply(fallback as Reply, 'fallback');
+  }
+
+  get size(): number {
+    return this.byName.size / 2;
+  }
+
+  /** The command named by `name` (any case), or undefined. */
+  lookup(name: Buffer): CommandInfo | undefined {
+    // Clients send names in one case almost always, so the exact text usually hits without folding.
+    const text = name.toString('latin1');
+    return this.byName.get(text) ?? this.byName.get(text.toLowerCase());
+  }
+
+  get(name: string): CommandInfo | undefined {
+    return this.byName.get(name);
+  }
+}
+
+function parseCommand(e: Reply[]): CommandInfo {
+  const name = asString(e[0]).toLowerCase();
+  const flags = new Set(asArray(e[2]).map((f) => asString(f).toLowerCase()));
+  const keySpecs = e.length > 8 && Array.isArray(e[8]) ? asArray(e[8]).map((s) => parseKeySpec(asArray(s))) : [];
+  const subcommands =
+    e.length > 9 && Array.isArray(e[9]) && e[9].length > 0
+      ? new Map(asArray(e[9]).map((s) => {
+          const sub = parseCommand(asArray(s));
+          return [sub.name.slice(sub.name.indexOf('|') + 1), sub] as const;
+        }))
+      : null;
+  const movable = flags.has('movablekeys');
+  const needsGetKeys =
+    keySpecs.some((s) => (s.incomplete || s.begin === null || s.find === null) && !s.notKey) ||
+    (keySpecs.length === 0 && movable);
+  return Object.freeze({
+    name,
+    arity: asNumber(e[1]),
+    flags,
+    firstKey: asNumber(e[3]),
+    lastKey: asNumber(e[4]),
+    keyStep: asNumber(e[5]),
+    keySpecs,
+    needsGetKeys,
+    subcommands,
+  });
+}
+
+/** A key spec comes as a flat list of name/value pairs, nested the same way. */
+function pairs(list: Reply): Map<string, Reply> {
+  const a = asArray(list);
+  const m = new Map<string, Reply>();
+  for (let i = 0; i + 1 < a.length; i += 2) m.set(asString(a[i]), a[i + 1]);
+  return m;
+}
+
+function parseKeySpec(raw: Reply[]): KeySpec {
+  const spec = pairs(raw);
+  const flags = new Set(asArray(spec.get('flags') ?? []).map((f) => asString(f).toLowerCase()));
+  const bs = pairs(spec.get('begin_search') ?? []);
+  const bsSpec = pairs(bs.get('spec') ?? []);
+  let begin: KeySpec['begin'] = null;
+  if (bs.get('type') === 'index') begin = { index: asNumber(bsSpec.get('index') ?? null) };
+  else if (bs.get('type') === 'keyword') {
+    begin = { keyword: asString(bsSpec.get('keyword') ?? null).toLowerCase(), startFrom: asNumber(bsSpec.get('startfrom') ?? null) };
+  }
+  const fk = pairs(spec.get('find_keys') ?? []);
+  const fkSpec = pairs(fk.get('spec') ?? []);
+  let find: KeySpec['find'] = null;
+  if (fk.get('type') === 'range') {
+    find = {
+      kind: 'range',
+      lastKey: asNumber(fkSpec.get('lastkey') ?? null),
+      keyStep: asNumber(fkSpec.get('keystep') ?? null),
+      limit: asNumber(fkSpec.get('limit') ?? null),
+    };
+  } else if (fk.get('type') === 'keynum') {
+    find = {
+      kind: 'keynum',
+      keyNumIndex: asNumber(fkSpec.get('keynumidx') ?? null),
+      firstKey: asNumber(fkSpec.get('firstkey') ?? null),
+      keyStep: asNumber(fkSpec.get('keystep') ?? null),
+    };
+  }
+  return { begin, find, incomplete: flags.has('incomplete'), notKey: flags.has('not_key') };
+}

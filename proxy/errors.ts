@@ -1,0 +1,54 @@
+/**
+ * Every error text slotproxy sends to a client, in one place. Where Redis has the same error, the
+ * text is Redis's to the letter (client libraries match on it); the proxy's own errors still start
+ * with a Redis error code, so clients classify them correctly.
+ */
+
+export const CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot";
+export const NOPROTO = 'NOPROTO sorry, this protocol version is not supported.';
+export const SELECT_NOT_ALLOWED = 'ERR SELECT is not allowed in cluster mode';
+export const NOT_INTEGER = 'ERR value is not an integer or out of range';
+export const INVALID_DB = 'ERR DB index is out of range';
+export const SLOT_NOT_SERVED = 'CLUSTERDOWN Hash slot not served';
+export const AUTH_NOT_CONFIGURED =
+  'ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?';
+export const INVALID_CURSOR = 'ERR invalid cursor';
+export const PROXY_NOT_READY = 'CLUSTERDOWN slotproxy has not loaded the cluster topology yet';
+
+export function wrongArity(fullName: string): string {
+  return `ERR wrong number of arguments for '${fullName}' command`;
+}
+
+/** Redis's text, arguments quoted and cut as Redis does. */
+export function unknownCommand(name: Buffer, args: Buffer[]): string {
+  let rest = '';
+  for (const a of args) {
+    if (rest.length >= 128) break;
+    rest += `'${a.toString('utf8', 0, Math.min(a.length, 128 - rest.length))}' `;
+  }
+  return `ERR unknown command '${name.toString('utf8', 0, Math.min(name.length, 128))}', with args beginning with: ${rest}`;
+}
+
+export function unknownSubcommand(container: string, sub: Buffer): string {
+  return `ERR unknown subcommand '${sub.toString('utf8', 0, Math.min(sub.length, 128))}'. Try ${container.toUpperCase()} HELP.`;
+}
+
+export function unsupported(name: string, why: string): string {
+  return `ERR slotproxy does not support '${name.toUpperCase()}': ${why}`;
+}
+
+export function nodeUnreachable(addr: string, cause: string): string {
+  return `ERR slotproxy: node ${addr} unreachable (${cause})`;
+}
+
+export function connectionLost(addr: string): string {
+  return `ERR slotproxy: connection to ${addr} lost before the reply; the command may or may not have run`;
+}
+
+export function commandTimeout(addr: string, ms: number): string {
+  return `ERR slotproxy: node ${addr} did not answer within ${ms} ms`;
+}
+
+export function tooManyRedirects(n: number): string {
+  return `ERR slotproxy: gave up after ${n} cluster redirections`;
+}

@@ -1,0 +1,105 @@
+/**
+ * Commands the proxy answers itself, because the honest answer needs no node: PING, ECHO, SELECT 0,
+ * HELLO, CLIENT SETNAME/GETNAME/ID/SETINFO, CLUSTER KEYSLOT ... Texts follow Redis 7.
+ */
+import calculateSlot from 'cluster-key-slot';
+import * as encode from './resp/encode';
+import * as errors from './errors';
+import { parseInteger } from './commands/keys';
+
+/** What a local answer may read or change of its session. */
+export interface LocalSession {
+  readonly id: number;
+  name: Buffer | null;
+  /** Close the client after this reply has been written (QUIT). */
+  closeAfterReply: boolean;
+}
+
+export interface LocalServer {
+  readonly backendVersion: string;
+}
+
+/** `name` is the command's lower-case name, `container|sub` for subcommands. */
+export function answerLocally(server: LocalServer, session: LocalSession, name: string, args: Buffer[]): Buffer {
+  switch (name) {
+    case 'ping':
+      return args.length > 1 ? encode.bulk(args[1]) : encode.PONG;
+    case 'echo':
+      return encode.bulk(args[1]);
+    case 'quit':
+      session.closeAfterReply = true;
+      return encode.OK;
+    case 'select':
+      return select(args[1]);
+    case 'hello':
+      return hello(server, session, args);
+    case 'auth':
+      return encode.error(errors.AUTH_NOT_CONFIGURED);
+    case 'reset':
+      session.name = null;
+      return encode.simple('RESET');
+    case 'readonly':
+    case 'readwrite':
+    case 'asking':
+      return encode.OK;
+    case 'client|setname':
+      return setName(session, args[2]);
+    case 'client|getname':
+      return encode.bulk(session.name);
+    case 'client|id':
+      return encode.integer(session.id);
+    case 'client|setinfo':
+      return encode.OK;
+    case 'cluster|keyslot':
+      return encode.integer(calculateSlot(args[2]));
+    default:
+      return encode.error(`ERR slotproxy: no local answer for '${name}'`);
+  }
+}
+
+function select(index: Buffer): Buffer {
+  const db = parseInteger(index);
+  if (db === null || db > 0x7fffffff || db < -0x80000000) return encode.error(errors.NOT_INTEGER);
+  if (db === 0) return encode.OK;
+  return encode.error(errors.SELECT_NOT_ALLOWED);
+}
+
+function setName(session: LocalSession, name: Buffer): Buffer {
+  // Redis refuses spaces, newlines and other special characters in connection names.
+  for (const c of name) {
+    if (c < 33 || c > 126) return encode.error('ERR Client names cannot contain spaces, newlines or special characters.');
+  }
+  session.name = name.length === 0 ? null : name;
+  return encode.OK;
+}
+
+/** HELLO [protover [AUTH username password] [SETNAME clientname]], RESP2 only. */
+function hello(server: LocalServer, session: LocalSession, args: Buffer[]): Buffer {
+  let i = 1;
+  if (args.length > 1) {
+    const ver = parseInteger(args[1]);
+    if (ver === null) return encode.error('ERR Protocol version is not an integer or out of range');
+    if (ver !== 2) return encode.error(errors.NOPROTO);
+    i = 2;
+  }
+  for (; i < args.length; i++) {
+    const opt = args[i].toString('latin1').toLowerCase();
+    if (opt === 'auth' && i + 2 < args.length) {
+      return encode.error(errors.AUTH_NOT_CONFIGURED);
+    } else if (opt === 'setname' && i + 1 < args.length) {
+      const r = setName(session, args[++i]);
+      if (r[0] === 45) return r;
+    } else {
+      return encode.error(`ERR Syntax error in HELLO option '${args[i].toString()}'`);
+    }
+  }
+  return encode.arrayOfFrames([
+    encode.bulk('server'), encode.bulk('redis'),
+    encode.bulk('version'), encode.bulk(server.backendVersion),
+    encode.bulk('proto'), encode.integer(2),
+    encode.bulk('id'), encode.integer(session.id),
+    encode.bulk('mode'), encode.bulk('standalone'),
+    encode.bulk('role'), encode.bulk('master'),
+    encode.bulk('modules'), encode.EMPTY_ARRAY,
+  ]);
+}

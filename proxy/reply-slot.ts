@@ -1,0 +1,23 @@
+/**
+ * A place in a session's reply order. A session appends one slot per request, in request order,
+ * and writes replies to its client strictly from the head, so replies come back in request order
+ * whichever node (or the proxy itself) answers first.
+ */
+export interface ReplyOwner {
+  /** Used to pin the session to the same shared back-end connection on every node. */
+  readonly id: number;
+  onSlotFilled(slot: ReplySlot): void;
+}
+
+export class ReplySlot {
+  reply: Buffer | null = null;
+
+  constructor(readonly owner: ReplyOwner) {}
+
+  /** Fills the slot; only the first reply counts. */
+  complete(frame: Buffer): void {
+    if (this.reply !== null) return;
+    this.reply = frame;
+    this.owner.onSlotFilled(this);
+  }
+}

@@ -1,0 +1,58 @@
+/**
+ * Decodes one whole back-end reply frame into JS values, for the replies the proxy acts on
+ * (topology, the command table, fan-out merges, redirections). Uses redis-parser; never used for
+ * replies that are only forwarded, because decoding loses RESP types.
+ */
+import Parser from 'redis-parser';
+import { ReplyError } from 'redis-errors';
+
+export type Reply = Buffer | string | number | null | ReplyError | Reply[];
+
+export function decodeReply(frame: Buffer, returnBuffers = false): Reply {
+  let result: Reply | undefined;
+  let fatal: Error | undefined;
+  const parser = new Parser({
+    returnBuffers,
+    returnReply: (r: Reply) => {
+      result = r;
+    },
+    returnError: (e: ReplyError) => {
+      result = e;
+    },
+    returnFatalError: (e: Error) => {
+      fatal = e;
+    },
+  });
+  parser.execute(frame);
+  if (fatal !== undefined) throw new Error(`undecodable back-end reply: ${fatal.message}`);
+  if (result === undefined) throw new Error('undecodable back-end reply: incomplete frame');
+  return result;
+}
+
+/** The text of an error frame (`-ERR ...\r\n` -> `ERR ...`), or null when the frame is not an error. */
+export function errorText(frame: Buffer): string | null {
+  if (frame[0] !== 45) return null;
+  return frame.toString('utf8', 1, frame.length - 2);
+}
+
+export function asString(r: Reply): string {
+  if (typeof r === 'string') return r;
+  if (Buffer.isBuffer(r)) return r.toString();
+  if (typeof r === 'number') return String(r);
+  throw new Error(`expected a string in a back-end reply, got ${describe(r)}`);
+}
+
+export function asArray(r: Reply): Reply[] {
+  if (Array.isArray(r)) return r;
+  throw new Error(`expected an array in a back-end reply, got ${describe(r)}`);
+}
+
+export function asNumber(r: Reply): number {
+  if (typeof r === 'number') return r;
+  throw new Error(`expected an integer in a back-end reply, got ${describe(r)}`);
+}
+
+function describe(r: Reply): string {
+  if (r instanceof ReplyError) return `error "${r.message}"`;
+  return r === null ? 'null' : Array.isArray(r) ? 'array' : typeof r;
+}

@@ -19,7 +19,7 @@ import { Session } from './session';
 import { ProxyStats } from './stats';
 import { decodeReply, errorText } from './resp/decode-reply';
 import * as encode from './resp/encode';
-import { log } from './log';
+import { log, setLogLevel } from './log';
 
 import { VERSION } from './version';
 const MAX_CLIENTS_REACHED = encode.error('ERR max number of clients reached');
@@ -37,6 +37,7 @@ export class ProxyServer {
   /** Starts a proxy: resolves once it is listening and has loaded its topology and command table. */
   static async start(config: Config): Promise<ProxyServer> {
     if (config.mode !== 'cluster') throw new Error('ring mode is not implemented yet');
+    setLogLevel(config.log.level);
     const pool = new BackendPool({
       connectionsPerNode: config.backend.connectionsPerNode,
       connectTimeoutMs: config.backend.connectTimeoutMs,

@@ -193,7 +193,8 @@ export class RedisReplyError extends Error {
 }
 
 function toReply(value: unknown): RespReply {
-  if (value === null || typeof value === 'string' || typeof value === 'number') return value;
+  if (value === null) return null;
+  if (typeof value === 'string' || typeof value === 'number') return value;
   if (Array.isArray(value)) return value.map(toReply);
   if (value instanceof Error) throw new RedisReplyError(value.message);
   throw new Error(`unexpected RESP value of type ${typeof value}`);
@@ -666,7 +667,9 @@ export class RedisCluster {
       port,
       cluster: true,
       dir: path.join(dir, String(port)),
-      extraArgs: opts.extraArgs,
+      // CLUSTER SLOTS hides replicas whose replication offset is still 0, and an
+      // idle master only advances it by pinging replicas (default every 10s).
+      extraArgs: ['--repl-ping-replica-period', '1', ...(opts.extraArgs ?? [])],
       nodeTimeoutMs: opts.nodeTimeoutMs ?? DEFAULT_NODE_TIMEOUT_MS,
     });
 
@@ -817,23 +820,39 @@ export class RedisCluster {
     const live = this.nodes.filter((n) => n.running);
     if (live.length === 0) return 'no node is running';
     const livePorts = new Set(live.map((n) => n.port));
-    let reference: string | null = null;
-    let referenceNode = '';
+    // master port -> sorted ports of its running replicas
+    const expectedReplicas = new Map<number, number[]>();
     for (const node of live) {
       const replication = await node.info('replication');
       const role = replication.get('role');
       this.roles.set(node, role === 'master' ? 'master' : role === 'slave' ? 'replica' : 'unknown');
-      if (role === 'slave' && replication.get('master_link_status') !== 'up') {
+      if (role !== 'slave') continue;
+      if (replication.get('master_link_status') !== 'up') {
         return `${node.address}: master_link_status is ${replication.get('master_link_status') ?? 'missing'}`;
       }
+      const masterPort = Number(replication.get('master_port'));
+      expectedReplicas.set(masterPort, [...(expectedReplicas.get(masterPort) ?? []), node.port].sort((a, b) => a - b));
+    }
+    for (const node of this.nodes) if (!node.running) this.roles.set(node, 'unknown');
+
+    let reference: string | null = null;
+    let referenceNode = '';
+    for (const node of live) {
       const state = parseInfo(String(await node.command('CLUSTER', 'INFO'))).get('cluster_state');
       if (state !== 'ok') return `${node.address}: cluster_state is ${state ?? 'missing'}`;
       const ranges = parseClusterSlots(await node.command('CLUSTER', 'SLOTS'));
       const coverage = slotCoverageProblem(ranges);
       if (coverage !== null) return `${node.address}: ${coverage}`;
-      const dead = ranges.find((r) => !livePorts.has(r.master.port));
-      if (dead !== undefined) {
-        return `${node.address}: slots ${dead.start}-${dead.end} still served by stopped node ${dead.master.port}`;
+      for (const r of ranges) {
+        if (!livePorts.has(r.master.port)) {
+          return `${node.address}: slots ${r.start}-${r.end} still served by stopped node ${r.master.port}`;
+        }
+        // Clients that read from replicas learn them from CLUSTER SLOTS.
+        const listed = r.replicas.map((x) => x.port).sort((a, b) => a - b).join(',');
+        const expected = (expectedReplicas.get(r.master.port) ?? []).join(',');
+        if (listed !== expected) {
+          return `${node.address}: slots ${r.start}-${r.end} list replicas [${listed}], expected [${expected}]`;
+        }
       }
       // Every node must agree on who serves what, or clients would bounce on MOVED.
       const view = ranges.map((r) => `${r.start}-${r.end}@${r.master.port}`).join(',');
@@ -844,7 +863,6 @@ export class RedisCluster {
         return `${node.address} and ${referenceNode} disagree on the slot map`;
       }
     }
-    for (const node of this.nodes) if (!node.running) this.roles.set(node, 'unknown');
     return null;
   }
 
@@ -867,8 +885,9 @@ export class RedisCluster {
   /**
    * Waits until every running node reports cluster_state:ok, sees all 16384
    * slots served by running nodes, agrees with the others on the slot map,
-   * and every running replica has master_link_status:up. Use after failovers,
-   * restarts or resharding.
+   * lists exactly the running replicas under each master, and every running
+   * replica has master_link_status:up. Use after failovers, restarts or
+   * resharding.
    */
   async waitForClusterOk(timeoutMs: number = DEFAULT_CLUSTER_OK_TIMEOUT_MS): Promise<void> {
     await this.poll(timeoutMs, 'a healthy cluster', () => this.clusterProblem());

@@ -139,7 +139,7 @@ describe('RedisNode', () => {
   });
 
   test('a busy port is reported as addressInUse with the log tail', async () => {
-    const blocker = net.createServer();
+    const blocker = net.createServer((socket) => socket.destroy());
     await new Promise<void>((resolve) => blocker.listen(0, '127.0.0.1', resolve));
     const address = blocker.address();
     if (address === null || typeof address === 'string') throw new Error('no address');

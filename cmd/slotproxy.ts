@@ -4,7 +4,7 @@
  * Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage.
  */
 import { Command, InvalidArgumentError } from 'commander';
-import calculateSlot from 'cluster-key-slot';
+import { keySlot } from '../sharding/slot';
 import { ConfigError, ConfigOverrides, applyOverrides, loadConfigFile } from '../config/load';
 import { Config } from '../config/schema';
 import { ProxyServer } from '../proxy/server';
@@ -113,7 +113,7 @@ program
     for (const key of keys) {
       const buf = Buffer.from(key);
       const tag = hashTag(buf);
-      process.stdout.write(`${key}\tslot=${calculateSlot(buf)}\ttag=${tag === null ? '-' : tag.toString()}\n`);
+      process.stdout.write(`${key}\tslot=${keySlot(buf)}\ttag=${tag === null ? '-' : tag.toString()}\n`);
     }
   });
 

@@ -2,7 +2,7 @@
  * Commands the proxy answers itself, because the honest answer needs no node: PING, ECHO, SELECT 0,
  * HELLO, CLIENT SETNAME/GETNAME/ID/SETINFO, CLUSTER KEYSLOT ... Texts follow Redis 7.
  */
-import calculateSlot from 'cluster-key-slot';
+import { keySlot } from '../sharding/slot';
 import * as encode from './resp/encode';
 import * as errors from './errors';
 import { parseInteger } from './commands/keys';
@@ -51,7 +51,7 @@ export function answerLocally(server: LocalServer, session: LocalSession, name: 
     case 'client|setinfo':
       return encode.OK;
     case 'cluster|keyslot':
-      return encode.integer(calculateSlot(args[2]));
+      return encode.integer(keySlot(args[2]));
     default:
       return encode.error(`ERR slotproxy: no local answer for '${name}'`);
   }

@@ -1,4 +1,4 @@
-import calculateSlot from 'cluster-key-slot';
+import { keySlot } from '../../sharding/slot';
 import { Router } from '../router';
 import { ClusterTopology } from './topology';
 
@@ -7,7 +7,7 @@ export class ClusterRouter implements Router {
   constructor(private readonly topology: ClusterTopology) {}
 
   shardOf(key: Buffer): number {
-    return calculateSlot(key);
+    return keySlot(key);
   }
 
   nodeOf(slot: number): string | null {

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Idempotent machine setup for slotproxy on Debian, run before the sandbox and
+# the tests: installs redis-server and redis-cli (and nutcracker when
+# SLOTPROXY_NEED_NUTCRACKER=1) if missing, then node_modules if stale.
+# Everything it prints goes to stderr, so callers' stdout stays clean.
+set -euo pipefail
+
+log() { echo "setup: $*" >&2; }
+
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+# nutcracker lives in /usr/sbin, which is not on every user's PATH.
+have() {
+  command -v "$1" >/dev/null 2>&1 || [ -x "/usr/sbin/$1" ] || [ -x "/usr/bin/$1" ]
+}
+
+SUDO=()
+if [ "$(id -u)" -ne 0 ] && command -v sudo >/dev/null 2>&1; then
+  SUDO=(sudo)
+fi
+
+# Stops a service the package's postinst may have started (Debian starts
+# redis-server on 6379); our servers use their own ports.
+stop_service() {
+  local name=$1 pidfile=$2
+  if command -v service >/dev/null 2>&1; then
+    ${SUDO[@]+"${SUDO[@]}"} service "$name" stop >/dev/null 2>&1 || true
+  fi
+  if [ -s "$pidfile" ]; then
+    ${SUDO[@]+"${SUDO[@]}"} kill "$(cat "$pidfile")" >/dev/null 2>&1 || true
+  fi
+}
+
+packages=()
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
+  packages+=(redis-server redis-tools)
+fi
+if [ "${SLOTPROXY_NEED_NUTCRACKER:-0}" = 1 ] && ! have nutcracker; then
+  packages+=(nutcracker)
+fi
+
+if [ ${#packages[@]} -gt 0 ]; then
+  if ! command -v apt-get >/dev/null 2>&1; then
+    log "missing ${packages[*]} and apt-get is not available; install them by hand"
+    exit 1
+  fi
+  if [ "$(id -u)" -ne 0 ] && [ ${#SUDO[@]} -eq 0 ]; then
+    log "missing ${packages[*]}; not root and sudo is not available; install them by hand"
+    exit 1
+  fi
+  log "installing Debian packages: ${packages[*]}"
+  ${SUDO[@]+"${SUDO[@]}"} apt-get update -qq >&2
+  ${SUDO[@]+"${SUDO[@]}"} env DEBIAN_FRONTEND=noninteractive \
+    apt-get install -y -qq --no-install-recommends "${packages[@]}" >&2
+  for pkg in "${packages[@]}"; do
+    case $pkg in
+      redis-server) stop_service redis-server /run/redis/redis-server.pid ;;
+      nutcracker) stop_service nutcracker /run/nutcracker/nutcracker.pid ;;
+    esac
+  done
+fi
+
+for tool in redis-server redis-cli; do
+  command -v "$tool" >/dev/null 2>&1 || { log "$tool is still not on PATH after install"; exit 1; }
+done
+log "$(redis-server --version | cut -d' ' -f1-3)"
+
+node_major=$(node -p 'process.versions.node.split(".")[0]')
+if [ "$node_major" -lt 20 ]; then
+  log "warning: Node.js >= 20 is required, found $(node --version)"
+fi
+
+# node_modules/.package-lock.json is npm's record of what is installed.
+if [ ! -d node_modules ] || [ ! -f node_modules/.package-lock.json ] ||
+  [ package-lock.json -nt node_modules/.package-lock.json ]; then
+  log "installing node modules (npm ci)"
+  npm ci --no-audit --no-fund >&2
+else
+  log "node_modules up to date"
+fi

@@ -6,7 +6,7 @@
 import { ProxyContext } from './context';
 import { CommandInfo } from './commands/table';
 import { arityMismatch, keyPositions, resolveSubcommand } from './commands/keys';
-import { BLOCKS_ONLY_WITH_BLOCK_ARG, strategyFor } from './commands/policy';
+import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, strategyFor } from './commands/policy';
 import { ANY_MASTER, ForwardedCommand } from './forward';
 import { FanoutCommand, ScanCommand, allOk, andArrays, anyOk, concatArrays, mergeInfo, sumIntegers } from './fanout';
 import { LocalSession, answerLocally } from './local';
@@ -58,6 +58,7 @@ export class Dispatcher {
     let container: string | null = null;
     if (top.subcommands !== null) {
       const sub = resolveSubcommand(top, args);
+      if (Buffer.isBuffer(sub) && this.answersUnknownSubcommand(session, top.name, sub, args)) return undefined;
       if (sub === null || Buffer.isBuffer(sub)) {
         session.replyNow(encode.error(errors.unknownSubcommand(top.name, sub ?? Buffer.alloc(0))));
         return undefined;
@@ -95,6 +96,21 @@ export class Dispatcher {
     if (positions === null) return this.routeWithNodeKeys(session, info, args, raw);
     this.route(session, info, args, raw, positions);
     return undefined;
+  }
+
+  /**
+   * Subcommands the proxy answers itself even when the back end does not know them: CLIENT SETINFO
+   * came with Redis 7.2, and client libraries send it on connect to older servers too.
+   */
+  private answersUnknownSubcommand(session: DispatchSession, container: string, sub: Buffer, args: Buffer[]): boolean {
+    const name = `${container}|${sub.toString('latin1').toLowerCase()}`;
+    const strategy = strategyFor(name, null);
+    if (strategy?.kind !== 'local') return false;
+    const arity = LOCAL_SUBCOMMAND_ARITY.get(name);
+    session.replyNow(
+      arity !== undefined && args.length !== arity ? encode.error(errors.wrongArity(name)) : answerLocally(this.ctx, session, name, args),
+    );
+    return true;
   }
 
   private route(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: number[]): void {

@@ -24,7 +24,7 @@ export class SlotMap {
   }
 
   static empty(): SlotMap {
-    return new SlotMap(new Int32Array(SLOT_COUNT).fill(UNSERVED), []);
+    return new SlotMap(new Int32Array(SLOT_COUNT).fill(UNSERVED), Object.freeze([]));
   }
 
   /**
@@ -57,7 +57,7 @@ export class SlotMap {
     }
     return new SlotMap(
       owners,
-      masters.map((m) => Object.freeze({ address: m.address, replicas: Object.freeze([...m.replicas]) })),
+      Object.freeze(masters.map((m) => Object.freeze({ address: m.address, replicas: Object.freeze([...m.replicas]) }))),
     );
   }
 
@@ -79,7 +79,7 @@ export class SlotMap {
     let masters = this.masters;
     if (i < 0) {
       i = masters.length;
-      masters = [...masters, Object.freeze({ address, replicas: Object.freeze([]) })];
+      masters = Object.freeze([...masters, Object.freeze({ address, replicas: Object.freeze([]) })]);
     }
     if (this.owners[slot] === i) return this;
     const owners = Int32Array.from(this.owners);

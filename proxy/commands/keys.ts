@@ -85,6 +85,6 @@ function legacyPositions(info: CommandInfo, argc: number): number[] {
 /** A decimal integer as Redis's string2ll accepts it, or null. */
 export function parseInteger(b: Buffer): number | null {
   const s = b.toString('latin1');
-  if (!/^-?(0|[1-9][0-9]{0,17})$/.test(s)) return null;
+  if (!/^(0|-?[1-9][0-9]{0,17})$/.test(s)) return null;
   return Number(s);
 }

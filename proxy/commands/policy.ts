@@ -99,6 +99,12 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['wait', refuse(`WAIT is ${NOT_YET}`)],
 ]);
 
+/**
+ * Local subcommands that an older back end may not list in its COMMAND table, with their arity:
+ * CLIENT SETINFO came with Redis 7.2, and client libraries send it on connect to any server.
+ */
+export const LOCAL_SUBCOMMAND_ARITY: ReadonlyMap<string, number> = new Map([['client|setinfo', 4]]);
+
 /** Commands with the `blocking` flag that only block with a BLOCK argument. */
 export const BLOCKS_ONLY_WITH_BLOCK_ARG: ReadonlySet<string> = new Set(['xread', 'xreadgroup']);
 

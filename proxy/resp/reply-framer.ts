@@ -12,109 +12,132 @@
 
 const CR = 13;
 
-// RESP type bytes.
-const LINE_TYPES = new Set([43 /* + */, 45 /* - */, 58 /* : */, 95 /* _ */, 44 /* , */, 35 /* # */, 40 /* ( */]);
-const BULK_TYPES = new Set([36 /* $ */, 33 /* ! */, 61 /* = */]);
-const ARRAY_TYPES = new Set([42 /* * */, 126 /* ~ */, 62 /* > */]);
-const MAP_TYPES = new Set([37 /* % */, 124 /* | */]);
+const MIN_ACC = 16 * 1024;
+
+// What each RESP type byte introduces (0: not a RESP type).
+const LINE = 1;
+const BULK = 2;
+const AGGREGATE = 3;
+const MAP = 4;
+const KIND = new Uint8Array(256);
+for (const c of '+-:_,#(') KIND[c.charCodeAt(0)] = LINE;
+for (const c of '$!=') KIND[c.charCodeAt(0)] = BULK;
+for (const c of '*~>') KIND[c.charCodeAt(0)] = AGGREGATE;
+for (const c of '%|') KIND[c.charCodeAt(0)] = MAP;
 const ATTRIBUTE = 124;
 
 export class ReplyFramingError extends Error {}
 
 export class ReplyFramer {
-  /** Bytes of the frame in progress (it starts at offset 0), or null when none is in progress. */
-  private buf: Buffer | null = null;
-  /** Where scanning of `buf` resumes. */
+  /**
+   * Bytes of the frame in progress (starting at offset 0; `accLength` of them are valid), or null
+   * when none is in progress. It grows by doubling, so a reply arriving in many chunks is copied
+   * O(n) times in all, not once per chunk.
+   */
+  private acc: Buffer | null = null;
+  private accLength = 0;
+  /** Where scanning of `acc` resumes. */
   private scanPos = 0;
   /** Elements still expected by each open aggregate, innermost last. */
-  private stack: number[] = [];
-  /** `buf` must hold this many bytes before scanning is worth resuming. */
+  private readonly stack: number[] = [];
+  /** `acc` must hold this many bytes before scanning is worth resuming. */
   private needed = 0;
-  private parked: Buffer[] = [];
-  private parkedLength = 0;
 
   /** Calls onFrame for every whole reply, in order. Throws ReplyFramingError on bytes that are not RESP. */
   push(chunk: Buffer, onFrame: (frame: Buffer) => void): void {
     let buf: Buffer;
-    if (this.buf === null) {
+    let end: number;
+    let pos: number;
+    if (this.acc === null) {
       buf = chunk;
+      end = chunk.length;
+      pos = 0;
     } else {
-      this.parked.push(chunk);
-      this.parkedLength += chunk.length;
-      if (this.parkedLength < this.needed) return;
-      buf = Buffer.concat(this.parked, this.parkedLength);
-      this.parked = [];
+      this.append(chunk);
+      if (this.accLength < this.needed) return;
+      buf = this.acc as Buffer;
+      end = this.accLength;
+      pos = this.scanPos;
     }
     let frameStart = 0;
-    let pos = this.buf === null ? 0 : this.scanPos;
-    this.buf = null;
-    const end = buf.length;
     const stack = this.stack;
+    this.needed = 0;
     while (pos < end) {
       // Scan one value at `pos`.
       const type = buf[pos];
+      const kind = KIND[type];
+      if (kind === 0) throw new ReplyFramingError(`not a RESP reply: type byte 0x${type.toString(16)}`);
       const cr = buf.indexOf(CR, pos + 1);
       if (cr < 0 || cr + 1 >= end) break;
       const lineEnd = cr + 2;
-      let valueEnd: number;
+      let valueEnd = lineEnd;
       let children = 0;
-      if (LINE_TYPES.has(type)) {
-        valueEnd = lineEnd;
-      } else if (BULK_TYPES.has(type)) {
+      if (kind === BULK) {
         const len = parseSigned(buf, pos + 1, cr);
-        valueEnd = len < 0 ? lineEnd : lineEnd + len + 2;
+        if (len > 0) valueEnd = lineEnd + len + 2;
+        else if (len === 0) valueEnd = lineEnd + 2;
         if (valueEnd > end) {
           this.needed = valueEnd - frameStart;
           break;
         }
-      } else if (ARRAY_TYPES.has(type) || MAP_TYPES.has(type)) {
+      } else if (kind === AGGREGATE || kind === MAP) {
         const n = parseSigned(buf, pos + 1, cr);
-        children = n < 0 ? 0 : MAP_TYPES.has(type) ? n * 2 : n;
-        valueEnd = lineEnd;
-      } else {
-        throw new ReplyFramingError(`not a RESP reply: type byte 0x${type.toString(16)}`);
+        children = n < 0 ? 0 : kind === MAP ? n * 2 : n;
       }
       pos = valueEnd;
-      if (children > 0) {
-        // An attribute map is followed by the value it annotates: count that one too.
-        stack.push(type === ATTRIBUTE ? children + 1 : children);
+      if (type === ATTRIBUTE) {
+        // An attribute is followed by the value it annotates: count that one too.
+        stack.push(children + 1);
         continue;
       }
-      if (type === ATTRIBUTE) {
-        stack.push(1);
+      if (children > 0) {
+        stack.push(children);
         continue;
       }
       // A leaf (or empty aggregate) completes: close every aggregate it completes.
       while (stack.length > 0) {
         const top = stack.length - 1;
-        stack[top]--;
-        if (stack[top] > 0) break;
+        if (--stack[top] > 0) break;
         stack.pop();
       }
       if (stack.length === 0) {
         onFrame(buf.subarray(frameStart, pos));
         frameStart = pos;
-        this.needed = 0;
       }
     }
-    if (frameStart < end || stack.length > 0) {
-      // Copy, so a small unfinished frame does not pin the whole chunk.
-      const rest = frameStart === 0 ? buf : Buffer.from(buf.subarray(frameStart));
-      this.buf = rest;
-      this.scanPos = pos - frameStart;
-      this.parked = [rest];
-      this.parkedLength = rest.length;
-      if (this.needed <= rest.length) this.needed = rest.length + 1;
-    } else {
-      this.needed = 0;
-      this.parked = [];
-      this.parkedLength = 0;
+    if (frameStart === end && stack.length === 0) {
+      this.acc = null;
+      this.accLength = 0;
+      return;
     }
+    this.scanPos = pos - frameStart;
+    if (buf !== this.acc || frameStart > 0) {
+      // Frames handed out may point into `buf`: the unfinished rest goes to a buffer of its own.
+      const rest = end - frameStart;
+      const fresh = Buffer.allocUnsafe(Math.max(rest * 2, MIN_ACC, this.needed));
+      buf.copy(fresh, 0, frameStart, end);
+      this.acc = fresh;
+      this.accLength = rest;
+    }
+    if (this.needed <= this.accLength) this.needed = this.accLength + 1;
   }
 
   /** Bytes held for a reply not yet whole. */
   get bufferedBytes(): number {
-    return this.buf === null ? 0 : this.parkedLength;
+    return this.acc === null ? 0 : this.accLength;
+  }
+
+  private append(chunk: Buffer): void {
+    let acc = this.acc as Buffer;
+    const total = this.accLength + chunk.length;
+    if (total > acc.length) {
+      const grown = Buffer.allocUnsafe(Math.max(total, acc.length * 2, this.needed));
+      acc.copy(grown, 0, 0, this.accLength);
+      acc = grown;
+      this.acc = grown;
+    }
+    chunk.copy(acc, this.accLength);
+    this.accLength = total;
   }
 }
 

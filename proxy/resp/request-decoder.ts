@@ -227,7 +227,8 @@ function findLineEnd(buf: Buffer, from: number, maxLine: number): number {
 /** A non-negative decimal length in buf[from, to); FAILED for anything else (sign, junk, overflow). */
 function parseLength(buf: Buffer, from: number, to: number): number {
   if (to <= from || to - from > 15) return FAILED;
-  if (buf[from] === MINUS) return FAILED;
+  // Like Redis's string2ll: no sign, and no leading zero unless the number is 0 itself.
+  if (buf[from] === MINUS || (buf[from] === 48 && to - from > 1)) return FAILED;
   let n = 0;
   for (let i = from; i < to; i++) {
     const d = buf[i] - 48;
@@ -242,8 +243,14 @@ const DQUOTE = 34;
 const SQUOTE = 39;
 const BACKSLASH = 92;
 
+/** C's isspace(): what separates words. */
 function isSpace(c: number): boolean {
   return c === SPACE || c === 9 || c === 10 || c === 13 || c === 11 || c === 12;
+}
+
+/** What ends an unquoted word in sdssplitargs: fewer bytes than isspace() (not \v or \f). */
+function endsWord(c: number): boolean {
+  return c === SPACE || c === 9 || c === 10 || c === 13 || c === 0;
 }
 
 function hexValue(c: number): number {
@@ -304,7 +311,7 @@ export function splitInlineArgs(line: Buffer): Buffer[] | null {
           break;
         }
         const c = line[i];
-        if (isSpace(c)) done = true;
+        if (endsWord(c)) done = true;
         else if (c === DQUOTE) inDouble = true;
         else if (c === SQUOTE) inSingle = true;
         else bytes.push(c);

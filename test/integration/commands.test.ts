@@ -698,6 +698,13 @@ describe('commands through slotproxy (cluster mode)', () => {
       expect(await c1.call('CLIENT', 'ID')).toEqual(id1);
     });
 
+    test('CLIENT SETINFO is answered by the proxy although Redis 7.0 does not know it', async () => {
+      const c = h.connect();
+      expect(await c.call('CLIENT', 'SETINFO', 'LIB-NAME', 'slotproxy-test')).toEqual('OK');
+      expect(await errorOf(c.call('CLIENT', 'SETINFO', 'LIB-NAME'))).toEqual("ERR wrong number of arguments for 'client|setinfo' command");
+      expect(await errorOf(c.call('CLIENT', 'NOSUCH'))).toEqual("ERR unknown subcommand 'NOSUCH'. Try CLIENT HELP.");
+    });
+
     test('QUIT answers +OK and closes the connection (byte-exact)', async () => {
       const conn = await RawConn.open(proxyPort);
       try {

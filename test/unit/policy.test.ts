@@ -1,0 +1,87 @@
+// POLICY: how each command that is not simply "route by its keys" is handled. Every entry must name a
+// command the (fallback, Redis 7.0) command table knows, or the entry can never apply.
+import { LOCAL_SUBCOMMAND_ARITY, POLICY, Strategy, strategyFor } from '../../proxy/commands/policy';
+import { CommandTable } from '../../proxy/commands/table';
+
+const table = CommandTable.fallback();
+const entries = [...POLICY.entries()];
+
+describe('POLICY entries', () => {
+  test('is not empty, and its names are lower case, with at most one "|"', () => {
+    expect(entries.length).toBeGreaterThan(50);
+    for (const [name] of entries) expect(name).toMatch(/^[a-z_-]+(\|[a-z_-]+)?$/);
+  });
+
+  test.each(entries)('%s names a command of the table', (name) => {
+    const bar = name.indexOf('|');
+    if (bar < 0) {
+      expect(table.get(name)?.name).toBe(name);
+      return;
+    }
+    const container = table.get(name.slice(0, bar));
+    expect(container?.subcommands).not.toBeNull();
+    // Answered locally even where the back end's table lacks it (the dispatcher checks this list).
+    if (LOCAL_SUBCOMMAND_ARITY.has(name)) {
+      expect(POLICY.get(name)?.kind).toBe('local');
+      return;
+    }
+    // The dispatcher only reaches a `container|sub` entry when the table resolves the subcommand.
+    expect(container?.subcommands?.get(name.slice(bar + 1))?.name).toBe(name);
+  });
+
+  const refusals = entries.filter((e): e is [string, Extract<Strategy, { kind: 'refuse' }>] => e[1].kind === 'refuse');
+
+  test('some entries refuse', () => {
+    expect(refusals.length).toBeGreaterThan(10);
+  });
+
+  test.each(refusals)('%s: the refusal gives a reason', (_name, strategy) => {
+    expect(strategy.why.trim().length).toBeGreaterThan(0);
+    expect(strategy.why).not.toMatch(/\r|\n/);
+  });
+
+  test.each(entries)('%s has a known strategy kind', (_name, strategy) => {
+    expect(['local', 'fanout', 'any-master', 'refuse']).toContain(strategy.kind);
+  });
+});
+
+describe('strategyFor', () => {
+  test.each<[string, string | null, Strategy['kind'] | undefined]>([
+    // plain commands
+    ['ping', null, 'local'],
+    ['dbsize', null, 'fanout'],
+    ['time', null, 'any-master'],
+    ['multi', null, 'refuse'],
+    ['get', null, undefined],
+    ['eval', null, undefined],
+    // a listed subcommand wins over its container
+    ['client|setname', 'client', 'local'],
+    ['cluster|keyslot', 'cluster', 'local'],
+    ['script|load', 'script', 'fanout'],
+    // an unlisted subcommand falls back to its container
+    ['client|kill', 'client', 'refuse'],
+    ['cluster|nodes', 'cluster', 'refuse'],
+    ['script|debug', 'script', 'refuse'],
+    ['config|get', 'config', 'refuse'],
+    ['memory|usage', 'memory', 'refuse'],
+    // neither listed: routed by keys
+    ['object|encoding', 'object', undefined],
+    ['xinfo|stream', 'xinfo', undefined],
+  ])('%s (container %s) -> %s', (name, container, kind) => {
+    expect(strategyFor(name, container)?.kind).toBe(kind);
+  });
+
+  test('a subcommand falls back to exactly its container entry', () => {
+    expect(strategyFor('client|kill', 'client')).toBe(POLICY.get('client'));
+    expect(strategyFor('client|setname', 'client')).toBe(POLICY.get('client|setname'));
+  });
+
+  test('a subcommand name without its container is not looked up by container', () => {
+    expect(strategyFor('client|kill', null)).toBeUndefined();
+  });
+
+  test.each(entries)('%s resolves to its own entry', (name, strategy) => {
+    const bar = name.indexOf('|');
+    expect(strategyFor(name, bar < 0 ? null : name.slice(0, bar))).toBe(strategy);
+  });
+});

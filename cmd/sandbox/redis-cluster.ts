@@ -30,8 +30,10 @@ const PORT_RACE_ATTEMPTS = 3;
 // Registry of live redis-server pids, killed synchronously on process exit.
 
 interface LiveRegistry {
-  readonly brand: 'slotproxy.sandbox.registry.v1';
+  readonly brand: 'slotproxy.sandbox.registry.v2';
   readonly pids: Set<number>;
+  /** Temp dirs we created and have not removed yet; removed at exit too. */
+  readonly dirs: Set<string>;
   readonly killAll: () => void;
 }
 
@@ -66,7 +68,7 @@ function isRegistry(value: unknown): value is LiveRegistry {
     typeof value === 'object' &&
     value !== null &&
     'brand' in value &&
-    value.brand === 'slotproxy.sandbox.registry.v1'
+    value.brand === 'slotproxy.sandbox.registry.v2'
   );
 }
 
@@ -75,6 +77,7 @@ function registry(): LiveRegistry {
   const existing: unknown = Reflect.get(host, REGISTRY_KEY);
   if (isRegistry(existing)) return existing;
   const pids = new Set<number>();
+  const dirs = new Set<string>();
   const killAll = (): void => {
     for (const pid of pids) {
       try {
@@ -84,8 +87,10 @@ function registry(): LiveRegistry {
       }
     }
     pids.clear();
+    for (const dir of dirs) fs.rmSync(dir, { recursive: true, force: true });
+    dirs.clear();
   };
-  const created: LiveRegistry = { brand: 'slotproxy.sandbox.registry.v1', pids, killAll };
+  const created: LiveRegistry = { brand: 'slotproxy.sandbox.registry.v2', pids, dirs, killAll };
   // One registry and one 'exit' listener per OS process, however many test
   // files (each with its own module instance) load this module.
   Reflect.set(host, REGISTRY_KEY, created);
@@ -93,7 +98,7 @@ function registry(): LiveRegistry {
   return created;
 }
 
-/** SIGKILLs every redis-server started by this module that is still running. Synchronous. */
+/** SIGKILLs every redis-server started by this module that is still running and removes its temp dirs. Synchronous. */
 export function killAllRedisSync(): void {
   registry().killAll();
 }
@@ -166,6 +171,11 @@ function redisCliBin(): string {
   return requireExecutable(process.env.SLOTPROXY_REDIS_CLI ?? 'redis-cli', 'redis-tools');
 }
 
+/** Stdio pipes are net.Sockets at run time, though typed as plain streams. */
+function unrefStream(stream: unknown): void {
+  if (stream instanceof net.Socket) stream.unref();
+}
+
 async function readTail(file: string, lines: number): Promise<string> {
   try {
     const text = await fsp.readFile(file, 'utf8');
@@ -178,7 +188,14 @@ async function readTail(file: string, lines: number): Promise<string> {
 async function makeTempDir(parent?: string): Promise<string> {
   const base = parent === undefined ? os.tmpdir() : path.resolve(parent);
   await fsp.mkdir(base, { recursive: true });
-  return fsp.mkdtemp(path.join(base, 'slotproxy-'));
+  const dir = await fsp.mkdtemp(path.join(base, 'slotproxy-'));
+  registry().dirs.add(dir);
+  return dir;
+}
+
+async function removeTempDir(dir: string): Promise<void> {
+  await fsp.rm(dir, { recursive: true, force: true });
+  registry().dirs.delete(dir);
 }
 
 // ---------------------------------------------------------------------------
@@ -451,6 +468,11 @@ export class RedisNode {
     };
     child.stdout?.on('data', keep);
     child.stderr?.on('data', keep);
+    // A server someone forgot to stop must not keep Node (e.g. jest) alive
+    // forever: unref it, and let the exit hook kill it when Node exits.
+    child.unref();
+    unrefStream(child.stdout);
+    unrefStream(child.stderr);
     this.exitPromise = new Promise<void>((resolve) => {
       const onGone = (description: string): void => {
         if (child.pid !== undefined) live.pids.delete(child.pid);
@@ -515,6 +537,8 @@ export class RedisNode {
   /** SIGTERM, then SIGKILL after 2s; resolves once the process has exited. Keeps the dir (see destroy()). */
   async stop(): Promise<void> {
     if (!this.exited) {
+      // Keep Node alive until the exit is seen, or `await stop()` could hang up a script's last step.
+      this.process.ref();
       this.process.kill('SIGTERM');
       // A SIGSTOPped server would not act on SIGTERM until continued.
       this.process.kill('SIGCONT');
@@ -528,7 +552,7 @@ export class RedisNode {
   /** stop(), then remove the dir if start() created it. */
   async destroy(): Promise<void> {
     await this.stop();
-    if (this.ownsDir) await fsp.rm(this.dir, { recursive: true, force: true });
+    if (this.ownsDir) await removeTempDir(this.dir);
   }
 
   /** Stops the server if running and starts it again on the same port and dir (a cluster node keeps its nodes.conf identity). */
@@ -718,7 +742,7 @@ export class RedisCluster {
       return cluster;
     } catch (err) {
       await destroyAll(started).catch(() => undefined);
-      await fsp.rm(dir, { recursive: true, force: true });
+      await removeTempDir(dir);
       throw err;
     }
   }
@@ -899,7 +923,7 @@ export class RedisCluster {
       await destroyAll(this.nodes);
     } finally {
       this.roles.clear();
-      await fsp.rm(this.dir, { recursive: true, force: true });
+      await removeTempDir(this.dir);
     }
   }
 }
@@ -945,7 +969,7 @@ export class StandaloneNodes {
       return new StandaloneNodes(started, dir);
     } catch (err) {
       await destroyAll(started).catch(() => undefined);
-      await fsp.rm(dir, { recursive: true, force: true });
+      await removeTempDir(dir);
       throw err;
     }
   }
@@ -960,7 +984,7 @@ export class StandaloneNodes {
     try {
       await destroyAll(this.nodes);
     } finally {
-      await fsp.rm(this.dir, { recursive: true, force: true });
+      await removeTempDir(this.dir);
     }
   }
 }

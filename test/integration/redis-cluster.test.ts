@@ -162,6 +162,9 @@ describe('RedisCluster with 3 masters and 1 replica each', () => {
     expect(c.nodes).toHaveLength(6);
     expect(c.masters).toHaveLength(3);
     expect(c.replicas).toHaveLength(3);
+    // Nodes are ordered by port and the first `masters` of them start as masters.
+    expect(c.masters).toEqual(c.nodes.slice(0, 3));
+    expect(c.nodes.map((n) => n.port)).toEqual([...c.nodes.map((n) => n.port)].sort((a, b) => a - b));
     for (const master of c.masters) {
       const replicas = await c.replicasOf(master);
       expect(replicas).toHaveLength(1);

@@ -74,7 +74,12 @@ fi
 if [ ! -d node_modules ] || [ ! -f node_modules/.package-lock.json ] ||
   [ package-lock.json -nt node_modules/.package-lock.json ]; then
   log "installing node modules (npm ci)"
-  npm ci --no-audit --no-fund >&2
+  # npm 11 leaves some platform-specific optional packages (jest's @unrs/resolver-binding-*) out
+  # of the lock file and then refuses `npm ci`; `npm install` still installs the locked versions.
+  if ! npm ci --no-audit --no-fund >&2; then
+    log "npm ci refused the lock file; falling back to npm install (locked versions)"
+    npm install --no-audit --no-fund >&2
+  fi
 else
   log "node_modules up to date"
 fi

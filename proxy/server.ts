@@ -143,12 +143,18 @@ export class ProxyServer {
       `backend_errors:${s.backendErrors}`,
       `backend_connections:${this.ctx.pool.openConnections}`,
       `command_table:${this.ctx.table.source}`,
+      ...memoryLines(),
     ];
     if (map !== undefined) {
       lines.push(`cluster_masters:${map.masters.length}`, `cluster_slots_served:${map.servedSlots}`);
     }
     return lines.join('\r\n');
   }
+}
+
+function memoryLines(): string[] {
+  const m = process.memoryUsage();
+  return [`used_memory_rss:${m.rss}`, `used_memory_heap:${m.heapUsed}`, `used_memory_buffers:${m.arrayBuffers}`];
 }
 
 function backendHandshake(config: Config): Buffer[] {

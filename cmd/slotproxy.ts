@@ -11,6 +11,7 @@ import { ProxyServer } from '../proxy/server';
 import { log, setLogLevel } from '../proxy/log';
 import { hashTag } from '../sharding/hash-tag';
 import { runSandbox } from './sandbox/run';
+import { isWorkerProcess, superviseWorkers } from './workers';
 
 import { VERSION } from '../proxy/version';
 
@@ -68,10 +69,20 @@ program
   .option('--listen <host:port>', 'address for clients (overrides the file)')
   .option('--seeds <host:port,...>', 'cluster seed nodes (overrides the file)', (v: string) => v.split(',').filter((s) => s !== ''))
   .option('--log-level <level>', 'fatal | error | warn | info | debug | trace | silent')
-  .action(async (opts: { config: string; listen?: string; seeds?: string[]; logLevel?: string }) => {
+  .option('--workers <n>', 'proxy processes sharing the port (overrides the file)', (v: string) => {
+    const n = Number(v);
+    if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
+    return n;
+  })
+  .action(async (opts: { config: string; listen?: string; seeds?: string[]; logLevel?: string; workers?: number }) => {
     try {
-      const overrides: ConfigOverrides = { listen: opts.listen, seeds: opts.seeds, logLevel: opts.logLevel };
+      const overrides: ConfigOverrides = { listen: opts.listen, seeds: opts.seeds, logLevel: opts.logLevel, workers: opts.workers };
       const config = applyOverrides(loadConfigFile(opts.config), overrides);
+      if (config.workers > 1 && !isWorkerProcess()) {
+        setLogLevel(config.log.level);
+        superviseWorkers(config.workers);
+        return;
+      }
       await serve(config, opts.config, overrides);
     } catch (err) {
       fail(err);

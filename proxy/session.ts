@@ -20,6 +20,7 @@ import { RequestDecoder, DecoderLimits } from './resp/request-decoder';
 import { Dispatcher, DispatchSession } from './dispatch';
 import { ReplySlot } from './reply-slot';
 import { Queue } from './queue';
+import { Flushable, inBatch, markReady } from './reply-flusher';
 import { ProxyStats } from './stats';
 import * as encode from './resp/encode';
 
@@ -35,7 +36,7 @@ const MAX_OUTSTANDING_REPLIES = 16384;
 
 let nextSessionId = 1;
 
-export class Session implements DispatchSession {
+export class Session implements DispatchSession, Flushable {
   readonly id = nextSessionId++;
   name: Buffer | null = null;
   closeAfterReply = false;
@@ -60,7 +61,7 @@ export class Session implements DispatchSession {
       socket.setTimeout(limits.idleClientTimeoutMs, () => socket.destroy());
     }
     socket.on('data', (chunk: Buffer) => {
-      this.decoder.push(chunk);
+      inBatch(() => this.decoder.push(chunk));
       this.applyBackPressure();
     });
     socket.on('drain', () => this.applyBackPressure());
@@ -115,9 +116,9 @@ export class Session implements DispatchSession {
 
   onSlotFilled(slot: ReplySlot): void {
     if (slot !== this.slots.peek() || this.flushScheduled) return;
-    // After the current callback: every reply of one back-end read is written with one client write.
+    // After the current batch: every reply of one back-end read is written with one client write.
     this.flushScheduled = true;
-    process.nextTick(this.flush);
+    markReady(this);
   }
 
   private run(args: Buffer[], raw: Buffer | null): void {
@@ -138,6 +139,10 @@ export class Session implements DispatchSession {
       }
       this.run(held[i].args, held[i].raw);
     }
+  }
+
+  flushReplies(): void {
+    this.flush();
   }
 
   private readonly flush = (): void => {

@@ -16,6 +16,7 @@
  */
 import net from 'node:net';
 import { Queue } from '../queue';
+import { inBatch } from '../reply-flusher';
 import { ReplyFramer, ReplyFramingError } from '../resp/reply-framer';
 import * as errors from '../errors';
 
@@ -166,7 +167,7 @@ export class BackendConnection {
 
   private onData(chunk: Buffer): void {
     try {
-      this.framer.push(chunk, this.deliver);
+      inBatch(() => this.framer.push(chunk, this.deliver));
     } catch (err) {
       const why = err instanceof ReplyFramingError ? err.message : String(err);
       this.fail(`ERR slotproxy: node ${this.address} sent ${why}`);

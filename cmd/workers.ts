@@ -1,0 +1,44 @@
+/**
+ * `--workers N`: N proxy processes (Node cluster workers) sharing the listening port, for machines
+ * with cores to spare. Each worker is a whole proxy with its own back-end connections, so a node
+ * sees N x backend.connectionsPerNode connections. The primary only supervises: it forwards
+ * SIGTERM/SIGINT (drain and exit) and SIGHUP (reload) and replaces a worker that dies.
+ */
+import cluster, { Worker } from 'node:cluster';
+import { log } from '../proxy/log';
+
+const RESTART_DELAY_MS = 1000;
+
+export function superviseWorkers(count: number): void {
+  let stopping = false;
+  const fork = (): Worker => {
+    const worker = cluster.fork();
+    worker.on('exit', (code, signal) => {
+      if (stopping) {
+        if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
+        return;
+      }
+      log.error({ pid: worker.process.pid, code, signal }, 'a worker died; starting a new one');
+      setTimeout(fork, RESTART_DELAY_MS);
+    });
+    return worker;
+  };
+  for (let i = 0; i < count; i++) fork();
+  const forward = (signal: NodeJS.Signals): void => {
+    for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal);
+  };
+  const stop = (signal: NodeJS.Signals): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal, workers: count }, 'stopping the workers');
+    forward('SIGTERM');
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', () => forward('SIGHUP'));
+  log.info({ workers: count }, 'started worker processes');
+}
+
+export function isWorkerProcess(): boolean {
+  return !cluster.isPrimary;
+}

@@ -6,6 +6,9 @@
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';
+import { findExecutable } from '../cmd/sandbox/executables';
+
+export { findExecutable };
 
 const TAIL_BYTES = 16 * 1024;
 
@@ -28,29 +31,6 @@ function installExitHook(): void {
   if (exitHookInstalled) return;
   exitHookInstalled = true;
   process.on('exit', killAllChildrenSync);
-}
-
-function isExecutableFile(file: string): boolean {
-  try {
-    fs.accessSync(file, fs.constants.X_OK);
-    return fs.statSync(file).isFile();
-  } catch {
-    return false;
-  }
-}
-
-/**
- * Absolute path of an executable: PATH first, then the sbin directories, because Debian puts
- * nutcracker in /usr/sbin, which is not on an ordinary user's PATH.
- */
-export function findExecutable(name: string): string | null {
-  const dirs = [...(process.env.PATH ?? '').split(path.delimiter), '/usr/local/sbin', '/usr/sbin', '/sbin'];
-  for (const dir of dirs) {
-    if (dir === '') continue;
-    const candidate = path.join(dir, name);
-    if (isExecutableFile(candidate)) return candidate;
-  }
-  return null;
 }
 
 const SETPRIV = findExecutable('setpriv');

@@ -11,6 +11,7 @@ import path from 'node:path';
 import { RedisCluster, RedisNode, RedisStartError, StandaloneNodes, sendCommand } from '../cmd/sandbox/redis-cluster';
 import { freePort, freePorts } from '../cmd/sandbox/ports';
 import { ManagedProcess, findExecutable } from './children';
+import { NODE_FLAGS } from '../cmd/node-flags';
 
 export const TARGET_IDS = ['direct', 'twemproxy', 'ring', 'cluster', 'workers'] as const;
 export type TargetId = (typeof TARGET_IDS)[number];
@@ -251,8 +252,8 @@ export class TargetLauncher {
         async (port) => {
           const text = config(port);
           const file = await this.writeFile(`slotproxy-${id}.yaml`, text);
-          const args = [script, 'start', '-c', file, ...extraArgs];
-          this.launches.set(id, { id, command: `node dist/cmd/slotproxy.js start -c slotproxy-${id}.yaml ${extraArgs.join(' ')}`.trim(), config: text });
+          const args = [...NODE_FLAGS, script, 'start', '-c', file, ...extraArgs];
+          this.launches.set(id, { id, command: `node ${NODE_FLAGS.join(' ')} dist/cmd/slotproxy.js start -c slotproxy-${id}.yaml ${extraArgs.join(' ')}`.trim(), config: text });
           return { bin: process.execPath, args };
         },
         async () => '',

@@ -1,7 +1,8 @@
-#!/usr/bin/env node
+#!/usr/bin/env -S node --max-semi-space-size=2
 /**
  * The `slotproxy` command: argv -> config -> proxy. No proxy logic of its own.
  * Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage.
+ * The shebang carries cmd/node-flags.ts's V8 flags (env -S passes them to node).
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { keySlot } from '../sharding/slot';

@@ -15,6 +15,7 @@ import path from 'node:path';
 import vm from 'node:vm';
 import RedisParser from 'redis-parser';
 import { LOOPBACK, MAX_CLUSTER_PORT, freeClusterPorts, freePorts } from './ports';
+import { findExecutable } from './executables';
 
 export const CLUSTER_SLOTS = 16384;
 const DEFAULT_READY_TIMEOUT_MS = 10_000;
@@ -130,26 +131,6 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
 
 function errorMessage(err: unknown): string {
   return err instanceof Error ? err.message : String(err);
-}
-
-function isExecutableFile(file: string): boolean {
-  try {
-    fs.accessSync(file, fs.constants.X_OK);
-    return fs.statSync(file).isFile();
-  } catch {
-    return false;
-  }
-}
-
-/** Absolute path of an executable, searching PATH for bare names; null if absent. */
-function findExecutable(name: string): string | null {
-  if (name.includes('/')) return isExecutableFile(name) ? path.resolve(name) : null;
-  for (const dir of (process.env.PATH ?? '').split(path.delimiter)) {
-    if (dir === '') continue;
-    const candidate = path.join(dir, name);
-    if (isExecutableFile(candidate)) return candidate;
-  }
-  return null;
 }
 
 function requireExecutable(name: string, debianPackage: string): string {

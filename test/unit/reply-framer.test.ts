@@ -2,21 +2,9 @@
 // whole, byte by byte and in random chunks, alone and concatenated in a stream: the frames must come
 // out byte-identical and in order.
 import { ReplyFramer, ReplyFramingError } from '../../proxy/resp/reply-framer';
+import { randInt, xorshift32 } from '../helpers/random';
 
 /** Seeded PRNG (xorshift32), so a failing random case can be reproduced from its seed. */
-function xorshift32(seed: number): () => number {
-  let x = (seed ^ 0x9e3779b9) >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 4294967296;
-  };
-}
-
-function randInt(rng: () => number, lo: number, hi: number): number {
-  return lo + Math.floor(rng() * (hi - lo + 1));
-}
 
 type FeedMode = 'whole' | 'byte by byte' | 'random chunks';
 const MODES: FeedMode[] = ['whole', 'byte by byte', 'random chunks'];

@@ -1,24 +1,12 @@
 // RequestDecoder: client requests (RESP multibulk and inline) from a byte stream. Every fixture is fed
 // whole, byte by byte and in random-size chunks, and must give the same requests every time.
 import { DecoderLimits, RequestDecoder, RequestSink, splitInlineArgs } from '../../proxy/resp/request-decoder';
+import { randInt, xorshift32 } from '../helpers/random';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
 
 /** Seeded PRNG (xorshift32), so a failing random case can be reproduced from its seed. */
-function xorshift32(seed: number): () => number {
-  let x = (seed ^ 0x9e3779b9) >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 4294967296;
-  };
-}
-
-function randInt(rng: () => number, lo: number, hi: number): number {
-  return lo + Math.floor(rng() * (hi - lo + 1));
-}
 
 type Arg = string | Buffer;
 

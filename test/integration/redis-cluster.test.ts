@@ -1,11 +1,10 @@
 // Tests for the sandbox launcher against real redis-server processes.
 
-import { execFileSync, spawn } from 'node:child_process';
+import { spawn } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import ts from 'typescript';
 import { freeClusterPorts, freePort, freePorts, isListening } from '../../cmd/sandbox/ports';
 import {
   RedisCluster,
@@ -313,29 +312,20 @@ describe('StandaloneNodes', () => {
 });
 
 describe('no redis-server outlives a crashed parent', () => {
-  // The launcher compiled to plain JS, so a separate node process can load it.
-  let buildDir = '';
+  // The launcher as `npm test` compiled it (tsc to dist/), so a separate node process can load it.
+  const compiledLauncher = path.join(__dirname, '../../dist/cmd/sandbox/redis-cluster.js');
   beforeAll(() => {
-    buildDir = fs.mkdtempSync(path.join(os.tmpdir(), 'slotproxy-test-'));
-    for (const name of ['ports', 'redis-cluster']) {
-      const source = fs.readFileSync(path.join(__dirname, '../../cmd/sandbox', `${name}.ts`), 'utf8');
-      const { outputText } = ts.transpileModule(source, {
-        compilerOptions: { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, esModuleInterop: true },
-      });
-      fs.writeFileSync(path.join(buildDir, `${name}.js`), outputText);
-    }
+    if (!fs.existsSync(compiledLauncher)) throw new Error(`${compiledLauncher} is missing: run npm run build first`);
   });
-  afterAll(() => fs.rmSync(buildDir, { recursive: true, force: true }));
 
   async function runChild(port: number, dieWithParent: boolean, ending: string): Promise<{ pid: number; dir: string }> {
     const script = `
-      const { RedisNode } = require(${JSON.stringify(path.join(buildDir, 'redis-cluster.js'))});
+      const { RedisNode } = require(${JSON.stringify(compiledLauncher)});
       RedisNode.start({ port: ${port}, dieWithParent: ${dieWithParent} }).then((node) => {
         process.stdout.write(JSON.stringify({ pid: node.pid, dir: node.dir }) + '\\n', () => { ${ending} });
       }, (err) => { console.error(err); process.exit(3); });
     `;
     const child = spawn(process.execPath, ['-e', script], {
-      env: { ...process.env, NODE_PATH: path.join(__dirname, '../../node_modules') },
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     let out = '';
@@ -357,16 +347,7 @@ describe('no redis-server outlives a crashed parent', () => {
     }
   });
 
-  const hasSetpriv = ((): boolean => {
-    try {
-      execFileSync('setpriv', ['--help'], { stdio: 'ignore' });
-      return true;
-    } catch {
-      return false;
-    }
-  })();
-
-  (hasSetpriv ? test : test.skip)('a SIGKILLed parent takes the server with it (pdeathsig)', async () => {
+  test('a SIGKILLed parent takes the server with it (pdeathsig)', async () => {
     const port = await freePort();
     const { pid, dir } = await runChild(port, true, "process.kill(process.pid, 'SIGKILL');");
     try {

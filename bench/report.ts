@@ -231,7 +231,8 @@ function costSection(r: BenchResults, summaries: readonly ShapeSummary[]): strin
   ].join('\n');
 }
 
-export function renderMarkdown(r: BenchResults, headroomNote: string, svgFile: string): string {
+/** `notes`: the hand-written analysis (bench/NOTES.md), kept across runs under its own heading. */
+export function renderMarkdown(r: BenchResults, headroomNote: string, svgFile: string, notes: string): string {
   const summaries = summarize(r);
   return [
     '# slotproxy benchmarks',
@@ -252,9 +253,7 @@ export function renderMarkdown(r: BenchResults, headroomNote: string, svgFile: s
     '',
     commandsSection(r),
     '',
-    '## What moved the numbers',
-    '',
-    '_To be filled in by whoever changes the numbers: which change, which shape, by how much._',
+    notes.trim(),
     '',
   ].join('\n');
 }

@@ -18,6 +18,7 @@ import { MIB, renderConsole, renderMarkdown } from './report';
 import { Shape, TestName, TestOutcome, invocations, redisBenchmarkBin, runInvocation, shapeLabel, shellLine } from './redis-benchmark';
 import { BenchResults, MemoryRow, RunSample, TargetStatus, summarize } from './results';
 import { renderChart } from './svg';
+import { runMigrationBench } from './migration';
 import {
   Backends,
   RunningTarget,
@@ -304,7 +305,10 @@ async function run(opts: BenchOptions, cleanup: Cleanup): Promise<number> {
       values: available.map((t) => opts.tests.map((test) => s.rows.find((row) => row.target.id === t.id)?.cells.get(test)?.rps ?? null)),
     })),
   });
-  await fsp.writeFile(mdFile, renderMarkdown(results, HEADROOM_NOTE, SVG_FILE));
+  let markdown = renderMarkdown(results, HEADROOM_NOTE, SVG_FILE, await fsp.readFile(path.join(__dirname, '../../bench/NOTES.md'), 'utf8'));
+  // The ring migration's numbers (issue 6): copy of 1,000,000 keys, and double-write's cost.
+  if (!opts.quick) markdown += `\n${await runMigrationBench(1_000_000, 200_000)}\n`;
+  await fsp.writeFile(mdFile, markdown);
   await fsp.writeFile(svgFile, chart);
 
   process.stdout.write(renderConsole(results, HEADROOM_NOTE));

@@ -245,25 +245,17 @@ export class TargetLauncher {
 
   private async startSlotproxy(id: TargetId, config: (port: number) => string, extraArgs: string[]): Promise<RunningTarget> {
     const script = slotproxyScript();
-    let started: { proc: ManagedProcess; port: number };
-    try {
-      started = await startProxy(
-        TARGET_LABELS[id],
-        async (port) => {
-          const text = config(port);
-          const file = await this.writeFile(`slotproxy-${id}.yaml`, text);
-          const args = [...NODE_FLAGS, script, 'start', '-c', file, ...extraArgs];
-          this.launches.set(id, { id, command: `node ${NODE_FLAGS.join(' ')} dist/cmd/slotproxy.js start -c slotproxy-${id}.yaml ${extraArgs.join(' ')}`.trim(), config: text });
-          return { bin: process.execPath, args };
-        },
-        async () => '',
-      );
-    } catch (err) {
-      const message = errorMessage(err);
-      // Ring mode is refused by today's proxy; the row says so instead of failing the whole run.
-      if (id === 'ring' && /ring mode is not implemented/i.test(message)) throw new TargetUnavailable('ring mode not implemented yet');
-      throw err;
-    }
+    const started = await startProxy(
+      TARGET_LABELS[id],
+      async (port) => {
+        const text = config(port);
+        const file = await this.writeFile(`slotproxy-${id}.yaml`, text);
+        const args = [...NODE_FLAGS, script, 'start', '-c', file, ...extraArgs];
+        this.launches.set(id, { id, command: `node ${NODE_FLAGS.join(' ')} dist/cmd/slotproxy.js start -c slotproxy-${id}.yaml ${extraArgs.join(' ')}`.trim(), config: text });
+        return { bin: process.execPath, args };
+      },
+      async () => '',
+    );
     return { id, port: started.port, proc: started.proc, stop: async () => void (await started.proc.stop()) };
   }
 

@@ -12,6 +12,10 @@ import { ProxyServer } from '../proxy/server';
 import { log, setLogLevel } from '../proxy/log';
 import { hashTag } from '../sharding/hash-tag';
 import { runSandbox } from './sandbox/run';
+import { Placement } from '../sharding/migration';
+import { describeOwner } from '../proxy/ring/describe';
+import { registerImportTwemproxy } from './import-twemproxy';
+import { registerMigrate } from './migrate';
 import { isWorkerProcess, superviseWorkers } from './workers';
 
 import { VERSION } from '../proxy/version';
@@ -49,8 +53,11 @@ async function serve(config: Config, file: string | null, overrides: ConfigOverr
     if (file === null) return;
     try {
       const next = applyOverrides(loadConfigFile(file), overrides);
-      setLogLevel(next.log.level);
-      log.info({ file }, 'configuration reloaded (log level applied; other changes need a restart)');
+      // Everything that can fail is checked before anything is applied.
+      const apply = server.prepareReload(next);
+      server.reloadRing(next);
+      apply();
+      log.info({ file }, 'configuration reloaded (limits, log level, auth, TLS certificate, ring and migration applied)');
     } catch (err) {
       log.error({ file, err: err instanceof ConfigError ? err.problems : String(err) }, 'reload refused; the running configuration stays');
     }
@@ -119,14 +126,25 @@ program
 
 program
   .command('slot')
-  .description("print each key's hash slot and hash tag")
+  .description("print each key's hash slot and hash tag (with -c and a ring config, its owner node)")
   .argument('<key...>')
-  .action((keys: string[]) => {
-    for (const key of keys) {
-      const buf = Buffer.from(key);
-      const tag = hashTag(buf);
-      process.stdout.write(`${key}\tslot=${keySlot(buf)}\ttag=${tag === null ? '-' : tag.toString()}\n`);
+  .option('-c, --config <file>', 'ring mode: also print the owner node (in both rings during a migration)')
+  .action((keys: string[], opts: { config?: string }) => {
+    try {
+      const cfg = opts.config === undefined ? null : loadConfigFile(opts.config);
+      const placement = cfg?.mode === 'ring' ? Placement.fromConfig(cfg.ring, cfg.migration) : null;
+      for (const key of keys) {
+        const buf = Buffer.from(key);
+        const tag = hashTag(buf);
+        const ring = placement === null ? '' : `\t${describeOwner(placement, buf)}`;
+        process.stdout.write(`${key}\tslot=${keySlot(buf)}\ttag=${tag === null ? '-' : tag.toString()}${ring}\n`);
+      }
+    } catch (err) {
+      fail(err);
     }
   });
+
+registerImportTwemproxy(program, fail);
+registerMigrate(program, fail);
 
 program.parseAsync(process.argv).catch(fail);

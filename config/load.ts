@@ -130,7 +130,9 @@ function validate(raw: unknown, file?: string): Config {
         problems.push(`${formatPath([...iss.path, key])}: unknown field${suggestion(key, known)}`);
       }
     } else {
-      problems.push(`${formatPath(iss.path)}: ${iss.message}`);
+      // Config problems end up in logs (a refused SIGHUP reload): never quote a password's value.
+      const secret = iss.path[iss.path.length - 1] === 'password';
+      problems.push(`${formatPath(iss.path)}: ${secret ? iss.message.replace(/, got .*$/s, ' (value not shown)') : iss.message}`);
     }
   }
   throw new ConfigError(problems, file);
@@ -215,7 +217,19 @@ export function loadConfigFile(file: string): Config {
   }
   const cfg = validate(raw, file);
   const dir = path.dirname(path.resolve(file));
-  return deepFreeze({ ...cfg, scripts: cfg.scripts.map((p) => path.resolve(dir, p)) });
+  const within = <T extends { cert?: string; key?: string; ca?: string }>(files: T | undefined): T | undefined => (files === undefined ? undefined : resolveFiles(dir, files));
+  return deepFreeze({
+    ...cfg,
+    scripts: cfg.scripts.map((p) => path.resolve(dir, p)),
+    tls: within(cfg.tls),
+    backend: { ...cfg.backend, tls: within(cfg.backend.tls) },
+  });
+}
+
+/** TLS file fields (cert, key, ca) resolved against the config file's folder, like `scripts`. */
+function resolveFiles<T extends { cert?: string; key?: string; ca?: string }>(dir: string, section: T): T {
+  const at = (p: string | undefined): string | undefined => (p === undefined ? undefined : path.resolve(dir, p));
+  return { ...section, cert: at(section.cert), key: at(section.key), ca: at(section.ca) };
 }
 
 /**

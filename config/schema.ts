@@ -120,6 +120,10 @@ const clusterSchema = z.strictObject({
   seeds: z.array(remoteAddr).min(1),
   /** Where read-only commands go. Default 'master'. */
   readFrom: z.enum(READ_FROM).default('master'),
+  /** With readFrom replica: how often each replica's health and lag are checked. Default 1000. */
+  replicaCheckIntervalMs: int(100).default(1_000),
+  /** With readFrom replica: a replica whose last acknowledgement to its master is older is not read from. Default 2. */
+  replicaMaxLagSeconds: int(0).default(2),
   /** Periodic topology refresh, on top of refreshes triggered by MOVED and lost connections. Default 10000. */
   refreshIntervalMs: int(100).default(10_000),
   /** MOVED/ASK hops for one command before its error is passed on; bounds redirect loops. Default 16. */
@@ -188,7 +192,7 @@ const hashTagSchema = z
     error: (iss) =>
       `expected 2 characters like "{}", got ${describeInput(iss.input)}`,
   })
-  .refine((s) => /^[\x00-\x7f]{2}$/.test(s), {
+  .refine((s) => /^([\x00-\x7f]{2})?$/.test(s), {
     // twemproxy compares single bytes, so only single-byte characters mean the same thing here.
     error: (iss) => `expected 2 ASCII characters like "{}", got ${describeInput(iss.input)}`,
   });
@@ -197,7 +201,7 @@ function ringShape<H extends z.ZodType>(hash: H) {
   return {
     /** Key hash (twemproxy's `hash`). Default 'md5'; in `migration.to`, the ring's own hash. */
     hash,
-    /** Two characters, e.g. "{}": only the part of a key between them is hashed (twemproxy's `hash_tag`). Optional: absent, the whole key is hashed. */
+    /** Two characters, e.g. "{}": only the part of a key between them is hashed (twemproxy's `hash_tag`). Default "{}" (SPEC 2; in `migration.to`, the ring's own); "" hashes whole keys, as twemproxy without `hash_tag`. */
     hashTag: hashTagSchema.optional(),
     /** The servers. Required, at least one; addresses and names unique. */
     nodes: ringNodesSchema,
@@ -253,6 +257,44 @@ const authSchema = z
     });
   });
 
+/** TLS towards clients: the proxy's certificate, and optionally the CA that client certificates must chain to. */
+const clientTlsSchema = z
+  .strictObject({
+    /** PEM certificate (chain) the proxy presents. Required. */
+    cert: nonEmpty,
+    /** PEM private key of `cert`. Required. */
+    key: nonEmpty,
+    /** PEM CA bundle that client certificates are verified against. Optional. */
+    ca: nonEmpty.optional(),
+    /** Refuse clients without a certificate signed by `ca` (Redis's tls-auth-clients). Default false. */
+    requireClientCert: z.boolean().default(false),
+  })
+  .superRefine((t, ctx) => {
+    if (t.requireClientCert && t.ca === undefined) {
+      ctx.addIssue({ code: 'custom', path: ['ca'], message: 'required when tls.requireClientCert is true' });
+    }
+  });
+
+/** TLS towards the Redis nodes. Present (even empty, `tls: {}`): every back-end connection uses TLS. */
+const backendTlsSchema = z
+  .strictObject({
+    /** PEM CA bundle the nodes' certificates are verified against. Default: Node's built-in CAs. */
+    ca: nonEmpty.optional(),
+    /** PEM client certificate, for nodes that require one (tls-auth-clients yes). Optional; needs `key`. */
+    cert: nonEmpty.optional(),
+    /** PEM private key of `cert`. Optional; needs `cert`. */
+    key: nonEmpty.optional(),
+    /** Name the nodes' certificates must carry (and SNI). Default: each node's host. */
+    servername: nonEmpty.optional(),
+    /** Verify the nodes' certificates. Default true; false only for tests. */
+    rejectUnauthorized: z.boolean().default(true),
+  })
+  .superRefine((t, ctx) => {
+    if ((t.cert === undefined) !== (t.key === undefined)) {
+      ctx.addIssue({ code: 'custom', path: [t.cert === undefined ? 'cert' : 'key'], message: 'cert and key go together' });
+    }
+  });
+
 const backendSchema = z
   .strictObject({
     /** Shared connections to each node; blocking, MULTI and Pub/Sub clients get their own on top. Default 2. */
@@ -265,6 +307,8 @@ const backendSchema = z
     connectTimeoutMs: int(1).default(2_000),
     /** A reply later than this fails the command (blocking commands excepted). Default 10000. */
     commandTimeoutMs: int(1).default(10_000),
+    /** TLS to the nodes. Optional: absent, plain TCP. */
+    tls: backendTlsSchema.optional(),
   })
   .superRefine((b, ctx) => {
     if (b.username !== undefined && b.password === undefined) {
@@ -289,6 +333,8 @@ const limitsSchema = z.strictObject({
   clientOutputHighWaterBytes: int(1).default(8 * 1024 * 1024),
   /** Close a client silent this long; 0 never does. Default 0. */
   idleClientTimeoutMs: int(0).default(0),
+  /** Script bodies the proxy keeps for NOSCRIPT healing (EVAL, SCRIPT LOAD); least recently used go first, preloaded ones never. Default 16 MiB. */
+  scriptStoreBytes: int(0).default(16 * 1024 * 1024),
 });
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
@@ -311,6 +357,8 @@ const flatSchema = z.strictObject({
   scripts: z.array(nonEmpty).default(() => []),
   /** Client authentication. Optional: absent, clients need no AUTH. */
   auth: authSchema.optional(),
+  /** TLS for clients on `listen`. Optional: absent, plain TCP. */
+  tls: clientTlsSchema.optional(),
   /** Connections to the Redis nodes. Default: all defaults. */
   backend: backendSchema.prefault({}),
   /** Protection against clients that are too big, too many, or too slow. Default: all defaults. */
@@ -333,6 +381,8 @@ export type MigrationConfig = {
 export type AuthConfig = z.output<typeof authSchema>;
 export type BackendConfig = z.output<typeof backendSchema>;
 export type LimitsConfig = z.output<typeof limitsSchema>;
+export type ClientTlsConfig = z.output<typeof clientTlsSchema>;
+export type BackendTlsConfig = z.output<typeof backendTlsSchema>;
 
 type CommonConfig = Omit<FlatConfig, 'mode' | 'cluster' | 'ring' | 'migration'>;
 export type ClusterModeConfig = CommonConfig & {

@@ -5,8 +5,12 @@
 import { BackendPool } from './backend/pool';
 import { CommandTable } from './commands/table';
 import { Router } from './router';
+import { RingRouter } from './ring/router';
 import { ProxyStats } from './stats';
 import { ClusterTopology } from './cluster/topology';
+import { ReplicaReads } from './cluster/replica-reads';
+import { ScriptStore } from './scripts';
+import { ClientAuth } from './auth';
 
 export interface ForwardOptions {
   /** MOVED/ASK hops before a request is answered with an error. */
@@ -19,11 +23,19 @@ export interface ProxyContext {
   readonly mode: 'cluster' | 'ring';
   readonly pool: BackendPool;
   readonly router: Router;
+  /** Ring mode only: the ring router, whose placement a migration phase switch replaces whole. */
+  readonly ring: RingRouter | null;
   /** Cluster mode only: MOVED patches it and asks for a refresh. */
   readonly topology: ClusterTopology | null;
+  /** Cluster mode with `readFrom` other than master: the replicas read-only commands may use. */
+  readonly replicaReads: ReplicaReads | null;
   table: CommandTable;
   readonly stats: ProxyStats;
+  /** SHA1 -> body of every script seen, for NOSCRIPT healing (scripts.ts). */
+  readonly scripts: ScriptStore;
   readonly forward: ForwardOptions;
   /** `redis_version` of the back end, for HELLO. */
   backendVersion: string;
+  /** Client credentials; null: no AUTH needed. Replaced whole by a reload (SIGHUP). */
+  auth: ClientAuth | null;
 }

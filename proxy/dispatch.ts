@@ -15,6 +15,14 @@ import { request } from './backend/request';
 import { decodeReply } from './resp/decode-reply';
 import * as encode from './resp/encode';
 import * as errors from './errors';
+import { convergingWrite } from './migration/start';
+import { isProxyCommand, proxyCommand } from './migration/admin';
+import { movingKeysRefusal } from './migration/guard';
+import { Transaction, queueInTransaction, transactionCommand } from './transaction';
+import { Subscription, pubsubCommand } from './pubsub';
+import { Releasable } from './dedicated';
+import { runBlocking, runWait } from './blocking';
+import { SCRIPT_CALLS, numkeysError, rememberingScripts, scriptCall } from './script-call';
 
 /** What the dispatcher needs of a client session. */
 export interface DispatchSession extends ReplyOwner, LocalSession {
@@ -22,7 +30,15 @@ export interface DispatchSession extends ReplyOwner, LocalSession {
   track<S extends ReplySlot>(slot: S): S;
   /** Appends an already-answered slot. */
   replyNow(reply: Buffer): void;
+  /** MULTI/WATCH state; null outside a transaction. */
+  transaction: Transaction | null;
+  /** Subscribed mode; null when not subscribed. */
+  subscription: Subscription | null;
+  /** Dedicated back-end connections held for the client, released when it disconnects. */
+  readonly dedicated: Set<Releasable>;
 }
+
+const NOAUTH_REPLY = encode.error(errors.NOAUTH);
 
 const FANOUT_MERGES = new Map([
   ['dbsize', sumIntegers],
@@ -33,10 +49,20 @@ const FANOUT_MERGES = new Map([
   ['script|flush', allOk],
   ['script|exists', andArrays],
   ['script|kill', anyOk],
+  ['function|load', allOk],
+  ['function|delete', allOk],
+  ['function|flush', allOk],
+  ['function|restore', allOk],
+  ['function|kill', anyOk],
 ]);
 
 export class Dispatcher {
   constructor(private readonly ctx: ProxyContext, private readonly proxyInfo: () => string) {}
+
+  /** New sessions start unauthenticated when the config has an `auth` section. */
+  get requiresAuth(): boolean {
+    return this.ctx.auth !== null;
+  }
 
   /**
    * Handles one request. Returns a promise when the keys can only be learned from a node
@@ -45,12 +71,18 @@ export class Dispatcher {
   dispatch(session: DispatchSession, args: Buffer[], raw: Buffer | null): Promise<void> | undefined {
     const ctx = this.ctx;
     ctx.stats.commands++;
+    if (isProxyCommand(args[0])) {
+      session.replyNow(session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY);
+      return undefined;
+    }
     const top = ctx.table.lookup(args[0]);
     if (top === undefined) {
+      flagTransaction(session);
       session.replyNow(encode.error(errors.unknownCommand(args[0], args.slice(1))));
       return undefined;
     }
     if (arityMismatch(top, args.length)) {
+      flagTransaction(session);
       session.replyNow(encode.error(errors.wrongArity(top.name)));
       return undefined;
     }
@@ -60,18 +92,36 @@ export class Dispatcher {
       const sub = resolveSubcommand(top, args);
       if (Buffer.isBuffer(sub) && this.answersUnknownSubcommand(session, top.name, sub, args)) return undefined;
       if (sub === null || Buffer.isBuffer(sub)) {
+        flagTransaction(session);
         session.replyNow(encode.error(errors.unknownSubcommand(top.name, sub ?? Buffer.alloc(0))));
         return undefined;
       }
       if (arityMismatch(sub, args.length)) {
+        flagTransaction(session);
         session.replyNow(encode.error(errors.wrongArity(sub.name)));
         return undefined;
       }
       info = sub;
       container = top.name;
     }
+    if (!session.authenticated && !info.flags.has('no_auth')) {
+      ctx.stats.noauthErrors++;
+      session.replyNow(NOAUTH_REPLY);
+      return undefined;
+    }
+    info.counters.calls++;
 
     const strategy = strategyFor(info.name, container);
+    // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
+    if (session.subscription !== null) {
+      session.subscription.command(info, args);
+      return undefined;
+    }
+    const txn = session.transaction;
+    if (txn !== null && txn.inMulti && strategy?.kind !== 'transaction') {
+      queueInTransaction(ctx, session, txn, info, strategy, args, raw);
+      return undefined;
+    }
     if (strategy !== undefined) {
       switch (strategy.kind) {
         case 'local':
@@ -84,18 +134,20 @@ export class Dispatcher {
           this.fanout(session, info.name, args, raw);
           return undefined;
         case 'any-master':
-          this.forward(session, args, raw, ANY_MASTER, info);
+          return this.forward(session, args, raw, ANY_MASTER, info);
+        case 'transaction':
+          transactionCommand(ctx, session, info, args);
           return undefined;
+        case 'pubsub':
+          pubsubCommand(ctx, session, info, args, raw);
+          return undefined;
+        case 'wait':
+          return runWait(ctx, session, raw ?? encode.command(args));
       }
-    }
-    if (info.flags.has('blocking') && blocks(info, args)) {
-      session.replyNow(encode.error(errors.unsupported(info.name, 'blocking commands are not implemented by this version of slotproxy')));
-      return undefined;
     }
     const positions = keyPositions(info, args);
     if (positions === null) return this.routeWithNodeKeys(session, info, args, raw);
-    this.route(session, info, args, raw, positions);
-    return undefined;
+    return this.route(session, info, args, raw, positions);
   }
 
   /**
@@ -106,6 +158,11 @@ export class Dispatcher {
     const name = `${container}|${sub.toString('latin1').toLowerCase()}`;
     const strategy = strategyFor(name, null);
     if (strategy?.kind !== 'local') return false;
+    if (!session.authenticated) {
+      this.ctx.stats.noauthErrors++;
+      session.replyNow(NOAUTH_REPLY);
+      return true;
+    }
     const arity = LOCAL_SUBCOMMAND_ARITY.get(name);
     session.replyNow(
       arity !== undefined && args.length !== arity ? encode.error(errors.wrongArity(name)) : answerLocally(this.ctx, session, name, args),
@@ -113,8 +170,14 @@ export class Dispatcher {
     return true;
   }
 
-  private route(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: number[]): void {
+  private route(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: number[]): Promise<void> | undefined {
     if (positions.length === 0) {
+      const script = SCRIPT_CALLS.get(info.name);
+      const badNumkeys = script === 'eval' || script === 'evalsha' ? numkeysError(args) : null;
+      if (badNumkeys !== null) {
+        session.replyNow(encode.error(badNumkeys));
+        return undefined;
+      }
       if (!hasKeySpecs(info)) {
         session.replyNow(encode.error(errors.unsupported(info.name, 'it has no key to route it by')));
         return;
@@ -133,12 +196,43 @@ export class Dispatcher {
         return;
       }
     }
-    this.forward(session, args, raw, shard, info);
+    const ring = this.ctx.ring;
+    if (ring !== null && !info.flags.has('readonly')) {
+      const placement = ring.placement;
+      // Keys whose owner does not change are written as usual (A and B are the same node).
+      if (placement.converges) {
+        const refusal = info.flags.has('blocking') && blocks(info, args) ? movingKeysRefusal(this.ctx, info.name, args, positions) : null;
+        if (refusal !== null) {
+          session.replyNow(encode.error(refusal));
+          return undefined;
+        }
+        const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
+        if (started !== null) return started.hold;
+      } else {
+        // Just switched to done: this proxy's double-writes finish before any B-only write.
+        const drained = ring.drained();
+        if (drained !== null) return drained.then(() => this.route(session, info, args, raw, positions));
+      }
+    }
+    return this.forward(session, args, raw, shard, info);
   }
 
-  private forward(session: DispatchSession, args: Buffer[], raw: Buffer | null, shard: number, info: CommandInfo): void {
+  /** Returns a promise when later requests must wait for this one (a blocking command). */
+  private forward(session: DispatchSession, args: Buffer[], raw: Buffer | null, shard: number, info: CommandInfo): Promise<void> | undefined {
     const payload = raw ?? encode.command(args);
+    const txn = session.transaction;
+    if (txn !== null && txn.pinnedTo(shard)) {
+      txn.sendWatched(session, payload);
+      return undefined;
+    }
+    if (info.flags.has('blocking') && blocks(info, args)) return runBlocking(this.ctx, session, payload, shard);
+    const script = SCRIPT_CALLS.get(info.name);
+    if (script !== undefined) {
+      session.track(scriptCall(this.ctx, session, script, args, payload, shard, info.flags.has('readonly'))).start();
+      return undefined;
+    }
     session.track(new ForwardedCommand(this.ctx, session, payload, shard, info.flags.has('readonly'))).start();
+    return undefined;
   }
 
   /** Keys that only the node can find (SORT ... BY, MIGRATE ... KEYS): ask COMMAND GETKEYS first. */
@@ -154,14 +248,14 @@ export class Dispatcher {
           const keys = reply.filter((k): k is Buffer => Buffer.isBuffer(k));
           const withKeys = [...args, ...keys];
           positions = keys.map((_, i) => args.length + i);
-          this.route(session, info, withKeys, raw ?? encode.command(args), positions);
+          await this.route(session, info, withKeys, raw ?? encode.command(args), positions);
           return;
         }
       } catch {
         // Fall through: the node will answer the command itself.
       }
     }
-    this.route(session, info, args, raw, positions);
+    await this.route(session, info, args, raw, positions);
   }
 
   private fanout(session: DispatchSession, name: string, args: Buffer[], raw: Buffer | null): void {
@@ -179,7 +273,7 @@ export class Dispatcher {
       session.replyNow(encode.bulk(`${this.proxyInfo()}\r\n`));
       return;
     }
-    session.track(new FanoutCommand(session, masters, merge)).start(this.ctx, raw ?? encode.command(args));
+    session.track(new FanoutCommand(session, masters, rememberingScripts(this.ctx.scripts, name, args, merge))).start(this.ctx, raw ?? encode.command(args));
   }
 
   private infoProxySection(args: Buffer[]): string {
@@ -187,6 +281,11 @@ export class Dispatcher {
     const wanted = args.slice(1).map((a) => a.toString().toLowerCase());
     return wanted.some((s) => s === 'all' || s === 'everything' || s === 'default' || s === 'proxy') ? this.proxyInfo() : '';
   }
+}
+
+/** Unknown commands and arity errors inside MULTI make EXEC answer EXECABORT, as Redis does. */
+function flagTransaction(session: DispatchSession): void {
+  if (session.transaction !== null && session.transaction.inMulti) session.transaction.dirty = true;
 }
 
 function onlyProxySection(args: Buffer[]): boolean {

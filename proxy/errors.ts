@@ -13,7 +13,24 @@ export const SLOT_NOT_SERVED = 'CLUSTERDOWN Hash slot not served';
 export const AUTH_NOT_CONFIGURED =
   'ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?';
 export const INVALID_CURSOR = 'ERR invalid cursor';
+export const SYNTAX_ERROR = 'ERR syntax error';
+export const NOAUTH = 'NOAUTH Authentication required.';
+export const NOAUTH_HELLO =
+  'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';
+export const WRONGPASS = 'WRONGPASS invalid username-password pair or user is disabled.';
 export const PROXY_NOT_READY = 'CLUSTERDOWN slotproxy has not loaded the cluster topology yet';
+export const NUMKEYS_TOO_MANY = "ERR Number of keys can't be greater than number of args";
+export const NUMKEYS_NEGATIVE = "ERR Number of keys can't be negative";
+export const MULTI_NESTED = 'ERR MULTI calls can not be nested';
+export const EXEC_WITHOUT_MULTI = 'ERR EXEC without MULTI';
+export const DISCARD_WITHOUT_MULTI = 'ERR DISCARD without MULTI';
+export const WATCH_INSIDE_MULTI = 'ERR WATCH inside MULTI is not allowed';
+export const EXECABORT = 'EXECABORT Transaction discarded because of previous errors.';
+
+/** A command other than (P|S)(UN)SUBSCRIBE, PING, QUIT, RESET from a client in subscribed mode. */
+export function notAllowedWhileSubscribed(fullName: string): string {
+  return `ERR Can't execute '${fullName}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context`;
+}
 
 export function wrongArity(fullName: string): string {
   return `ERR wrong number of arguments for '${fullName}' command`;
@@ -51,4 +68,8 @@ export function commandTimeout(addr: string, ms: number): string {
 
 export function tooManyRedirects(n: number): string {
   return `ERR slotproxy: gave up after ${n} cluster redirections`;
+}
+
+export function migrationCopyFailed(addr: string, cause: string): string {
+  return `ERR slotproxy: the write ran on ${addr} but its copy to the new ring failed (${cause}); run slotproxy migrate copy`;
 }

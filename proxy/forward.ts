@@ -8,6 +8,7 @@
  * A request that was written to a connection that then died may have run: it is retried only when
  * the command is read-only, otherwise the client gets an error saying it may or may not have run.
  */
+import { batchClock } from './reply-flusher';
 import { BackendRequest } from './backend/connection';
 import { ProxyContext } from './context';
 import { ReplyOwner, ReplySlot } from './reply-slot';
@@ -34,10 +35,16 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
   private hops = 0;
   private attempts = 0;
   private firstFailureAt = 0;
-  private address = '';
+  /** readFrom replica: a replica was picked (or none was healthy) for this command. */
+  private triedReplica = false;
+  /** The command is on a replica now. */
+  private onReplica = false;
+  protected address = '';
+  /** For the latency histogram (/metrics): from dispatch to the final reply, retries included. */
+  private readonly startedAt = batchClock();
 
   constructor(
-    private readonly ctx: ProxyContext,
+    protected readonly ctx: ProxyContext,
     owner: ReplyOwner,
     readonly payload: Buffer,
     private readonly shard: number,
@@ -52,7 +59,26 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
       this.retry(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED);
       return;
     }
+    // readFrom replica: a read-only command goes to a healthy replica, once; any trouble there
+    // (lost connection, LOADING, MASTERDOWN) sends it to the master instead.
+    const replicas = this.ctx.replicaReads;
+    if (replicas !== null && this.retrySafe && !this.triedReplica && this.shard !== ANY_MASTER) {
+      this.triedReplica = true;
+      const replica = replicas.pick(address, this.owner.id);
+      if (replica !== null) {
+        this.onReplica = true;
+        this.sendTo(replica);
+        return;
+      }
+    }
     this.sendTo(address);
+  }
+
+  /** Leaves a replica that could not serve the read: the master gets it now. */
+  private leaveReplica(): void {
+    this.onReplica = false;
+    this.ctx.replicaReads?.markDown(this.address);
+    this.start();
   }
 
   onReply(frame: Buffer): void {
@@ -61,6 +87,9 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
       return;
     }
     const b = frame[1];
+    if (this.onReplica && (frame.toString('latin1', 1, 8) === 'LOADING' || frame.toString('latin1', 1, 11) === 'MASTERDOWN')) {
+      return this.leaveReplica();
+    }
     if (b === M && frame.toString('latin1', 1, 7) === 'MOVED ') return this.redirect(frame, false);
     if (b === A && frame.toString('latin1', 1, 5) === 'ASK ') return this.redirect(frame, true);
     if (b === T && frame.toString('latin1', 1, 9) === 'TRYAGAIN') return this.retry(frame);
@@ -71,8 +100,16 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     this.complete(frame);
   }
 
+  override complete(frame: Buffer): void {
+    if (this.reply !== null) return;
+    this.ctx.stats.latency.observe(batchClock() - this.startedAt);
+    if (frame[0] === 45 /* - */) this.ctx.stats.replyErrors++;
+    super.complete(frame);
+  }
+
   onFailure(message: string, written: boolean): void {
     this.ctx.stats.backendErrors++;
+    if (this.onReplica) return this.leaveReplica();
     this.ctx.topology?.requestRefresh();
     if (written && !this.retrySafe) {
       this.complete(encode.error(message));
@@ -93,6 +130,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
 
   /** `-MOVED <slot> <host>:<port>` / `-ASK <slot> <host>:<port>`. */
   private redirect(frame: Buffer, ask: boolean): void {
+    this.onReplica = false; // a replica's MOVED points at the master that serves the slot now
     if (++this.hops > this.ctx.forward.maxRedirects) {
       this.complete(encode.error(errors.tooManyRedirects(this.ctx.forward.maxRedirects)));
       return;

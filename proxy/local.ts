@@ -6,6 +6,7 @@ import { keySlot } from '../sharding/slot';
 import * as encode from './resp/encode';
 import * as errors from './errors';
 import { parseInteger } from './commands/keys';
+import { AuthCounters, ClientAuth, authenticate } from './auth';
 
 /** What a local answer may read or change of its session. */
 export interface LocalSession {
@@ -13,10 +14,15 @@ export interface LocalSession {
   name: Buffer | null;
   /** Close the client after this reply has been written (QUIT). */
   closeAfterReply: boolean;
+  /** False until AUTH when the proxy requires it (see auth.ts). */
+  authenticated: boolean;
 }
 
 export interface LocalServer {
   readonly backendVersion: string;
+  /** Null: no `auth` section, clients need no AUTH. */
+  readonly auth: ClientAuth | null;
+  readonly stats: AuthCounters;
 }
 
 /** `name` is the command's lower-case name, `container|sub` for subcommands. */
@@ -34,9 +40,11 @@ export function answerLocally(server: LocalServer, session: LocalSession, name: 
     case 'hello':
       return hello(server, session, args);
     case 'auth':
-      return encode.error(errors.AUTH_NOT_CONFIGURED);
+      return auth(server, session, args);
     case 'reset':
       session.name = null;
+      // RESET signs the client out back to the default user, as on Redis.
+      session.authenticated = server.auth === null;
       return encode.simple('RESET');
     case 'readonly':
     case 'readwrite':
@@ -55,6 +63,15 @@ export function answerLocally(server: LocalServer, session: LocalSession, name: 
     default:
       return encode.error(`ERR slotproxy: no local answer for '${name}'`);
   }
+}
+
+/** AUTH [username] password */
+function auth(server: LocalServer, session: LocalSession, args: Buffer[]): Buffer {
+  if (args.length > 3) return encode.error(errors.SYNTAX_ERROR);
+  if (args.length === 2 && server.auth === null) return encode.error(errors.AUTH_NOT_CONFIGURED);
+  const user = args.length === 3 ? args[1] : null;
+  const password = args[args.length - 1];
+  return authenticate(server.auth, server.stats, session, user, password) ? encode.OK : encode.error(errors.WRONGPASS);
 }
 
 function select(index: Buffer): Buffer {
@@ -82,16 +99,27 @@ function hello(server: LocalServer, session: LocalSession, args: Buffer[]): Buff
     if (ver !== 2) return encode.error(errors.NOPROTO);
     i = 2;
   }
+  let credentials: [Buffer, Buffer] | null = null;
+  let name: Buffer | null = null;
   for (; i < args.length; i++) {
     const opt = args[i].toString('latin1').toLowerCase();
     if (opt === 'auth' && i + 2 < args.length) {
-      return encode.error(errors.AUTH_NOT_CONFIGURED);
+      credentials = [args[i + 1], args[i + 2]];
+      i += 2;
     } else if (opt === 'setname' && i + 1 < args.length) {
-      const r = setName(session, args[++i]);
-      if (r[0] === 45) return r;
+      name = args[++i];
     } else {
       return encode.error(`ERR Syntax error in HELLO option '${args[i].toString()}'`);
     }
+  }
+  // Redis's order: credentials, then "must be authenticated", then the name.
+  if (credentials !== null && !authenticate(server.auth, server.stats, session, credentials[0], credentials[1])) {
+    return encode.error(errors.WRONGPASS);
+  }
+  if (!session.authenticated) return encode.error(errors.NOAUTH_HELLO);
+  if (name !== null) {
+    const r = setName(session, name);
+    if (r[0] === 45) return r;
   }
   return encode.arrayOfFrames([
     encode.bulk('server'), encode.bulk('redis'),

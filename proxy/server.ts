@@ -7,43 +7,100 @@
  * Shutdown (SIGTERM via cmd/): stop accepting, let sessions finish their in-flight replies, close.
  */
 import net from 'node:net';
-import { Config, parseHostPort } from '../config/schema';
+import tls from 'node:tls';
+import { ClientTlsConfig, Config, LimitsConfig, parseHostPort } from '../config/schema';
+import { Registry } from 'prom-client';
 import { BackendPool } from './backend/pool';
 import { request } from './backend/request';
 import { ClusterTopology } from './cluster/topology';
 import { ClusterRouter } from './cluster/router';
+import { ReplicaReads } from './cluster/replica-reads';
 import { CommandTable } from './commands/table';
 import { ProxyContext } from './context';
 import { Dispatcher } from './dispatch';
 import { Session } from './session';
+import { ScriptStore } from './scripts';
+import { ScriptPreloader, startPreloading } from './script-preloader';
 import { ProxyStats } from './stats';
 import { decodeReply, errorText } from './resp/decode-reply';
 import * as encode from './resp/encode';
 import { log, setLogLevel } from './log';
 
 import { VERSION } from './version';
+import { ClientAuth } from './auth';
+import { backendTls, clientTlsOptions } from './tls';
+import { MetricsServer, createRegistry } from './metrics';
+import { restartOnlyChanges } from './reload';
+import { RingRouter } from './ring/router';
+import { applyRingReload } from './ring/reload';
+import { Placement } from '../sharding/migration';
+
+/** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
+const RING_RETRY_WINDOW_MS = 1000;
 const MAX_CLIENTS_REACHED = encode.error('ERR max number of clients reached');
 
 export class ProxyServer {
   private readonly sessions = new Set<Session>();
-  private readonly listener: net.Server;
+  private readonly listener: net.Server | tls.Server;
   private readonly dispatcher: Dispatcher;
+  /** The live limits: a reload (SIGHUP) updates this object in place, and sessions and decoders read it. */
+  private readonly limits: LimitsConfig;
+  private readonly reloadListeners: ((next: Config) => void)[] = [];
+  private metricsServer: MetricsServer | null = null;
+  /** Puts the config's scripts on every master, now and whenever one lacks them. */
+  private preloader: ScriptPreloader | null = null;
+  /** Every Prometheus metric; other parts of the proxy may register theirs (see metrics.ts). */
+  readonly metrics: Registry;
 
   private constructor(readonly config: Config, private readonly ctx: ProxyContext) {
     this.dispatcher = new Dispatcher(ctx, () => this.infoSection());
-    this.listener = net.createServer({ noDelay: true }, (socket) => this.accept(socket));
+    this.limits = { ...config.limits };
+    this.metrics = createRegistry({
+      stats: ctx.stats,
+      backendConnections: () => ctx.pool.openConnections,
+      commands: () => ctx.table.all(),
+    });
+    this.listener =
+      config.tls === undefined
+        ? net.createServer({ noDelay: true }, (socket) => this.accept(socket))
+        : tls.createServer({ ...clientTlsOptions(config.tls), noDelay: true }, (socket) => this.accept(socket));
+    // A failed handshake never becomes a session; count it, do not crash or log a stack per attempt.
+    this.listener.on('tlsClientError', () => ctx.stats.tlsHandshakeErrors++);
   }
 
   /** Starts a proxy: resolves once it is listening and has loaded its topology and command table. */
   static async start(config: Config): Promise<ProxyServer> {
-    if (config.mode !== 'cluster') throw new Error('ring mode is not implemented yet');
     setLogLevel(config.log.level);
     const pool = new BackendPool({
       connectionsPerNode: config.backend.connectionsPerNode,
       connectTimeoutMs: config.backend.connectTimeoutMs,
       commandTimeoutMs: config.backend.commandTimeoutMs,
       handshake: backendHandshake(config),
+      tls: backendTls(config.backend.tls),
     });
+    if (config.mode === 'ring') {
+      // Ring mode has no topology to discover: the ring is the config (proxy/ring/).
+      const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration));
+      const ringCtx: ProxyContext = {
+        mode: 'ring',
+        pool,
+        router: ring,
+        ring,
+        topology: null,
+        replicaReads: null,
+        table: CommandTable.fallback(),
+        stats: new ProxyStats(),
+        forward: { maxRedirects: 0, retryWindowMs: RING_RETRY_WINDOW_MS },
+        backendVersion: '7.0.0',
+        auth: ClientAuth.fromConfig(config.auth),
+        scripts: new ScriptStore(config.limits.scriptStoreBytes),
+      };
+      await loadBackendFacts(ringCtx);
+      const ringServer = new ProxyServer(config, ringCtx);
+      ringServer.preloader = await startPreloading(ringCtx, config.scripts);
+      await ringServer.listen();
+      return ringServer;
+    }
     const topology = new ClusterTopology(pool, {
       seeds: config.cluster.seeds,
       refreshIntervalMs: config.cluster.refreshIntervalMs,
@@ -51,19 +108,35 @@ export class ProxyServer {
     });
     pool.onConnectionLost(() => topology.requestRefresh());
     topology.onChange((map) => pool.retain(new Set([...map.addresses(), ...config.cluster.seeds])));
+    const replicaReads =
+      config.cluster.readFrom === 'master'
+        ? null
+        : new ReplicaReads(pool, topology, {
+            checkIntervalMs: config.cluster.replicaCheckIntervalMs,
+            maxLagSeconds: config.cluster.replicaMaxLagSeconds,
+            queryTimeoutMs: config.backend.commandTimeoutMs,
+          });
     const ctx: ProxyContext = {
       mode: 'cluster',
       pool,
       router: new ClusterRouter(topology),
+      ring: null,
       topology,
+      replicaReads,
       table: CommandTable.fallback(),
       stats: new ProxyStats(),
       forward: { maxRedirects: config.cluster.maxRedirects, retryWindowMs: config.cluster.retryWindowMs },
       backendVersion: '7.0.0',
+      auth: ClientAuth.fromConfig(config.auth),
+      scripts: new ScriptStore(config.limits.scriptStoreBytes),
     };
     await topology.start();
+    await replicaReads?.start();
     await loadBackendFacts(ctx);
     const server = new ProxyServer(config, ctx);
+    const preloader = await startPreloading(ctx, config.scripts);
+    topology.onChange(() => preloader.checkAll());
+    server.preloader = preloader;
     await server.listen();
     return server;
   }
@@ -74,8 +147,49 @@ export class ProxyServer {
     return { host: a.address, port: a.port };
   }
 
+  /**
+   * Applies a reloaded config's ring and migration settings (SIGHUP). Throws, changing nothing,
+   * when the new config cannot be applied without a restart.
+   */
+  reloadRing(next: Config): void {
+    applyRingReload(this.ctx, this.config, next);
+  }
+
   get stats(): ProxyStats {
     return this.ctx.stats;
+  }
+
+  /** The /metrics endpoint's port, or null without `metrics.listen`. */
+  get metricsPort(): number | null {
+    return this.metricsServer?.port ?? null;
+  }
+
+  /** Called with the new config on every accepted reload (scripts, migration phase ... hook in here). */
+  onReload(listener: (next: Config) => void): void {
+    this.reloadListeners.push(listener);
+  }
+
+  /**
+   * SIGHUP, step one: checks what `next` changes and reads the files it names; throws, changing
+   * nothing, when something cannot be applied. Returns step two, which applies it and cannot fail:
+   * limits (connected clients too, except idleClientTimeoutMs, which applies to new clients), log
+   * level, client users and passwords (for the next AUTH; signed-in clients stay signed in) and the
+   * client TLS certificate (for new connections). Other changes are reported as needing a restart.
+   */
+  prepareReload(next: Config): () => void {
+    const tlsOn = this.config.tls !== undefined;
+    if ((next.tls !== undefined) !== tlsOn) throw new Error('tls: turning TLS on or off needs a restart');
+    const secureContext = next.tls === undefined ? null : tls.createSecureContext(clientTlsOptions(next.tls));
+    const auth = ClientAuth.fromConfig(next.auth);
+    const needRestart = restartOnlyChanges(this.config, next);
+    return () => {
+      Object.assign(this.limits, next.limits);
+      setLogLevel(next.log.level);
+      this.ctx.auth = auth;
+      if (secureContext !== null) (this.listener as tls.Server).setSecureContext(clientTlsOptions(next.tls as ClientTlsConfig));
+      for (const l of this.reloadListeners) l(next);
+      if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');
+    };
   }
 
   /** Stops accepting, waits (up to `graceMs`) for in-flight replies, then closes everything. */
@@ -87,26 +201,31 @@ export class ProxyServer {
       await new Promise((r) => setTimeout(r, 10));
     }
     for (const s of this.sessions) s.destroy();
+    await this.metricsServer?.close();
     this.ctx.topology?.stop();
+    this.ctx.replicaReads?.stop();
+    this.preloader?.stop();
     this.ctx.pool.closeAll();
     await closed;
   }
 
   private listen(): Promise<void> {
     const { host, port } = parseHostPort(this.config.listen);
-    return new Promise((resolve, reject) => {
+    return new Promise<void>((resolve, reject) => {
       this.listener.once('error', reject);
       this.listener.listen(port, host, () => {
         this.listener.off('error', reject);
-        log.info({ listen: this.address, mode: this.config.mode }, 'slotproxy is listening');
+        log.info({ listen: this.address, mode: this.config.mode, tls: this.config.tls !== undefined }, 'slotproxy is listening');
         resolve();
       });
+    }).then(async () => {
+      if (this.config.metrics !== undefined) this.metricsServer = await MetricsServer.start(this.config.metrics.listen, this.metrics);
     });
   }
 
   private accept(socket: net.Socket): void {
     const stats = this.ctx.stats;
-    if (this.sessions.size >= this.config.limits.maxClients) {
+    if (this.sessions.size >= this.limits.maxClients) {
       stats.rejectedConnections++;
       socket.on('error', () => undefined);
       socket.end(MAX_CLIENTS_REACHED);
@@ -114,7 +233,7 @@ export class ProxyServer {
     }
     stats.totalConnections++;
     stats.connectedClients++;
-    const session = new Session(socket, this.dispatcher, stats, this.config.limits, (s) => {
+    const session = new Session(socket, this.dispatcher, stats, this.limits, (s) => {
       stats.connectedClients--;
       this.sessions.delete(s);
     });
@@ -141,12 +260,26 @@ export class ProxyServer {
       `redirections_ask:${s.ask}`,
       `retries:${s.retries}`,
       `backend_errors:${s.backendErrors}`,
+      `reply_errors:${s.replyErrors}`,
+      `auth_failures:${s.authFailures}`,
+      `noauth_errors:${s.noauthErrors}`,
+      `tls_handshake_errors:${s.tlsHandshakeErrors}`,
       `backend_connections:${this.ctx.pool.openConnections}`,
       `command_table:${this.ctx.table.source}`,
       ...memoryLines(),
+      ...this.ctx.scripts.infoLines(),
     ];
     if (map !== undefined) {
       lines.push(`cluster_masters:${map.masters.length}`, `cluster_slots_served:${map.servedSlots}`);
+    }
+    const replicas = this.ctx.replicaReads;
+    if (replicas !== null) {
+      lines.push(
+        `read_from:${this.config.mode === 'cluster' ? this.config.cluster.readFrom : 'master'}`,
+        `healthy_replicas:${replicas.healthyCount}`,
+        `replica_reads:${replicas.replicaReads}`,
+        `replica_master_fallbacks:${replicas.masterFallbacks}`,
+      );
     }
     return lines.join('\r\n');
   }
@@ -159,8 +292,11 @@ function memoryLines(): string[] {
 
 function backendHandshake(config: Config): Buffer[] {
   const { username, password } = config.backend;
-  if (password === undefined) return [];
-  return [encode.command(username === undefined ? ['AUTH', password] : ['AUTH', username, password])];
+  const out: Buffer[] = [];
+  if (password !== undefined) out.push(encode.command(username === undefined ? ['AUTH', password] : ['AUTH', username, password]));
+  // A replica serves reads of its master's slots only on a READONLY connection; masters ignore it.
+  if (config.mode === 'cluster' && config.cluster.readFrom !== 'master') out.push(encode.command(['READONLY']));
+  return out;
 }
 
 /** The command table and version of the back end; the recorded table stays if no master answers. */

@@ -18,6 +18,9 @@
 import net from 'node:net';
 import { RequestDecoder, DecoderLimits } from './resp/request-decoder';
 import { Dispatcher, DispatchSession } from './dispatch';
+import { Transaction } from './transaction';
+import { Subscription } from './pubsub';
+import { Releasable } from './dedicated';
 import { ReplySlot } from './reply-slot';
 import { Queue } from './queue';
 import { Flushable, inBatch, markReady } from './reply-flusher';
@@ -40,6 +43,14 @@ export class Session implements DispatchSession, Flushable {
   readonly id = nextSessionId++;
   name: Buffer | null = null;
   closeAfterReply = false;
+  /** The one auth check on the hot path (see auth.ts). */
+  authenticated: boolean;
+  /** MULTI/WATCH state (transaction.ts); null outside a transaction. */
+  transaction: Transaction | null = null;
+  /** Subscribed mode (pubsub.ts); null when not subscribed. */
+  subscription: Subscription | null = null;
+  /** Back-end connections held for this client (WATCH, blocking commands, Pub/Sub): released when it goes. */
+  readonly dedicated = new Set<Releasable>();
 
   private readonly slots = new Queue<ReplySlot>();
   private readonly decoder: RequestDecoder;
@@ -55,6 +66,7 @@ export class Session implements DispatchSession, Flushable {
     private readonly limits: SessionLimits,
     private readonly onClosed: (session: Session) => void,
   ) {
+    this.authenticated = !dispatcher.requiresAuth;
     this.decoder = new RequestDecoder(limits, this);
     socket.setNoDelay(true);
     if (limits.idleClientTimeoutMs > 0) {
@@ -68,6 +80,7 @@ export class Session implements DispatchSession, Flushable {
     socket.on('error', () => undefined); // 'close' follows; a client's socket error is not ours to log
     socket.on('close', () => {
       this.closed = true;
+      for (const held of [...this.dedicated]) held.release();
       this.onClosed(this);
     });
   }

@@ -1,4 +1,9 @@
-/** Counters about the proxy itself, for INFO's proxy section (and later /metrics). */
+import { LatencyHistogram } from './latency-histogram';
+
+/**
+ * Counters about the proxy itself, for INFO's proxy section and /metrics. The hot path only
+ * increments plain fields; metrics.ts reads them when Prometheus scrapes.
+ */
 export class ProxyStats {
   readonly startedAt = Date.now();
   connectedClients = 0;
@@ -11,4 +16,14 @@ export class ProxyStats {
   ask = 0;
   retries = 0;
   backendErrors = 0;
+  /** AUTH / HELLO AUTH with a wrong user or password. */
+  authFailures = 0;
+  /** Commands refused with NOAUTH (sent before AUTH). */
+  noauthErrors = 0;
+  /** Client connections whose TLS handshake failed. */
+  tlsHandshakeErrors = 0;
+  /** Error replies to forwarded commands: the nodes' (WRONGTYPE, OOM ...) and the proxy's (node lost, timeout). */
+  replyErrors = 0;
+  /** Latency of commands forwarded to a node. */
+  readonly latency = new LatencyHistogram();
 }

@@ -21,3 +21,16 @@ export function hashTag(key: Buffer): Buffer | null {
   const [start, end] = hashedRange(key);
   return start === 0 && end === key.length ? null : key.subarray(start, end);
 }
+
+/**
+ * [start, end) of the hashed bytes under twemproxy's `hash_tag` with opening byte `open` and
+ * closing byte `close` (the same rule as above with other delimiters); `tag` null hashes whole keys.
+ */
+export function taggedRange(key: Buffer, tag: { open: number; close: number } | null): [number, number] {
+  if (tag === null) return [0, key.length];
+  const open = key.indexOf(tag.open);
+  if (open < 0) return [0, key.length];
+  const close = key.indexOf(tag.close, open + 1);
+  if (close < 0 || close === open + 1) return [0, key.length];
+  return [open + 1, close];
+}

@@ -18,6 +18,7 @@ import net from 'node:net';
 import { Queue } from '../queue';
 import { inBatch } from '../reply-flusher';
 import { ReplyFramer, ReplyFramingError } from '../resp/reply-framer';
+import { BackendTls, backendSocket } from '../tls';
 import * as errors from '../errors';
 
 export interface BackendRequest {
@@ -36,6 +37,8 @@ export interface ConnectionOptions {
   delayMs: number;
   /** Requests sent first on every new connection (AUTH, READONLY); an error reply closes it. */
   handshake: Buffer[];
+  /** TLS to the node (backend.tls); null: plain TCP. */
+  tls: BackendTls | null;
 }
 
 type State = 'connecting' | 'ready' | 'closed';
@@ -58,7 +61,8 @@ export class BackendConnection {
 
   constructor(readonly address: string, private readonly options: ConnectionOptions) {
     const [host, port] = splitAddress(address);
-    this.socket = new net.Socket();
+    const opened = backendSocket(host, options.tls);
+    this.socket = opened.socket;
     this.socket.setNoDelay(true);
     this.socket.setKeepAlive(true, 10_000);
     this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
@@ -73,7 +77,7 @@ export class BackendConnection {
         () => this.fail(errors.nodeUnreachable(address, `connect timeout after ${options.connectTimeoutMs} ms`)),
         options.connectTimeoutMs,
       );
-      this.socket.connect(port, host, () => this.onConnect());
+      opened.connect(port, host, () => this.onConnect());
     };
     if (options.delayMs > 0) {
       this.connectTimer = setTimeout(connect, options.delayMs);

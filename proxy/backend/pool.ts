@@ -7,12 +7,14 @@
  * exponential backoff with jitter, so a restarting node is not hammered by every client at once.
  */
 import { BackendConnection, ConnectionOptions } from './connection';
+import { BackendTls } from '../tls';
 
 export interface PoolOptions {
   connectionsPerNode: number;
   connectTimeoutMs: number;
   commandTimeoutMs: number;
   handshake: Buffer[];
+  tls: BackendTls | null;
 }
 
 interface NodeState {
@@ -55,6 +57,11 @@ export class BackendPool {
    */
   dedicated(address: string, commandTimeoutMs: number): BackendConnection {
     return new BackendConnection(address, { ...this.connectionOptions(0), commandTimeoutMs });
+  }
+
+  /** How a connection the caller manages itself is opened (Pub/Sub links): timeouts, handshake, TLS. */
+  linkOptions(): ConnectionOptions {
+    return this.connectionOptions(0);
   }
 
   /** Number of open shared connections, for INFO and metrics. */
@@ -100,6 +107,7 @@ export class BackendPool {
       commandTimeoutMs: this.options.commandTimeoutMs,
       delayMs,
       handshake: this.options.handshake,
+      tls: this.options.tls,
     };
   }
 }

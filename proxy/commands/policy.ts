@@ -7,6 +7,8 @@
  * - any-master: keyless and node-independent, so any master gives the right answer
  *   (commands whose key specs find no key in a request, e.g. EVAL with numkeys 0, also go to any master)
  * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error
+ * - transaction, pubsub, wait: need a back-end connection of the client's own (transaction.ts,
+ *   pubsub.ts, blocking.ts); blocking commands go there too, found by their `blocking` flag
  *
  * Names are lower case; a subcommand is `container|sub`. A container listed by itself covers every
  * subcommand not listed.
@@ -15,14 +17,20 @@ export type Strategy =
   | { readonly kind: 'local' }
   | { readonly kind: 'fanout' }
   | { readonly kind: 'any-master' }
-  | { readonly kind: 'refuse'; readonly why: string };
+  | { readonly kind: 'refuse'; readonly why: string }
+  | { readonly kind: 'transaction' }
+  | { readonly kind: 'pubsub' }
+  | { readonly kind: 'wait' };
 
 const local: Strategy = { kind: 'local' };
 const fanout: Strategy = { kind: 'fanout' };
 const anyMaster: Strategy = { kind: 'any-master' };
 const refuse = (why: string): Strategy => ({ kind: 'refuse', why });
+/** MULTI/EXEC/DISCARD/WATCH/UNWATCH: transaction.ts. */
+const transaction: Strategy = { kind: 'transaction' };
+/** (P|S)(UN)SUBSCRIBE and SPUBLISH: pubsub.ts. */
+const pubsub: Strategy = { kind: 'pubsub' };
 
-const NOT_YET = 'not implemented by this version of slotproxy';
 const NODE_ADMIN = 'it administers one node; run it on the node itself';
 
 export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
@@ -54,6 +62,15 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['script|exists', fanout],
   ['script|flush', fanout],
   ['script|kill', fanout],
+  ['function|load', fanout],
+  ['function|delete', fanout],
+  ['function|flush', fanout],
+  ['function|restore', fanout],
+  ['function|kill', fanout],
+  ['function|list', anyMaster],
+  ['function|dump', anyMaster],
+  ['function|stats', anyMaster],
+  ['function|help', anyMaster],
   ['script', refuse('only SCRIPT LOAD, EXISTS, FLUSH and KILL are supported')],
 
   ['command', anyMaster],
@@ -62,17 +79,18 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['publish', anyMaster],
   ['pubsub', anyMaster],
 
-  ['multi', refuse(`transactions are ${NOT_YET}`)],
-  ['exec', refuse(`transactions are ${NOT_YET}`)],
-  ['discard', refuse(`transactions are ${NOT_YET}`)],
-  ['watch', refuse(`transactions are ${NOT_YET}`)],
-  ['unwatch', refuse(`transactions are ${NOT_YET}`)],
-  ['subscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
-  ['psubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
-  ['ssubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
-  ['unsubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
-  ['punsubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
-  ['sunsubscribe', refuse(`Pub/Sub subscriptions are ${NOT_YET}`)],
+  ['multi', transaction],
+  ['exec', transaction],
+  ['discard', transaction],
+  ['watch', transaction],
+  ['unwatch', transaction],
+  ['subscribe', pubsub],
+  ['psubscribe', pubsub],
+  ['ssubscribe', pubsub],
+  ['unsubscribe', pubsub],
+  ['punsubscribe', pubsub],
+  ['sunsubscribe', pubsub],
+  ['spublish', pubsub],
   ['monitor', refuse('it would mirror one node only')],
   ['sync', refuse(NODE_ADMIN)],
   ['psync', refuse(NODE_ADMIN)],
@@ -95,8 +113,8 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['randomkey', refuse('there is no single node to pick a key from')],
   ['lastsave', refuse(NODE_ADMIN)],
   ['role', refuse(NODE_ADMIN)],
-  ['function', refuse(`functions are ${NOT_YET}`)],
-  ['wait', refuse(`WAIT is ${NOT_YET}`)],
+  ['function', refuse('only FUNCTION LOAD, DELETE, FLUSH, RESTORE, KILL, LIST, DUMP and STATS are supported')],
+  ['wait', { kind: 'wait' }],
 ]);
 
 /**

@@ -32,6 +32,8 @@ export interface CommandInfo {
   /** Key positions cannot be computed from the specs: use COMMAND GETKEYS. */
   readonly needsGetKeys: boolean;
   readonly subcommands: ReadonlyMap<string, CommandInfo> | null;
+  /** Calls through this proxy (Redis's own `calls`): one field increment on the hot path, read by /metrics. */
+  readonly counters: { calls: number };
 }
 
 export class CommandTable {
@@ -67,6 +69,15 @@ export class CommandTable {
   get(name: string): CommandInfo | undefined {
     return this.byName.get(name);
   }
+
+  /** Every command and subcommand, once each. */
+  *all(): IterableIterator<CommandInfo> {
+    for (const [key, info] of this.byName) {
+      if (key !== info.name) continue; // the upper-case alias
+      yield info;
+      if (info.subcommands !== null) yield* info.subcommands.values();
+    }
+  }
 }
 
 function parseCommand(e: Reply[]): CommandInfo {
@@ -94,6 +105,7 @@ function parseCommand(e: Reply[]): CommandInfo {
     keySpecs,
     needsGetKeys,
     subcommands,
+    counters: { calls: 0 },
   });
 }
 

@@ -1,0 +1,126 @@
+/**
+ * `slotproxy migrate copy|verify|cleanup|status -c FILE`: the offline half of a ring migration
+ * (SPEC 6). They talk to the Redis nodes directly; the proxies do the online half.
+ * Exit codes: 0 ok, 1 failure (verify: differences found), 2 bad configuration or usage.
+ */
+import { Command, InvalidArgumentError } from 'commander';
+import { loadConfigFile } from '../config/load';
+import { RingModeConfig } from '../config/schema';
+import { Placement } from '../sharding/migration';
+import { NodeClient } from '../sharding/nodes';
+import { copyMoved } from '../sharding/copy';
+import { verifyMoved } from '../sharding/verify';
+import { cleanupMoved } from '../sharding/cleanup';
+import { COPY_STATE_KEY } from '../sharding/copy';
+
+function wholeNumber(v: string): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < 0) throw new InvalidArgumentError('expected a whole number');
+  return n;
+}
+
+function migratingConfig(file: string): { config: RingModeConfig; placement: Placement } {
+  const config = loadConfigFile(file);
+  if (config.mode !== 'ring' || config.migration === undefined) {
+    throw new Error(`${file}: migrate needs mode: ring and a migration: section`);
+  }
+  return { config, placement: Placement.fromConfig(config.ring, config.migration) };
+}
+
+async function withNodes<T>(config: RingModeConfig, work: (nodes: NodeClient) => Promise<T>): Promise<T> {
+  const nodes = new NodeClient(config);
+  try {
+    return await work(nodes);
+  } finally {
+    nodes.close();
+  }
+}
+
+export function registerMigrate(program: Command, fail: (err: unknown) => never): void {
+  const migrate = program.command('migrate').description('move keys from ring A (ring:) to ring B (migration.to:)');
+
+  migrate
+    .command('copy')
+    .description('copy every key whose owner changes to its owner in ring B (run while the proxies are in double-write); resumable')
+    .requiredOption('-c, --config <file>', 'the proxies\' config file')
+    .option('--rate <keys/s>', 'at most this many keys per second (0: no cap)', wholeNumber, 0)
+    .option('--batch <n>', 'keys per SCAN batch', wholeNumber, 500)
+    .option('--restart', 'forget the saved progress and start over')
+    .action(async (opts: { config: string; rate: number; batch: number; restart?: boolean }) => {
+      try {
+        const { config, placement } = migratingConfig(opts.config);
+        if (placement.phase === 'done') throw new Error('the config says phase done: nothing is double-written any more, so copying now could lose writes');
+        const r = await withNodes(config, (nodes) => copyMoved(nodes, placement, { rate: opts.rate, batch: Math.max(1, opts.batch), restart: opts.restart === true, progress: true }));
+        process.stdout.write(`copy: ${r.scanned} keys scanned, ${r.copied} copied, ${r.skippedNewer} already newer in ring B, ${r.seconds.toFixed(1)} s (${Math.round(r.scanned / Math.max(r.seconds, 0.001))} keys/s)\n`);
+      } catch (err) {
+        fail(err);
+      }
+    });
+
+  migrate
+    .command('verify')
+    .description('count keys that differ between ring A and ring B (value, type, TTL); exit 1 when any do')
+    .requiredOption('-c, --config <file>', 'the proxies\' config file')
+    .option('--ttl-tolerance <ms>', 'TTLs closer than this count as equal', wholeNumber, 2000)
+    .option('--show <n>', 'differences to list', wholeNumber, 10)
+    .action(async (opts: { config: string; ttlTolerance: number; show: number }) => {
+      try {
+        const { config, placement } = migratingConfig(opts.config);
+        const r = await withNodes(config, (nodes) => verifyMoved(nodes, placement, { ttlToleranceMs: opts.ttlTolerance, batch: 500, show: opts.show, progress: true }));
+        for (const e of r.examples) process.stdout.write(`  differs: ${e}\n`);
+        process.stdout.write(`verify: ${r.compared} moved keys compared, ${r.differing} differ\n`);
+        if (r.differing > 0) process.exit(1);
+      } catch (err) {
+        fail(err);
+      }
+    });
+
+  migrate
+    .command('cleanup')
+    .description('after phase done: delete moved keys from their old owners, and the migration bookkeeping')
+    .requiredOption('-c, --config <file>', 'the proxies\' config file')
+    .option('--force', 'run even when the config\'s phase is not done')
+    .action(async (opts: { config: string; force?: boolean }) => {
+      try {
+        const { config, placement } = migratingConfig(opts.config);
+        if (placement.phase !== 'done' && opts.force !== true) throw new Error(`the config says phase ${placement.phase ?? 'none'}: cleanup deletes keys ring A still serves; switch every proxy to done first (or --force)`);
+        const r = await withNodes(config, (nodes) => cleanupMoved(nodes, placement, { batch: 500, progress: true }));
+        process.stdout.write(`cleanup: ${r.deleted} moved keys deleted from their old owners\n`);
+      } catch (err) {
+        fail(err);
+      }
+    });
+
+  migrate
+    .command('status')
+    .description('print the phase, both rings, and the copy progress saved on the nodes')
+    .requiredOption('-c, --config <file>', 'the proxies\' config file')
+    .action(async (opts: { config: string }) => {
+      try {
+        const { config, placement } = migratingConfig(opts.config);
+        const lines = [`phase: ${placement.phase ?? 'none'}`];
+        await withNodes(config, async (nodes) => {
+          for (const [label, ring] of [['ring A', placement.from], ['ring B', placement.to]] as const) {
+            if (ring === null) continue;
+            lines.push(`${label} (${ring.hash}):`);
+            for (const n of ring.nodes) {
+              let state: string;
+              try {
+                const keys = Number(await nodes.call(n.addr, ['DBSIZE']));
+                const copy = await nodes.call(n.addr, ['HMGET', COPY_STATE_KEY, 'cursor', 'copied']);
+                const [cursor, copied] = Array.isArray(copy) ? copy.map((c) => (Buffer.isBuffer(c) ? c.toString() : null)) : [null, null];
+                const progress = label === 'ring A' ? `, copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at cursor ${cursor}`}${copied === null ? '' : ` (${copied} keys copied)`}` : '';
+                state = `${keys} keys${progress}`;
+              } catch (err) {
+                state = `unreachable (${err instanceof Error ? err.message : String(err)})`;
+              }
+              lines.push(`  ${n.name} ${n.addr} weight ${n.weight} points ${n.points}: ${state}`);
+            }
+          }
+        });
+        process.stdout.write(`${lines.join('\n')}\n`);
+      } catch (err) {
+        fail(err);
+      }
+    });
+}

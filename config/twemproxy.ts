@@ -1,0 +1,95 @@
+/**
+ * A twemproxy (nutcracker) config -> one slotproxy ring config per pool, placing every key where
+ * that pool does: same servers, names, weights, `hash` and `hash_tag`. Only what keeps placement
+ * and behaviour is carried over; settings slotproxy does without are named in `notes`.
+ */
+import { parse } from 'yaml';
+import { HASH_NAMES, HashName, configSchema } from './schema';
+
+export interface ConvertedPool {
+  pool: string;
+  /** The slotproxy config, ready to be written as YAML or JSON. */
+  config: Record<string, unknown>;
+  /** Settings that were not carried over, and why. */
+  notes: string[];
+}
+
+export class TwemproxyConfigError extends Error {
+  override readonly name = 'TwemproxyConfigError';
+}
+
+/** twemproxy's defaults (nc_conf.h). */
+const DEFAULT_HASH: HashName = 'fnv1a_64';
+
+/** `host:port:weight [name]`, as nutcracker reads it (the last two colons split port and weight). */
+export function parseServerLine(line: string): { addr: string; weight: number; name?: string } {
+  const trimmed = line.trim();
+  const space = trimmed.indexOf(' ');
+  const spec = space < 0 ? trimmed : trimmed.slice(0, space);
+  const name = space < 0 ? undefined : trimmed.slice(space + 1).trim();
+  if (spec.startsWith('/')) throw new TwemproxyConfigError(`server "${line}": unix socket servers are not supported`);
+  const m = /^(.+):(\d+):(\d+)$/.exec(spec);
+  if (m === null) throw new TwemproxyConfigError(`server "${line}": expected host:port:weight [name]`);
+  const weight = Number(m[3]);
+  if (weight < 1) throw new TwemproxyConfigError(`server "${line}": weight must be at least 1`);
+  return { addr: `${m[1]}:${m[2]}`, weight, ...(name !== undefined && name !== '' ? { name } : {}) };
+}
+
+const IGNORED: Record<string, string> = {
+  auto_eject_hosts: 'slotproxy never ejects a node: its keys get an error naming it until it is back',
+  server_retry_timeout: 'see auto_eject_hosts',
+  server_failure_limit: 'see auto_eject_hosts',
+  preconnect: 'slotproxy connects on first use',
+  backlog: 'the OS default is used',
+  client_connections: 'use limits.maxClients',
+  tcpkeepalive: 'not configurable',
+};
+
+export function convertTwemproxy(text: string): ConvertedPool[] {
+  const doc: unknown = parse(text);
+  if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
+    throw new TwemproxyConfigError('expected a mapping of pool names to pools');
+  }
+  const out: ConvertedPool[] = [];
+  for (const [pool, value] of Object.entries(doc as Record<string, unknown>)) {
+    if (typeof value !== 'object' || value === null) throw new TwemproxyConfigError(`pool ${pool}: expected a mapping`);
+    out.push(convertPool(pool, value as Record<string, unknown>));
+  }
+  if (out.length === 0) throw new TwemproxyConfigError('no pools found');
+  return out;
+}
+
+function convertPool(pool: string, p: Record<string, unknown>): ConvertedPool {
+  const notes: string[] = [];
+  const where = `pool ${pool}`;
+  if (p.redis !== true) throw new TwemproxyConfigError(`${where}: only redis pools (redis: true) can be served by slotproxy`);
+  const distribution = p.distribution ?? 'ketama';
+  if (distribution !== 'ketama') throw new TwemproxyConfigError(`${where}: distribution ${String(distribution)} is not supported (only ketama)`);
+  const hash = (p.hash ?? DEFAULT_HASH) as string;
+  if (!(HASH_NAMES as readonly string[]).includes(hash)) throw new TwemproxyConfigError(`${where}: unknown hash ${hash}`);
+  if (p.redis_db !== undefined && p.redis_db !== 0) throw new TwemproxyConfigError(`${where}: redis_db ${String(p.redis_db)}: slotproxy serves database 0 only`);
+  if (typeof p.listen !== 'string' || p.listen.startsWith('/')) throw new TwemproxyConfigError(`${where}: listen must be host:port`);
+  if (!Array.isArray(p.servers) || p.servers.length === 0) throw new TwemproxyConfigError(`${where}: servers must be a non-empty list`);
+  const hashTag = p.hash_tag === undefined ? '' : String(p.hash_tag);
+
+  const config: Record<string, unknown> = {
+    listen: p.listen,
+    mode: 'ring',
+    ring: { hash, hashTag, nodes: p.servers.map((s) => parseServerLine(String(s))) },
+  };
+  const backend: Record<string, unknown> = {};
+  if (typeof p.redis_auth === 'string') backend.password = p.redis_auth;
+  if (typeof p.timeout === 'number' && p.timeout > 0) backend.commandTimeoutMs = p.timeout;
+  if (typeof p.server_connections === 'number' && p.server_connections > 0) backend.connectionsPerNode = Math.min(64, p.server_connections);
+  if (Object.keys(backend).length > 0) config.backend = backend;
+  if (typeof p.redis_auth === 'string') {
+    config.auth = { password: p.redis_auth };
+    notes.push('redis_auth: used for clients (auth.password) and for the nodes (backend.password), as twemproxy does');
+  }
+  for (const [field, why] of Object.entries(IGNORED)) if (p[field] !== undefined) notes.push(`${field}: not carried over (${why})`);
+
+  // The result must be a config slotproxy accepts; a failure here is a bug in this converter.
+  const checked = configSchema.safeParse(config);
+  if (!checked.success) throw new TwemproxyConfigError(`${where}: converted config is invalid: ${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  return { pool, config, notes };
+}

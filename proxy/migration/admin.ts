@@ -1,0 +1,43 @@
+/**
+ * `PROXY MIGRATION PHASE <phase>` and `PROXY MIGRATION STATUS`: the migration switched and read
+ * over RESP. A phase set here lasts until the next reload (SIGHUP) or restart, which take the
+ * phase from the config file; write the file too when the change must stick.
+ */
+import { MIGRATION_PHASES, MigrationPhase } from '../../config/schema';
+import { ProxyContext } from '../context';
+import { log } from '../log';
+import * as encode from '../resp/encode';
+
+const USAGE = 'ERR syntax: PROXY MIGRATION PHASE <double-write|read-new|done> | PROXY MIGRATION STATUS';
+
+export function isProxyCommand(name: Buffer): boolean {
+  return name.length === 5 && name.toString('latin1').toLowerCase() === 'proxy';
+}
+
+export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer {
+  const words = args.slice(1).map((a) => a.toString('utf8'));
+  if (words.length < 2 || words[0].toLowerCase() !== 'migration') return encode.error(USAGE);
+  const ring = ctx.ring;
+  if (ring === null) return encode.error('ERR slotproxy: migrations need ring mode');
+  const sub = words[1].toLowerCase();
+  if (sub === 'status' && words.length === 2) return encode.bulk(statusText(ctx));
+  if (sub === 'phase' && words.length === 3) {
+    const phase = words[2].toLowerCase();
+    if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) return encode.error(USAGE);
+    if (!ring.placement.migrating) return encode.error('ERR slotproxy: no migration is configured (add a migration: section and reload)');
+    const before = ring.placement.phase;
+    ring.swap(ring.placement.withPhase(phase as MigrationPhase));
+    log.info({ from: before, to: phase }, 'migration phase switched over RESP');
+    return encode.OK;
+  }
+  return encode.error(USAGE);
+}
+
+function statusText(ctx: ProxyContext): string {
+  const p = ctx.ring?.placement;
+  if (p === undefined) return '';
+  const nodes = (r: typeof p.from): string => r.nodes.map((n) => `${n.name}=${n.addr}`).join(',');
+  const lines = [`phase:${p.phase ?? 'none'}`, `hash:${p.from.hash}`, `from:${nodes(p.from)}`];
+  if (p.to !== null) lines.push(`to:${nodes(p.to)}`, `to_hash:${p.to.hash}`);
+  return lines.join('\r\n') + '\r\n';
+}

@@ -1,0 +1,39 @@
+import { ProxyContext } from '../context';
+import { DispatchSession } from '../dispatch';
+import { Placement } from '../../sharding/migration';
+import { ConvergingWrite, CopyTarget } from './converging-write';
+import * as encode from '../resp/encode';
+import * as errors from '../errors';
+
+/**
+ * Starts a client's write under a converging placement when one of its keys changes owner; null
+ * when none does (the caller forwards it as usual: its node is the same in both rings).
+ * `hold`: in read-new, reads go to ring B, so the session's next requests wait until this write
+ * has reached B (a pipelined GET after SET must see the SET); in double-write reads go to A,
+ * where the write already is, so nothing waits.
+ */
+export function convergingWrite(
+  ctx: ProxyContext,
+  session: DispatchSession,
+  args: Buffer[],
+  raw: Buffer | null,
+  shard: number,
+  positions: readonly number[],
+  placement: Placement,
+): { hold: Promise<void> | undefined } | null {
+  const targets: CopyTarget[] = [];
+  for (const p of positions) {
+    const t = placement.copyTarget(args[p]);
+    if (t !== null) targets.push({ key: args[p], ...t });
+  }
+  if (targets.length === 0) return null;
+  const address = placement.writeAddress(shard);
+  if (address === null) {
+    session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
+    return { hold: undefined };
+  }
+  const write = session.track(new ConvergingWrite(ctx, session, raw ?? encode.command(args), address, targets));
+  ctx.ring?.track(write.settled);
+  write.start();
+  return { hold: placement.phase === 'read-new' ? write.settled : undefined };
+}

@@ -1,0 +1,55 @@
+import { Placement } from '../../sharding/migration';
+import { Router } from '../router';
+
+/**
+ * Routes by ketama ring (sharding/ring.ts): a shard is a node's index on the ring (during a
+ * migration, the pair of its indexes in both rings, see sharding/migration.ts). The placement is
+ * an immutable snapshot, replaced whole by a phase switch or a config reload.
+ */
+export class RingRouter implements Router {
+  private converging = 0;
+  private drainWaiters: (() => void)[] = [];
+
+  constructor(private current: Placement) {}
+
+  /**
+   * Counts a double-write in flight until `settled`. After a switch to `done`, writes wait for
+   * these (drained()), so a late copy of this proxy's can never land on B after a B-only write.
+   */
+  track(settled: Promise<void>): void {
+    this.converging++;
+    void settled.then(() => {
+      if (--this.converging > 0) return;
+      const waiters = this.drainWaiters;
+      this.drainWaiters = [];
+      for (const w of waiters) w();
+    });
+  }
+
+  /** Null when no double-write is in flight, else a promise that resolves when none is. */
+  drained(): Promise<void> | null {
+    if (this.converging === 0) return null;
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  get placement(): Placement {
+    return this.current;
+  }
+
+  /** Takes effect for every request dispatched from now on; requests in flight finish where they went. */
+  swap(next: Placement): void {
+    this.current = next;
+  }
+
+  shardOf(key: Buffer): number {
+    return this.current.shardOf(key);
+  }
+
+  nodeOf(shard: number): string | null {
+    return this.current.readAddress(shard);
+  }
+
+  masters(): readonly string[] {
+    return this.current.readMasters();
+  }
+}

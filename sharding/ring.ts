@@ -1,0 +1,152 @@
+/**
+ * The ketama continuum, built exactly as twemproxy's `distribution: ketama` builds it
+ * (nutcracker's nc_ketama.c, all servers live), and the lookup of a key's node on it.
+ *
+ * - A server's identity on the continuum is its name; without one, "host:port" as written, or
+ *   the host alone when the port is 11211 (libmemcached compatibility).
+ * - Servers are ordered by name (shorter first, then bytewise) before points are made; this only
+ *   decides ties between equal point values, as the sort by value is stable.
+ * - A server gets floor(weight/total * 40 * servers + 1e-10) * 4 points, computed in 32-bit
+ *   float as nutcracker does; the points of "<name>-<i>" are the four little-endian 32-bit
+ *   quarters of its MD5.
+ * - A key's hash goes to the first point at or above it, wrapping to the first point.
+ *
+ * A Ring is immutable: a new server list builds a new Ring, swapped whole.
+ */
+import { createHash } from 'node:crypto';
+import { HashName } from '../config/schema';
+import { taggedRange } from './hash-tag';
+import { KEY_HASHES, KeyHash } from './hash';
+
+export interface RingNodeSpec {
+  name?: string;
+  addr: string;
+  weight: number;
+}
+
+export interface RingSpec {
+  hash: HashName;
+  /** Two characters (twemproxy's hash_tag), or null/'' to hash whole keys. */
+  hashTag: string | null;
+  nodes: readonly RingNodeSpec[];
+}
+
+export interface RingNode {
+  /** The name its points are made from. */
+  readonly name: string;
+  readonly addr: string;
+  readonly weight: number;
+  /** Points it holds on the continuum. */
+  readonly points: number;
+}
+
+const POINTS_PER_SERVER = 160;
+const KETAMA_PORT = '11211';
+
+/** twemproxy's name for a server that has none. */
+export function continuumName(node: RingNodeSpec): string {
+  if (node.name !== undefined) return node.name;
+  const colon = node.addr.lastIndexOf(':');
+  return node.addr.slice(colon + 1) === KETAMA_PORT ? node.addr.slice(0, colon) : node.addr;
+}
+
+/** twemproxy's string_compare: shorter first, then bytewise. */
+function compareNames(a: Buffer, b: Buffer): number {
+  return a.length !== b.length ? a.length - b.length : Buffer.compare(a, b);
+}
+
+/** Points of a server with `weight` out of `totalWeight` among `servers` live servers. */
+export function pointsFor(weight: number, totalWeight: number, servers: number): number {
+  const f = Math.fround;
+  const pct = f(f(weight) / f(totalWeight));
+  const perHashGroups = f(f(f(pct * POINTS_PER_SERVER) / 4) * f(servers));
+  // `+ 0.0000000001` is a double; the sum is narrowed back to float for floorf.
+  return Math.floor(f(perHashGroups + 0.0000000001)) * 4;
+}
+
+/** The four continuum values of one "<name>-<i>" string. */
+export function md5Points(label: string | Buffer): [number, number, number, number] {
+  const d = createHash('md5').update(label).digest();
+  return [d.readUInt32LE(0), d.readUInt32LE(4), d.readUInt32LE(8), d.readUInt32LE(12)];
+}
+
+export class Ring {
+  /** In config order: shard numbers are indexes into this list. */
+  readonly nodes: readonly RingNode[];
+  readonly hash: HashName;
+  private readonly keyHash: KeyHash;
+  private readonly tag: { open: number; close: number } | null;
+  /** Sorted point values and, at the same index, the config index of the node owning each. */
+  private readonly values: Uint32Array;
+  private readonly owners: Uint16Array;
+
+  constructor(spec: RingSpec) {
+    if (spec.nodes.length === 0) throw new Error('a ring needs at least one node');
+    this.hash = spec.hash;
+    this.keyHash = KEY_HASHES[spec.hash];
+    const t = spec.hashTag ?? '';
+    this.tag = t.length === 2 ? { open: t.charCodeAt(0), close: t.charCodeAt(1) } : null;
+
+    const names = spec.nodes.map((n) => Buffer.from(continuumName(n), 'utf8'));
+    const order = spec.nodes.map((_, i) => i).sort((a, b) => compareNames(names[a], names[b]));
+    const total = spec.nodes.reduce((s, n) => s + n.weight, 0);
+    const points = spec.nodes.map((n) => pointsFor(n.weight, total, spec.nodes.length));
+    const entries: { value: number; owner: number }[] = [];
+    for (const i of order) {
+      for (let p = 0; p < points[i] / 4; p++) {
+        const label = Buffer.concat([names[i], Buffer.from(`-${p}`)]);
+        for (const value of md5Points(label)) entries.push({ value, owner: i });
+      }
+    }
+    // Array.prototype.sort is stable: equal values keep the order they were made in.
+    entries.sort((a, b) => a.value - b.value);
+    this.values = Uint32Array.from(entries, (e) => e.value);
+    this.owners = Uint16Array.from(entries, (e) => e.owner);
+    this.nodes = Object.freeze(
+      spec.nodes.map((n, i) => Object.freeze({ name: names[i].toString('utf8'), addr: n.addr, weight: n.weight, points: points[i] })),
+    );
+    Object.freeze(this);
+  }
+
+  /**
+   * The 32-bit hash twemproxy computes for `key` (hash tag applied; empty keys hash to 0).
+   * twemproxy skips hashing when a pool has one server; the lookup gives the same answer.
+   */
+  hashOf(key: Buffer): number {
+    const [start, end] = taggedRange(key, this.tag);
+    return end === start ? 0 : this.keyHash(key, start, end);
+  }
+
+  /** True when `other` hashes keys exactly as this ring does (one hash serves both lookups). */
+  hashesLike(other: Ring): boolean {
+    return this.hash === other.hash && this.tag?.open === other.tag?.open && this.tag?.close === other.tag?.close;
+  }
+
+  /** Config index of the node owning `key`. */
+  indexOf(key: Buffer): number {
+    return this.indexOfHash(this.hashOf(key));
+  }
+
+  /** Config index of the node owning continuum position `hash`. */
+  indexOfHash(hash: number): number {
+    const values = this.values;
+    let left = 0;
+    let right = values.length;
+    while (left < right) {
+      const mid = (left + right) >>> 1;
+      if (values[mid] < hash) left = mid + 1;
+      else right = mid;
+    }
+    return this.owners[right === values.length ? 0 : right];
+  }
+
+  /** The node owning `key`. */
+  nodeOf(key: Buffer): RingNode {
+    return this.nodes[this.indexOf(key)];
+  }
+
+  /** Number of points on the continuum. */
+  get size(): number {
+    return this.values.length;
+  }
+}

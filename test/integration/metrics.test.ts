@@ -1,0 +1,124 @@
+// SPEC section 7, observability: the Prometheus endpoint. Exact counts after a known workload, the
+// latency histogram's shape, errors by kind, redirections, back-end connections; and a check that
+// the config's Grafana dashboard only queries metrics the endpoint really exports.
+
+import fs from 'node:fs';
+import http from 'node:http';
+import path from 'node:path';
+import Redis from 'ioredis';
+import { useCluster } from '../helpers/cluster';
+import { client, startProxy } from '../helpers/proxy';
+import { ProxyServer } from '../../proxy/server';
+
+const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });
+let server: ProxyServer | undefined;
+const clients: Redis[] = [];
+
+beforeAll(async () => {
+  server = await startProxy(cluster().seeds, { metrics: { listen: '127.0.0.1:0' } });
+}, 30_000);
+
+afterAll(async () => {
+  for (const c of clients) c.disconnect();
+  await server?.close(500);
+});
+
+function proxy(): ProxyServer {
+  if (server === undefined) throw new Error('the proxy did not start');
+  return server;
+}
+
+function connect(): Redis {
+  const c = client(proxy());
+  clients.push(c);
+  return c;
+}
+
+function get(urlPath: string): Promise<{ status: number; type: string; body: string }> {
+  const port = proxy().metricsPort;
+  if (port === null) throw new Error('no metrics endpoint');
+  return new Promise((resolve, reject) => {
+    http
+      .get({ host: '127.0.0.1', port, path: urlPath }, (res) => {
+        let body = '';
+        res.on('data', (d: Buffer) => (body += d.toString()));
+        res.on('end', () => resolve({ status: res.statusCode ?? 0, type: String(res.headers['content-type']), body }));
+      })
+      .on('error', reject);
+  });
+}
+
+/** `name{labels} value` lines -> value; labels as Prometheus writes them. */
+function parse(body: string): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const line of body.split('\n')) {
+    if (line === '' || line.startsWith('#')) continue;
+    const at = line.lastIndexOf(' ');
+    out.set(line.slice(0, at), Number(line.slice(at + 1)));
+  }
+  return out;
+}
+
+async function scrape(): Promise<Map<string, number>> {
+  const r = await get('/metrics');
+  expect(r.status).toBe(200);
+  expect(r.type).toMatch(/^text\/plain/);
+  return parse(r.body);
+}
+
+function value(m: Map<string, number>, key: string): number {
+  const v = m.get(key);
+  if (v === undefined) throw new Error(`metric ${key} missing; have ${[...m.keys()].filter((k) => k.startsWith('slotproxy_c')).join(', ')}`);
+  return v;
+}
+
+test('counts commands by name, errors by kind, latency, clients and back-end connections', async () => {
+  const before = await scrape();
+  const c = connect();
+  for (let i = 0; i < 50; i++) await c.set(`metrics:${i}`, String(i));
+  const pipeline = c.pipeline();
+  for (let i = 0; i < 30; i++) pipeline.get(`metrics:${i}`);
+  await pipeline.exec();
+  await expect(c.mget('metrics:a', 'metrics:b')).rejects.toThrow(/CROSSSLOT/);
+  await expect(c.call('AUTH', 'someone', 'wrong')).rejects.toThrow(/WRONGPASS/);
+  await expect(c.call('LPUSH', 'metrics:1', 'x')).rejects.toThrow(/WRONGTYPE/);
+
+  const after = await scrape();
+  const delta = (key: string): number => value(after, key) - (before.get(key) ?? 0);
+  expect(delta('slotproxy_commands_total{command="set"}')).toBe(50);
+  expect(delta('slotproxy_commands_total{command="get"}')).toBe(30);
+  expect(delta('slotproxy_errors_total{kind="crossslot"}')).toBe(1);
+  expect(delta('slotproxy_errors_total{kind="auth"}')).toBe(1);
+  expect(delta('slotproxy_errors_total{kind="reply"}')).toBe(1);
+  expect(value(after, 'slotproxy_errors_total{kind="protocol"}')).toBe(0);
+  // 50 SET + 30 GET + LPUSH went to a node.
+  expect(delta('slotproxy_command_duration_seconds_count')).toBe(81);
+  expect(delta('slotproxy_command_duration_seconds_bucket{le="+Inf"}')).toBe(81);
+  expect(value(after, 'slotproxy_command_duration_seconds_sum')).toBeGreaterThan(0);
+  // Buckets are cumulative.
+  const buckets = [...after.entries()].filter(([k]) => k.startsWith('slotproxy_command_duration_seconds_bucket')).map(([, v]) => v);
+  expect(buckets.length).toBe(17);
+  for (let i = 1; i < buckets.length; i++) expect(buckets[i]).toBeGreaterThanOrEqual(buckets[i - 1]);
+  expect(value(after, 'slotproxy_connected_clients')).toBeGreaterThanOrEqual(1);
+  expect(value(after, 'slotproxy_backend_connections')).toBeGreaterThanOrEqual(3);
+  expect(value(after, 'slotproxy_redirections_total{type="moved"}')).toBeGreaterThanOrEqual(0);
+  expect(value(after, 'slotproxy_process_resident_memory_bytes')).toBeGreaterThan(0);
+});
+
+test('anything but GET /metrics is a 404', async () => {
+  expect((await get('/')).status).toBe(404);
+  expect((await get('/metrics/x')).status).toBe(404);
+});
+
+test('the Grafana dashboard queries only metrics the endpoint exports', async () => {
+  const dashboard = JSON.parse(fs.readFileSync(path.resolve(__dirname, '..', '..', 'config', 'grafana-dashboard.json'), 'utf8')) as {
+    panels: { title: string; targets?: { expr: string }[] }[];
+  };
+  const exported = new Set([...(await scrape()).keys()].map((k) => k.replace(/\{.*$/, '')));
+  const used = new Set<string>();
+  for (const panel of dashboard.panels) {
+    for (const t of panel.targets ?? []) for (const m of t.expr.match(/slotproxy_[a-z0-9_]+/g) ?? []) used.add(m);
+  }
+  expect(used.size).toBeGreaterThan(5);
+  expect([...used].filter((m) => !exported.has(m))).toEqual([]);
+});

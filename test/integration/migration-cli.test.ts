@@ -1,0 +1,176 @@
+// The migration from the command line: `slotproxy migrate status|verify|copy|cleanup -c FILE`
+// against real nodes, and a running `slotproxy start` switched between phases by SIGHUP (a bad
+// migration block is refused and the running phase stays).
+import { ChildProcess, execFile, spawn } from 'node:child_process';
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import Redis from 'ioredis';
+import { StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
+import { freePort } from '../../cmd/sandbox/ports';
+import { Ring } from '../../sharding/ring';
+
+const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cmd', 'slotproxy.js');
+const KEYS = 2000;
+
+let nodes: StandaloneNodes | undefined;
+let dir: string;
+let file: string;
+let port: number;
+let proxy: ChildProcess | undefined;
+let client: Redis | undefined;
+let proxyLog = '';
+
+function run(args: string[]): Promise<{ code: number; stdout: string; stderr: string; ms: number }> {
+  const started = Date.now();
+  return new Promise((resolve) => {
+    execFile(process.execPath, [BIN, ...args], (err, stdout, stderr) => {
+      resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr, ms: Date.now() - started });
+    });
+  });
+}
+
+function writeConfig(phaseLine: string): void {
+  const [a, b, c] = nodes!.addresses;
+  fs.writeFileSync(file, [
+    `listen: 127.0.0.1:${port}`, 'mode: ring', 'log:', '  level: info', 'ring:', '  hash: murmur', '  nodes:',
+    `    - { name: a, addr: "${a}" }`, `    - { name: b, addr: "${b}" }`,
+    'migration:', `  ${phaseLine}`, '  to:', '    nodes:',
+    `      - { name: a, addr: "${a}" }`, `      - { name: b, addr: "${b}" }`, `      - { name: c, addr: "${c}" }`, '',
+  ].join('\n'));
+}
+
+async function status(): Promise<string> {
+  return String(await client!.call('PROXY', 'MIGRATION', 'STATUS'));
+}
+
+async function until(what: string, check: () => Promise<boolean>): Promise<void> {
+  const deadline = Date.now() + 10_000;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+beforeAll(async () => {
+  if (!fs.existsSync(BIN)) throw new Error(`${BIN} is missing: run \`npm run build\` (npm test does)`);
+  dir = fs.mkdtempSync(path.join(os.tmpdir(), 'slotproxy-migrate-'));
+  file = path.join(dir, 'migration.yaml');
+  nodes = await StandaloneNodes.start(3);
+  port = await freePort();
+  writeConfig('phase: double-write');
+  // The data set before the migration, on ring A's nodes.
+  const ringA = new Ring({ hash: 'murmur', hashTag: '{}', nodes: nodes.addresses.slice(0, 2).map((addr, i) => ({ name: 'ab'[i], addr, weight: 1 })) });
+  const direct = nodes.nodes.slice(0, 2).map((n) => new Redis({ port: n.port, host: '127.0.0.1', disableClientInfo: true }));
+  try {
+    const pipes = direct.map((c) => c.pipeline());
+    for (let i = 0; i < KEYS; i++) {
+      const key = `k:${i}`;
+      const idx = ringA.indexOf(Buffer.from(key));
+      if (i % 4 === 0) pipes[idx].set(key, String(i), 'PX', 600_000);
+      else pipes[idx].rpush(key, 'x', String(i));
+    }
+    for (const p of pipes) await p.exec();
+  } finally {
+    for (const c of direct) c.disconnect();
+  }
+  proxy = spawn(process.execPath, [BIN, 'start', '-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  await new Promise<void>((resolve, reject) => {
+    proxy!.stderr?.on('data', (d: Buffer) => {
+      proxyLog += d.toString();
+      if (proxyLog.includes('slotproxy is listening')) resolve();
+    });
+    proxy!.on('exit', (code) => reject(new Error(`slotproxy exited with ${code}:\n${proxyLog}`)));
+  });
+  client = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, disableClientInfo: true });
+}, 60_000);
+
+afterAll(async () => {
+  client?.disconnect();
+  if (proxy !== undefined && proxy.exitCode === null) {
+    const exited = new Promise((r) => proxy!.on('exit', r));
+    proxy.kill('SIGTERM');
+    await exited;
+  }
+  await nodes?.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+}, 30_000);
+
+test('status before the copy: phase, both rings, copy not started', async () => {
+  const r = await run(['migrate', 'status', '-c', file]);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toContain('phase: double-write');
+  expect(r.stdout).toMatch(/ring A \(murmur\):\n {2}a .* copy not started/);
+  expect(r.stdout).toMatch(/ring B \(murmur\):[\s\S]* c .*: 0 keys/);
+});
+
+test('verify finds the keys not copied yet, and exits 1', async () => {
+  const r = await run(['migrate', 'verify', '-c', file, '--show', '3']);
+  expect(r.code).toBe(1);
+  expect(r.stdout).toMatch(/differs: k:\d+: missing in /);
+  expect(r.stdout.match(/differs:/g)).toHaveLength(3);
+  expect(r.stdout).toMatch(/verify: \d+ moved keys compared, [1-9]\d* differ/);
+});
+
+test('copy moves every moved key with its TTL, with progress lines when not on a terminal; a rerun resumes', async () => {
+  const r = await run(['migrate', 'copy', '-c', file]);
+  expect(r.code).toBe(0);
+  const m = /copy: (\d+) keys scanned, (\d+) copied/.exec(r.stdout);
+  expect(m).not.toBeNull();
+  expect(Number(m![1])).toBeGreaterThanOrEqual(KEYS);
+  expect(Number(m![2])).toBeGreaterThan(KEYS / 5);
+  expect(r.stderr).toMatch(/^copy: 100% \d+\/\d+ keys, \d+ keys\/s, ETA 0s/m);
+  const again = await run(['migrate', 'copy', '-c', file]);
+  expect(again.stdout).toContain('copy: 0 keys scanned, 0 copied');
+  const verify = await run(['migrate', 'verify', '-c', file]);
+  expect(verify.stdout).toMatch(/verify: [1-9]\d* moved keys compared, 0 differ/);
+  expect(verify.code).toBe(0);
+  const s = await run(['migrate', 'status', '-c', file]);
+  expect(s.stdout).toMatch(/a .* copy done \(\d+ keys copied\)/);
+}, 30_000);
+
+test('--rate caps keys per second', async () => {
+  const r = await run(['migrate', 'copy', '-c', file, '--restart', '--rate', '2000']);
+  expect(r.code).toBe(0);
+  // At least 2000 keys scanned at 2000 keys/s: about a second, never much less.
+  expect(r.ms).toBeGreaterThan(900);
+}, 30_000);
+
+test('SIGHUP switches the phase without dropping clients; a bad migration block is refused and the phase stays', async () => {
+  await client!.set('during:hup', '1');
+  const id = await client!.client('ID');
+  expect(await status()).toContain('phase:double-write');
+  writeConfig('phase: read-new');
+  proxy!.kill('SIGHUP');
+  await until('phase read-new', async () => (await status()).includes('phase:read-new'));
+  expect(await client!.incr('during:hup')).toBe(2);
+  expect(await client!.get('during:hup')).toBe('2');
+
+  writeConfig('phase: sideways');
+  const check = await run(['check-config', file]);
+  expect(check.code).toBe(2);
+  expect(check.stderr).toContain('migration.phase');
+  proxy!.kill('SIGHUP');
+  await until('the refusal in the log', async () => proxyLog.includes('reload refused'));
+  expect(proxyLog).toContain('migration.phase');
+  expect(await status()).toContain('phase:read-new');
+  expect(await client!.get('during:hup')).toBe('2');
+  // The same client connection throughout.
+  expect(await client!.client('ID')).toBe(id);
+}, 30_000);
+
+test('cleanup refuses before done, then deletes the moved keys from their old owners', async () => {
+  writeConfig('phase: read-new');
+  const refused = await run(['migrate', 'cleanup', '-c', file]);
+  expect(refused.code).toBe(1);
+  expect(refused.stderr).toContain('switch every proxy to done first');
+  writeConfig('phase: done');
+  proxy!.kill('SIGHUP');
+  await until('phase done', async () => (await status()).includes('phase:done'));
+  const r = await run(['migrate', 'cleanup', '-c', file]);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toMatch(/cleanup: [1-9]\d* moved keys deleted/);
+  expect(await client!.dbsize()).toBe(KEYS + 1);
+  expect(await client!.lrange('k:1', 0, -1)).toEqual(['x', '1']);
+  expect(await client!.pttl('k:0')).toBeGreaterThan(500_000);
+}, 30_000);

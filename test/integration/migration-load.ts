@@ -1,0 +1,222 @@
+// Test helper: a mixed write load over a known key space, run by several ioredis clients through
+// one or more proxies, recording every acknowledged effect so the final state can be checked
+// exactly (counters = acknowledged increments, lists = acknowledged pushes, ...).
+import Redis from 'ioredis';
+import { xorshift32 } from '../helpers/random';
+
+export const GROUPS = {
+  counter: 600,
+  list: 300,
+  hash: 300,
+  append: 300,
+  ttl: 200,
+  deletable: 300,
+} as const;
+export type Group = keyof typeof GROUPS;
+
+export function keyOf(group: Group, i: number): string {
+  // A few keys share a hash tag, so multi-key commands have something to work on.
+  return i % 10 === 0 ? `{${group}-t${i % 3}}:${i}` : `${group}:${i}`;
+}
+
+const INCR_SCRIPT = "return redis.call('INCRBY', KEYS[1], ARGV[1])";
+
+/** What the clients were told succeeded. */
+export class Expected {
+  readonly counters = new Map<string, number>();
+  readonly lists = new Map<string, string[]>();
+  readonly hashes = new Map<string, Map<string, number>>();
+  readonly appends = new Map<string, string[]>();
+  /** Keys with a TTL set, and the TTL in seconds last set. */
+  readonly ttls = new Map<string, number>();
+  readonly deleted = new Set<string>();
+  ops = 0;
+  errors: string[] = [];
+}
+
+/** Writes the key space's initial state straight to ring A's nodes, before any migration. */
+export async function seed(write: (key: string) => Redis, expected: Expected): Promise<number> {
+  const pipes = new Map<Redis, ReturnType<Redis['pipeline']>>();
+  const pipe = (key: string): ReturnType<Redis['pipeline']> => {
+    const c = write(key);
+    let p = pipes.get(c);
+    if (p === undefined) {
+      p = c.pipeline();
+      pipes.set(c, p);
+    }
+    return p;
+  };
+  let n = 0;
+  for (let i = 0; i < GROUPS.counter; i++) {
+    const k = keyOf('counter', i);
+    pipe(k).set(k, String(i));
+    expected.counters.set(k, i);
+    n++;
+  }
+  for (let i = 0; i < GROUPS.list; i++) {
+    const k = keyOf('list', i);
+    pipe(k).rpush(k, 'seed');
+    expected.lists.set(k, ['seed']);
+    n++;
+  }
+  for (let i = 0; i < GROUPS.hash; i++) {
+    const k = keyOf('hash', i);
+    pipe(k).hset(k, 'f0', '1');
+    expected.hashes.set(k, new Map([['f0', 1]]));
+    n++;
+  }
+  for (let i = 0; i < GROUPS.append; i++) {
+    const k = keyOf('append', i);
+    pipe(k).set(k, '|seed');
+    expected.appends.set(k, ['seed']);
+    n++;
+  }
+  for (let i = 0; i < GROUPS.ttl; i++) {
+    const k = keyOf('ttl', i);
+    pipe(k).set(k, 'v', 'EX', 5000);
+    expected.ttls.set(k, 5000);
+    n++;
+  }
+  for (let i = 0; i < GROUPS.deletable; i++) {
+    const k = keyOf('deletable', i);
+    pipe(k).set(k, 'd');
+    n++;
+  }
+  for (const p of pipes.values()) {
+    for (const [err] of (await p.exec()) ?? []) if (err !== null) throw err;
+  }
+  return n;
+}
+
+/** Clients running the load until paused; `resume` starts them again. */
+export class MixedLoad {
+  private running = false;
+  private loops: Promise<void>[] = [];
+  private nextDeletable = 0;
+  private seq = 0;
+
+  constructor(private readonly clients: Redis[], readonly expected: Expected, private readonly seedValue = 1) {}
+
+  start(): void {
+    if (this.running) return;
+    this.running = true;
+    this.loops = this.clients.map((c, i) => this.loop(c, i));
+  }
+
+  async pause(): Promise<void> {
+    this.running = false;
+    await Promise.all(this.loops);
+  }
+
+  private async loop(client: Redis, index: number): Promise<void> {
+    const rnd = xorshift32(this.seedValue * 1000 + index + this.seq);
+    while (this.running) {
+      try {
+        await this.one(client, index, rnd);
+        this.expected.ops++;
+      } catch (err) {
+        this.expected.errors.push(err instanceof Error ? err.message : String(err));
+        if (this.expected.errors.length > 20) return;
+      }
+    }
+  }
+
+  private async one(c: Redis, client: number, rnd: () => number): Promise<void> {
+    const e = this.expected;
+    const pick = (g: Group): string => keyOf(g, Math.floor(rnd() * GROUPS[g]));
+    const token = `c${client}-${this.seq++}`;
+    const r = rnd();
+    if (r < 0.25) {
+      const k = pick('counter');
+      await c.incr(k);
+      e.counters.set(k, (e.counters.get(k) ?? 0) + 1);
+    } else if (r < 0.32) {
+      const k = pick('counter');
+      await c.eval(INCR_SCRIPT, 1, k, 2);
+      e.counters.set(k, (e.counters.get(k) ?? 0) + 2);
+    } else if (r < 0.5) {
+      const k = pick('list');
+      await c.lpush(k, token);
+      e.lists.get(k)?.push(token);
+    } else if (r < 0.65) {
+      const k = pick('hash');
+      const f = `f${Math.floor(rnd() * 4)}`;
+      await c.hincrby(k, f, 3);
+      const h = e.hashes.get(k) ?? new Map<string, number>();
+      h.set(f, (h.get(f) ?? 0) + 3);
+      e.hashes.set(k, h);
+    } else if (r < 0.8) {
+      const k = pick('append');
+      await c.append(k, `|${token}`);
+      e.appends.get(k)?.push(token);
+    } else if (r < 0.9) {
+      const k = pick('ttl');
+      const secs = 4000 + Math.floor(rnd() * 1000);
+      await c.expire(k, secs);
+      e.ttls.set(k, secs);
+    } else if (r < 0.96) {
+      if (this.nextDeletable >= GROUPS.deletable) return;
+      const k = keyOf('deletable', this.nextDeletable++);
+      // Marked first: a DEL whose reply is lost may still have run.
+      e.deleted.add(k);
+      await c.del(k);
+    } else {
+      // Reads, so read routing (A, then B) is exercised under the same load.
+      const k = pick('counter');
+      const v = await c.get(k);
+      if (v === null) throw new Error(`counter ${k} read as missing`);
+    }
+  }
+}
+
+/** Differences between the expected state and what `c` (a proxy) reads now. */
+export async function checkState(c: Redis, e: Expected): Promise<string[]> {
+  const problems: string[] = [];
+  const p = c.pipeline();
+  const checks: ((v: unknown) => void)[] = [];
+  for (const [k, n] of e.counters) {
+    p.get(k);
+    checks.push((v) => v !== String(n) && problems.push(`counter ${k}: ${String(v)} != ${n}`));
+  }
+  for (const [k, items] of e.lists) {
+    p.lrange(k, 0, -1);
+    checks.push((v) => {
+      const got = [...(v as string[])].sort();
+      const want = [...items].sort();
+      if (got.join(',') !== want.join(',')) problems.push(`list ${k}: ${got.length} items, ${want.length} acknowledged`);
+    });
+  }
+  for (const [k, fields] of e.hashes) {
+    p.hgetall(k);
+    checks.push((v) => {
+      const got = v as Record<string, string>;
+      for (const [f, n] of fields) if (got[f] !== String(n)) problems.push(`hash ${k}.${f}: ${got[f]} != ${n}`);
+    });
+  }
+  for (const [k, tokens] of e.appends) {
+    p.get(k);
+    checks.push((v) => {
+      const got = String(v).split('|').filter((s) => s !== '').sort();
+      if (got.join(',') !== [...tokens].sort().join(',')) problems.push(`append ${k}: ${got.length} parts, ${tokens.length} acknowledged`);
+    });
+  }
+  for (const [k, secs] of e.ttls) {
+    p.ttl(k);
+    checks.push((v) => {
+      const ttl = Number(v);
+      if (!(ttl > secs - 120 && ttl <= secs)) problems.push(`ttl ${k}: ${ttl} s, expected about ${secs}`);
+    });
+  }
+  for (let i = 0; i < GROUPS.deletable; i++) {
+    const k = keyOf('deletable', i);
+    p.exists(k);
+    const gone = e.deleted.has(k);
+    checks.push((v) => Number(v) !== (gone ? 0 : 1) && problems.push(`deletable ${k}: exists=${String(v)}, deleted=${gone}`));
+  }
+  const results = (await p.exec()) ?? [];
+  results.forEach(([err, v], i) => {
+    if (err !== null) problems.push(`read failed: ${err.message}`);
+    else checks[i](v);
+  });
+  return problems;
+}

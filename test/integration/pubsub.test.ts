@@ -1,0 +1,117 @@
+// Pub/Sub through the proxy (SPEC section 5): SUBSCRIBE/PSUBSCRIBE and PUBLISH from any path,
+// subscribed-mode replies and errors as Redis gives them, SSUBSCRIBE/SPUBLISH by slot, and a
+// subscriber that survives a failover of the node it listens on.
+
+import net from 'node:net';
+import Redis from 'ioredis';
+import { useProxy } from '../helpers/proxy';
+import { keyPerMaster, waitFor } from '../helpers/master-keys';
+
+const { cluster, proxy, connect } = useProxy();
+
+/** Messages an ioredis subscriber received, as "channel=message" (or "pattern|channel=message"). */
+function collect(sub: Redis): string[] {
+  const got: string[] = [];
+  sub.on('message', (ch: string, msg: string) => got.push(`${ch}=${msg}`));
+  sub.on('pmessage', (p: string, ch: string, msg: string) => got.push(`${p}|${ch}=${msg}`));
+  sub.on('smessage', (ch: string, msg: string) => got.push(`s:${ch}=${msg}`));
+  return got;
+}
+
+function resp(...args: string[]): string {
+  return `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
+}
+
+/** A raw client: write RESP, read until the text received so far satisfies `until`. */
+class RawClient {
+  private readonly socket: net.Socket;
+  text = '';
+
+  constructor(port: number) {
+    this.socket = net.connect(port, '127.0.0.1');
+    this.socket.on('data', (d) => (this.text += d.toString()));
+  }
+
+  async send(payload: string, until: (text: string) => boolean): Promise<string> {
+    this.text = '';
+    this.socket.write(payload);
+    await waitFor(`a reply to ${JSON.stringify(payload)}`, async () => until(this.text), 5000);
+    return this.text;
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+test('PUBLISH through the proxy and directly on every master reaches SUBSCRIBE and PSUBSCRIBE clients', async () => {
+  const sub = connect();
+  const got = collect(sub);
+  expect(await sub.subscribe('news', 'sport')).toBe(2);
+  expect(await sub.psubscribe('weather.*')).toBe(3);
+  const pub = connect();
+  await pub.publish('news', 'via-proxy');
+  await pub.publish('weather.rain', 'p1');
+  for (const m of cluster().masters) await m.command('PUBLISH', 'sport', `direct-${m.port}`);
+  const expected = ['news=via-proxy', 'weather.*|weather.rain=p1', ...cluster().masters.map((m) => `sport=direct-${m.port}`)];
+  await waitFor('every message', async () => expected.every((e) => got.includes(e)));
+  expect(got.sort()).toEqual(expected.sort());
+});
+
+test('subscribed mode: PING, Redis\'s error for other commands, UNSUBSCRIBE counts, then back to normal', async () => {
+  const c = new RawClient(proxy().address.port);
+  try {
+    expect(await c.send(resp('SUBSCRIBE', 'a', 'b'), (t) => t.includes(':2\r\n'))).toBe(
+      '*3\r\n$9\r\nsubscribe\r\n$1\r\na\r\n:1\r\n*3\r\n$9\r\nsubscribe\r\n$1\r\nb\r\n:2\r\n',
+    );
+    expect(await c.send(resp('GET', 'x') + resp('PING') + resp('PING', 'hi'), (t) => t.includes('hi\r\n'))).toBe(
+      "-ERR Can't execute 'get': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context\r\n" +
+        '*2\r\n$4\r\npong\r\n$0\r\n\r\n*2\r\n$4\r\npong\r\n$2\r\nhi\r\n',
+    );
+    const unsub = await c.send(resp('UNSUBSCRIBE'), (t) => t.includes(':0\r\n'));
+    expect(unsub.split('\r\n').filter((l) => l.startsWith(':'))).toEqual([':1', ':0']);
+    expect(await c.send(resp('SET', 'after-sub', 'v') + resp('GET', 'after-sub'), (t) => t.includes('$1\r\nv'))).toBe('+OK\r\n$1\r\nv\r\n');
+    expect(await c.send(resp('UNSUBSCRIBE'), (t) => t.endsWith(':0\r\n'))).toBe('*3\r\n$11\r\nunsubscribe\r\n$-1\r\n:0\r\n');
+  } finally {
+    c.close();
+  }
+});
+
+test('SSUBSCRIBE listens on the channel\'s slot owner; SPUBLISH routes by slot; CROSSSLOT across slots', async () => {
+  const sub = connect();
+  const got = collect(sub);
+  const channels = await keyPerMaster(cluster(), 'shardch');
+  for (const { key, node } of channels) {
+    await sub.ssubscribe(key);
+    const list = (await node.command('CLIENT', 'LIST')) as string;
+    expect(list).toContain('cmd=ssubscribe');
+  }
+  const pub = connect();
+  for (const { key } of channels) expect(await pub.spublish(key, `m-${key}`)).toBe(1);
+  const expected = channels.map(({ key }) => `s:${key}=m-${key}`);
+  await waitFor('every shard message', async () => expected.every((e) => got.includes(e)));
+  const other = connect();
+  await expect(other.ssubscribe(channels[0].key, channels[1].key)).rejects.toThrow("CROSSSLOT Keys in request don't hash to the same slot");
+});
+
+test('a subscriber is not lost when the node it listens on fails over', async () => {
+  const [{ key: shardChannel, node: master }] = await keyPerMaster(cluster(), 'fo-ch');
+  const sub = connect();
+  const got = collect(sub);
+  await sub.subscribe('fo-news');
+  await sub.ssubscribe(shardChannel);
+  const [replica] = await cluster().replicasOf(master);
+  expect(await replica.cli('CLUSTER', 'FAILOVER')).toBe('OK');
+  await cluster().waitForClusterOk();
+  const pub = connect();
+  let n = 0;
+  // Pub/Sub is at-most-once: publish until one message of each kind arrives after the failover.
+  await waitFor('messages after the failover', async () => {
+    n++;
+    await pub.publish('fo-news', `n${n}`);
+    await pub.call('SPUBLISH', shardChannel, `s${n}`).catch(() => 0);
+    return got.some((g) => g.startsWith('fo-news=')) && got.some((g) => g.startsWith(`s:${shardChannel}=`));
+  }, 20_000);
+  const list = (await replica.command('CLIENT', 'LIST')) as string;
+  expect(list).toContain('cmd=ssubscribe');
+}, 60_000);

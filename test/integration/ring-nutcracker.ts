@@ -1,0 +1,69 @@
+// Test helper: a real twemproxy (nutcracker) process over given servers, on free ports, always
+// stopped by the caller (stop()).
+import fsp from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { ManagedProcess, findExecutable } from '../../bench/children';
+import { freePorts } from '../../cmd/sandbox/ports';
+import { sendCommand } from '../../cmd/sandbox/redis-cluster';
+
+export interface NutcrackerPool {
+  hash: string;
+  hashTag?: string;
+  /** `host:port:weight [name]` lines, as nutcracker.yml writes them. */
+  servers: string[];
+}
+
+export class Nutcracker {
+  private constructor(readonly port: number, private readonly proc: ManagedProcess, private readonly dir: string) {}
+
+  static bin(): string {
+    const bin = findExecutable(process.env.SLOTPROXY_NUTCRACKER ?? 'nutcracker');
+    if (bin === null) throw new Error('nutcracker is not installed (SLOTPROXY_NEED_NUTCRACKER=1 bash scripts/setup.sh installs it)');
+    return bin;
+  }
+
+  static async start(pool: NutcrackerPool): Promise<Nutcracker> {
+    const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'slotproxy-nutcracker-'));
+    const [port, statsPort] = await freePorts(2);
+    const lines = [
+      'pool:',
+      `  listen: 127.0.0.1:${port}`,
+      `  hash: ${pool.hash}`,
+      '  distribution: ketama',
+      '  redis: true',
+      '  auto_eject_hosts: false',
+      ...(pool.hashTag === undefined ? [] : [`  hash_tag: "${pool.hashTag}"`]),
+      '  servers:',
+      ...pool.servers.map((s) => `   - ${s}`),
+      '',
+    ];
+    const file = path.join(dir, 'nutcracker.yml');
+    await fsp.writeFile(file, lines.join('\n'));
+    const proc = ManagedProcess.start(Nutcracker.bin(), ['-c', file, '-s', String(statsPort), '-a', '127.0.0.1', '-o', path.join(dir, 'nutcracker.log')]);
+    const nc = new Nutcracker(port, proc, dir);
+    const deadline = Date.now() + 10_000;
+    for (;;) {
+      if (!proc.running) {
+        const log = await fsp.readFile(path.join(dir, 'nutcracker.log'), 'utf8').catch(() => '');
+        await nc.stop();
+        throw new Error(`nutcracker exited: ${proc.stderr}${log}`);
+      }
+      try {
+        if ((await sendCommand(port, ['PING'], { timeoutMs: 500 })) === 'PONG') return nc;
+      } catch {
+        // Not listening yet.
+      }
+      if (Date.now() > deadline) {
+        await nc.stop();
+        throw new Error('nutcracker did not answer PING within 10 s');
+      }
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+
+  async stop(): Promise<void> {
+    await this.proc.stop();
+    await fsp.rm(this.dir, { recursive: true, force: true });
+  }
+}

@@ -1,0 +1,143 @@
+// MULTI/EXEC/DISCARD/WATCH/UNWATCH through the proxy (SPEC section 5): one slot per transaction,
+// Redis's errors and EXECABORT, WATCH on a connection pinned only for the transaction, EVALSHA in
+// MULTI never NOSCRIPT.
+
+import net from 'node:net';
+import { createHash } from 'node:crypto';
+import { useProxy, client } from '../helpers/proxy';
+import { keyPerMaster, waitFor } from '../helpers/master-keys';
+import { RedisNode } from '../../cmd/sandbox/redis-cluster';
+
+const { cluster, proxy, connect } = useProxy();
+
+/** Sends raw RESP commands on one socket and resolves the raw reply bytes once `replies` lines-ish are in. */
+function rawExchange(port: number, commands: string[][], done: (text: string) => boolean): Promise<string> {
+  return new Promise((resolve, reject) => {
+    const s = net.connect(port, '127.0.0.1');
+    let text = '';
+    const timer = setTimeout(() => {
+      s.destroy();
+      reject(new Error(`no complete reply; got ${JSON.stringify(text)}`));
+    }, 5000);
+    s.on('data', (d) => {
+      text += d.toString();
+      if (done(text)) {
+        clearTimeout(timer);
+        s.destroy();
+        resolve(text);
+      }
+    });
+    s.on('error', reject);
+    s.write(commands.map((c) => `*${c.length}\r\n${c.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`).join(''));
+  });
+}
+
+async function clientCount(node: RedisNode, match: string): Promise<number> {
+  const list = (await node.command('CLIENT', 'LIST')) as string;
+  return list.split('\n').filter((l) => l.includes(match)).length;
+}
+
+test('MULTI/EXEC on one slot runs atomically on the owner of each master', async () => {
+  const c = connect();
+  for (const { key, node } of await keyPerMaster(cluster(), 'tx')) {
+    const res = await c.multi().set(`{${key}}a`, '1').incr(`{${key}}a`).get(`{${key}}a`).exec();
+    expect(res).toEqual([[null, 'OK'], [null, 2], [null, '2']]);
+    expect(await node.command('GET', `{${key}}a`)).toBe('2');
+  }
+});
+
+test('Redis replies verbatim: QUEUED, nesting, EXEC/DISCARD without MULTI, WATCH inside MULTI, EXECABORT', async () => {
+  const port = proxy().address.port;
+  const text = await rawExchange(
+    port,
+    [
+      ['MULTI'], ['MULTI'], ['WATCH', 'x'], ['SET', '{t}a', '1'], ['GET', '{t}a', 'extra'], ['EXEC'],
+      ['EXEC'], ['DISCARD'],
+      ['MULTI'], ['SET', '{t}a', '2'], ['DISCARD'], ['GET', '{t}a'],
+      ['MULTI'], ['NOSUCHCOMMAND'], ['EXEC'],
+    ],
+    (t) => (t.match(/EXECABORT/g) ?? []).length === 2,
+  );
+  expect(text).toBe(
+    [
+      '+OK', '-ERR MULTI calls can not be nested', '-ERR WATCH inside MULTI is not allowed', '+QUEUED',
+      "-ERR wrong number of arguments for 'get' command", '-EXECABORT Transaction discarded because of previous errors.',
+      '-ERR EXEC without MULTI', '-ERR DISCARD without MULTI',
+      '+OK', '+QUEUED', '+OK', '$-1',
+      '+OK', "-ERR unknown command 'NOSUCHCOMMAND', with args beginning with: ", '-EXECABORT Transaction discarded because of previous errors.',
+      '',
+    ].join('\r\n'),
+  );
+});
+
+test('a key of another slot inside MULTI: CROSSSLOT, and EXEC aborts', async () => {
+  const c = connect();
+  const [a, b] = await keyPerMaster(cluster(), 'txcross');
+  const replies = await c.multi().set(a.key, '1').set(b.key, '2').exec().catch((e: Error) => e.message);
+  expect(replies).toMatch(/EXECABORT Transaction discarded because of previous errors/);
+  expect(await c.get(a.key)).toBeNull();
+  expect(await c.get(b.key)).toBeNull();
+});
+
+test('WATCH: EXEC returns nil when another client touched the key; the WATCH connection is closed after', async () => {
+  const [{ key, node }] = await keyPerMaster(cluster(), 'watched');
+  const c = connect();
+  const other = connect();
+  await c.set(key, '10');
+  const before = await clientCount(node, 'cmd=');
+  expect(await c.watch(key)).toBe('OK');
+  expect(await c.get(key)).toBe('10');
+  await other.set(key, '11');
+  expect(await c.multi().set(key, '9').exec()).toBeNull();
+  expect(await c.get(key)).toBe('11');
+  // Untouched: the transaction runs.
+  await c.watch(key);
+  expect(await c.multi().decr(key).exec()).toEqual([[null, 10]]);
+  await waitFor('the WATCH connection to close', async () => (await clientCount(node, 'cmd=')) <= before);
+  // UNWATCH and DISCARD release it too.
+  await c.watch(key);
+  expect(await clientCount(node, 'cmd=watch')).toBe(1);
+  expect(await c.unwatch()).toBe('OK');
+  await waitFor('UNWATCH to release the connection', async () => (await clientCount(node, 'cmd=watch')) + (await clientCount(node, 'cmd=unwatch')) === 0);
+  await c.watch(key);
+  expect(await c.call('MULTI')).toBe('OK');
+  expect(await c.call('DISCARD')).toBe('OK');
+  await waitFor('DISCARD to release the connection', async () => (await clientCount(node, 'cmd=watch')) === 0);
+});
+
+test('WATCH keys of two slots: CROSSSLOT', async () => {
+  const c = connect();
+  const [a, b] = await keyPerMaster(cluster(), 'watchcross');
+  await expect(c.watch(a.key, b.key)).rejects.toThrow("CROSSSLOT Keys in request don't hash to the same slot");
+  await c.watch(a.key);
+  await expect(c.watch(b.key)).rejects.toThrow("CROSSSLOT Keys in request don't hash to the same slot");
+  await c.unwatch();
+});
+
+test('a client that disconnects inside WATCH releases its back-end connection', async () => {
+  const [{ key, node }] = await keyPerMaster(cluster(), 'gone');
+  const c = client(proxy()); // not from connect(): this test disconnects it itself
+  await c.watch(key);
+  expect(await clientCount(node, 'cmd=watch')).toBe(1);
+  c.disconnect();
+  await waitFor('the node to drop the WATCH connection', async () => (await clientCount(node, 'cmd=watch')) === 0);
+});
+
+test('EVALSHA inside MULTI after the node lost its scripts: no NOSCRIPT in the EXEC reply', async () => {
+  const c = connect();
+  const body = "return redis.call('INCR', KEYS[1]) -- in multi";
+  const sha = createHash('sha1').update(body).digest('hex');
+  expect(await c.script('LOAD', body)).toBe(sha);
+  for (const { key, node } of await keyPerMaster(cluster(), 'txsha')) {
+    await node.command('SCRIPT', 'FLUSH');
+    const res = await c.multi().evalsha(sha, 1, key).evalsha(sha, 1, key).exec();
+    expect(res).toEqual([[null, 1], [null, 2]]);
+  }
+});
+
+test('keyless commands and PING inside MULTI run on the node; fan-out commands are refused', async () => {
+  const c = connect();
+  expect(await c.multi().ping().echo('hi').set('{p}k', 'v').exec()).toEqual([[null, 'PONG'], [null, 'hi'], [null, 'OK']]);
+  const res = await c.multi().dbsize().exec().catch((e: Error) => e.message);
+  expect(res).toMatch(/EXECABORT/);
+});

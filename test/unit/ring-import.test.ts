@@ -1,0 +1,45 @@
+// twemproxy config -> slotproxy ring configs (config/twemproxy.ts).
+import { TwemproxyConfigError, convertTwemproxy, parseServerLine } from '../../config/twemproxy';
+import { parseConfig } from '../../config/load';
+
+describe('import-twemproxy', () => {
+  test('server lines: host:port:weight [name]', () => {
+    expect(parseServerLine('127.0.0.1:6379:1')).toEqual({ addr: '127.0.0.1:6379', weight: 1 });
+    expect(parseServerLine('10.0.0.2:6380:3 server-b')).toEqual({ addr: '10.0.0.2:6380', weight: 3, name: 'server-b' });
+    expect(parseServerLine('cache.local:11211:1')).toEqual({ addr: 'cache.local:11211', weight: 1 });
+    expect(() => parseServerLine('/tmp/redis.sock:1')).toThrow('unix socket');
+    expect(() => parseServerLine('nope')).toThrow(TwemproxyConfigError);
+  });
+
+  test('one config per pool, with hash, hash_tag, names and weights carried over', () => {
+    const pools = convertTwemproxy([
+      'alpha:', '  listen: 127.0.0.1:22121', '  hash: murmur', '  hash_tag: "{}"', '  distribution: ketama', '  redis: true',
+      '  redis_auth: pw', '  timeout: 400', '  server_connections: 4', '  auto_eject_hosts: true',
+      '  servers:', '   - 127.0.0.1:6379:1 a', '   - 127.0.0.1:6380:2',
+      'beta:', '  listen: 127.0.0.1:22122', '  redis: true', '  servers:', '   - 127.0.0.1:6381:1',
+    ].join('\n'));
+    expect(pools.map((p) => p.pool)).toEqual(['alpha', 'beta']);
+    expect(pools[0].config).toEqual({
+      listen: '127.0.0.1:22121',
+      mode: 'ring',
+      ring: { hash: 'murmur', hashTag: '{}', nodes: [{ addr: '127.0.0.1:6379', weight: 1, name: 'a' }, { addr: '127.0.0.1:6380', weight: 2 }] },
+      backend: { password: 'pw', commandTimeoutMs: 400, connectionsPerNode: 4 },
+      auth: { password: 'pw' },
+    });
+    expect(pools[0].notes.join('\n')).toContain('auto_eject_hosts');
+    // twemproxy's defaults: fnv1a_64, and no hash tag.
+    expect(pools[1].config.ring).toEqual({ hash: 'fnv1a_64', hashTag: '', nodes: [{ addr: '127.0.0.1:6381', weight: 1 }] });
+    for (const p of pools) expect(() => parseConfig(p.config)).not.toThrow();
+  });
+
+  test.each([
+    ['a memcached pool', 'p:\n  listen: 127.0.0.1:1\n  servers: ["127.0.0.1:2:1"]\n', 'only redis pools'],
+    ['modula distribution', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  distribution: modula\n  servers: ["127.0.0.1:2:1"]\n', 'distribution modula'],
+    ['an unknown hash', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  hash: sha1\n  servers: ["127.0.0.1:2:1"]\n', 'unknown hash'],
+    ['another database', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_db: 2\n  servers: ["127.0.0.1:2:1"]\n', 'redis_db 2'],
+    ['no servers', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n', 'servers must be'],
+    ['not a mapping', '- a\n- b\n', 'expected a mapping'],
+  ])('refuses %s', (_what, text, message) => {
+    expect(() => convertTwemproxy(text)).toThrow(message);
+  });
+});

@@ -307,6 +307,8 @@ const backendSchema = z
     connectTimeoutMs: int(1).default(2_000),
     /** A reply later than this fails the command (blocking commands excepted). Default 10000. */
     commandTimeoutMs: int(1).default(10_000),
+    /** New back-end connections per second, all nodes together (bursts of the same size), against connection storms. Default 100. */
+    maxConnectsPerSecond: int(1, 100_000).default(100),
     /** TLS to the nodes. Optional: absent, plain TCP. */
     tls: backendTlsSchema.optional(),
   })

@@ -18,7 +18,7 @@ import * as errors from './errors';
 import { convergingWrite } from './migration/start';
 import { isProxyCommand, proxyCommand } from './migration/admin';
 import { movingKeysRefusal } from './migration/guard';
-import { Transaction, queueInTransaction, transactionCommand } from './transaction';
+import { Transaction, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
 import { Subscription, pubsubCommand } from './pubsub';
 import { Releasable } from './dedicated';
 import { runBlocking, runWait } from './blocking';
@@ -72,7 +72,12 @@ export class Dispatcher {
     const ctx = this.ctx;
     ctx.stats.commands++;
     if (isProxyCommand(args[0])) {
-      session.replyNow(session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY);
+      const reply = session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY;
+      if (Buffer.isBuffer(reply)) session.replyNow(reply);
+      else {
+        const slot = session.track(new ReplySlot(session));
+        void reply.then((r) => slot.complete(r));
+      }
       return undefined;
     }
     const top = ctx.table.lookup(args[0]);
@@ -118,13 +123,15 @@ export class Dispatcher {
       return undefined;
     }
     const txn = session.transaction;
-    if (txn !== null && txn.inMulti && strategy?.kind !== 'transaction') {
+    if (txn !== null && txn.inMulti && strategy?.kind !== 'transaction' && !RUN_INSIDE_MULTI.has(info.name)) {
       queueInTransaction(ctx, session, txn, info, strategy, args, raw);
       return undefined;
     }
     if (strategy !== undefined) {
       switch (strategy.kind) {
         case 'local':
+          // RESET also discards a transaction and its WATCH, as in Redis.
+          if (info.name === 'reset' && txn !== null) discardTransaction(session, txn);
           session.replyNow(answerLocally(ctx, session, info.name, args));
           return undefined;
         case 'refuse':
@@ -282,6 +289,9 @@ export class Dispatcher {
     return wanted.some((s) => s === 'all' || s === 'everything' || s === 'default' || s === 'proxy') ? this.proxyInfo() : '';
   }
 }
+
+/** Run at once inside MULTI, as Redis does, instead of being queued. */
+const RUN_INSIDE_MULTI: ReadonlySet<string> = new Set(['quit', 'reset']);
 
 /** Unknown commands and arity errors inside MULTI make EXEC answer EXECABORT, as Redis does. */
 function flagTransaction(session: DispatchSession): void {

@@ -73,3 +73,7 @@ export function tooManyRedirects(n: number): string {
 export function migrationCopyFailed(addr: string, cause: string): string {
   return `ERR slotproxy: the write ran on ${addr} but its copy to the new ring failed (${cause}); run slotproxy migrate copy`;
 }
+
+export function migrationSwitchedMidWrite(addr: string): string {
+  return `ERR slotproxy: the ring migration switched to done during this write; it may have reached ${addr} only in part`;
+}

@@ -120,7 +120,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
 
   private sendTo(address: string): void {
     this.address = address;
-    this.ctx.pool.connection(address, this.owner.id).send(this);
+    this.ctx.pool.connection(address, this.owner.id, this.owner.protocol).send(this);
   }
 
   private anyMaster(): string | null {
@@ -146,7 +146,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     }
     if (ask) {
       this.ctx.stats.ask++;
-      const conn = this.ctx.pool.connection(target, this.owner.id);
+      const conn = this.ctx.pool.connection(target, this.owner.id, this.owner.protocol);
       // Adjacent on one connection: nothing else can slip between ASKING and the command.
       conn.send(askingRequest);
       conn.send(this);

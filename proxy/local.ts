@@ -16,6 +16,8 @@ export interface LocalSession {
   closeAfterReply: boolean;
   /** False until AUTH when the proxy requires it (see auth.ts). */
   authenticated: boolean;
+  /** RESP version chosen with HELLO; 2 until then. */
+  protocol: 2 | 3;
 }
 
 export interface LocalServer {
@@ -43,6 +45,7 @@ export function answerLocally(server: LocalServer, session: LocalSession, name: 
       return auth(server, session, args);
     case 'reset':
       session.name = null;
+      session.protocol = 2;
       // RESET signs the client out back to the default user, as on Redis.
       session.authenticated = server.auth === null;
       return encode.simple('RESET');
@@ -90,13 +93,15 @@ function setName(session: LocalSession, name: Buffer): Buffer {
   return encode.OK;
 }
 
-/** HELLO [protover [AUTH username password] [SETNAME clientname]], RESP2 only. */
+/** HELLO [protover [AUTH username password] [SETNAME clientname]]: RESP2 or RESP3. */
 function hello(server: LocalServer, session: LocalSession, args: Buffer[]): Buffer {
   let i = 1;
+  let protocol = session.protocol;
   if (args.length > 1) {
     const ver = parseInteger(args[1]);
     if (ver === null) return encode.error('ERR Protocol version is not an integer or out of range');
-    if (ver !== 2) return encode.error(errors.NOPROTO);
+    if (ver !== 2 && ver !== 3) return encode.error(errors.NOPROTO);
+    protocol = ver;
     i = 2;
   }
   let credentials: [Buffer, Buffer] | null = null;
@@ -121,13 +126,16 @@ function hello(server: LocalServer, session: LocalSession, args: Buffer[]): Buff
     const r = setName(session, name);
     if (r[0] === 45) return r;
   }
-  return encode.arrayOfFrames([
+  // The new protocol applies from this reply on, as on Redis.
+  session.protocol = protocol;
+  const fields = [
     encode.bulk('server'), encode.bulk('redis'),
     encode.bulk('version'), encode.bulk(server.backendVersion),
-    encode.bulk('proto'), encode.integer(2),
+    encode.bulk('proto'), encode.integer(protocol),
     encode.bulk('id'), encode.integer(session.id),
     encode.bulk('mode'), encode.bulk('standalone'),
     encode.bulk('role'), encode.bulk('master'),
     encode.bulk('modules'), encode.EMPTY_ARRAY,
-  ]);
+  ];
+  return protocol === 3 ? encode.mapOfFrames(fields) : encode.arrayOfFrames(fields);
 }

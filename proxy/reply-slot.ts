@@ -6,6 +6,8 @@
 export interface ReplyOwner {
   /** Used to pin the session to the same shared back-end connection on every node. */
   readonly id: number;
+  /** The client's RESP version (HELLO 3 makes it 3): forwarded replies must come from a back-end connection speaking it. */
+  protocol: 2 | 3;
   onSlotFilled(slot: ReplySlot): void;
 }
 

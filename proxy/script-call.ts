@@ -10,7 +10,6 @@ import { ForwardedCommand } from './forward';
 import { ProxyContext } from './context';
 import { ReplyOwner } from './reply-slot';
 import { BackendRequest } from './backend/connection';
-import { parseInteger } from './commands/keys';
 import * as encode from './resp/encode';
 import * as errors from './errors';
 import { ScriptStore } from './scripts';
@@ -31,12 +30,20 @@ export const SCRIPT_CALLS: ReadonlyMap<string, ScriptCallKind> = new Map<string,
  * or null when it is fine. FCALL looks its function up first, so its errors are left to the node.
  */
 export function numkeysError(args: readonly Buffer[]): string | null {
-  const n = parseInteger(args[2]);
-  if (n === null || !Number.isSafeInteger(n)) return errors.NOT_INTEGER;
-  if (n > args.length - 3) return errors.NUMKEYS_TOO_MANY;
-  if (n < 0) return errors.NUMKEYS_NEGATIVE;
+  const text = args[2].toString('latin1');
+  if (!DECIMAL.test(text)) return errors.NOT_INTEGER;
+  // Redis reads it as a long long: beyond 64 bits it is "not an integer", within it is compared.
+  const n = BigInt(text);
+  if (n > INT64_MAX || n < INT64_MIN) return errors.NOT_INTEGER;
+  if (n > BigInt(args.length - 3)) return errors.NUMKEYS_TOO_MANY;
+  if (n < 0n) return errors.NUMKEYS_NEGATIVE;
   return null;
 }
+
+/** What Redis's string2ll accepts: no sign on 0, no leading zeros, no spaces. */
+const DECIMAL = /^(0|-?[1-9][0-9]{0,19})$/;
+const INT64_MAX = (1n << 63n) - 1n;
+const INT64_MIN = -(1n << 63n);
 
 const NOSCRIPT_PREFIX = '-NOSCRIPT';
 

@@ -33,6 +33,7 @@ import { MetricsServer, createRegistry } from './metrics';
 import { restartOnlyChanges } from './reload';
 import { RingRouter } from './ring/router';
 import { applyRingReload } from './ring/reload';
+import { fenceRingB } from './migration/fence';
 import { Placement } from '../sharding/migration';
 
 /** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
@@ -73,6 +74,7 @@ export class ProxyServer {
     setLogLevel(config.log.level);
     const pool = new BackendPool({
       connectionsPerNode: config.backend.connectionsPerNode,
+      maxConnectsPerSecond: config.backend.maxConnectsPerSecond,
       connectTimeoutMs: config.backend.connectTimeoutMs,
       commandTimeoutMs: config.backend.commandTimeoutMs,
       handshake: backendHandshake(config),
@@ -81,6 +83,8 @@ export class ProxyServer {
     if (config.mode === 'ring') {
       // Ring mode has no topology to discover: the ring is the config (proxy/ring/).
       const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration));
+      // Started in done: ring B must refuse late copies from proxies still double-writing.
+      if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
       const ringCtx: ProxyContext = {
         mode: 'ring',
         pool,
@@ -265,6 +269,7 @@ export class ProxyServer {
       `noauth_errors:${s.noauthErrors}`,
       `tls_handshake_errors:${s.tlsHandshakeErrors}`,
       `backend_connections:${this.ctx.pool.openConnections}`,
+      `backend_connects_started:${this.ctx.pool.connectsStarted}`,
       `command_table:${this.ctx.table.source}`,
       ...memoryLines(),
       ...this.ctx.scripts.infoLines(),

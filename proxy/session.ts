@@ -42,6 +42,7 @@ let nextSessionId = 1;
 export class Session implements DispatchSession, Flushable {
   readonly id = nextSessionId++;
   name: Buffer | null = null;
+  protocol: 2 | 3 = 2;
   closeAfterReply = false;
   /** The one auth check on the hot path (see auth.ts). */
   authenticated: boolean;
@@ -70,7 +71,10 @@ export class Session implements DispatchSession, Flushable {
     this.decoder = new RequestDecoder(limits, this);
     socket.setNoDelay(true);
     if (limits.idleClientTimeoutMs > 0) {
-      socket.setTimeout(limits.idleClientTimeoutMs, () => socket.destroy());
+      // As in Redis, a blocked or subscribed client is not idle (it holds a dedicated connection).
+      socket.setTimeout(limits.idleClientTimeoutMs, () => {
+        if (this.dedicated.size === 0) socket.destroy();
+      });
     }
     socket.on('data', (chunk: Buffer) => {
       inBatch(() => this.decoder.push(chunk));

@@ -168,6 +168,11 @@ function begin(session: DispatchSession): Transaction {
   return txn;
 }
 
+/** RESET: the transaction and its WATCH are dropped. */
+export function discardTransaction(session: DispatchSession, txn: Transaction): void {
+  end(session, txn);
+}
+
 function end(session: DispatchSession, txn: Transaction): void {
   txn.release();
   if (session.transaction === txn) session.transaction = null;

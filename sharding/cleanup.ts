@@ -4,7 +4,7 @@
  */
 import { Placement } from './migration';
 import { NodeClient, scanStep } from './nodes';
-import { VERSIONS_KEY, isBookkeepingKey } from './converge';
+import { FENCE_KEY, VERSIONS_KEY, isBookkeepingKey } from './converge';
 import { COPY_STATE_KEY } from './copy';
 import { Progress } from './progress';
 
@@ -27,7 +27,7 @@ export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts
       cursor = step.cursor;
     } while (cursor !== '0');
   }
-  for (const addr of placement.allAddresses()) await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY]);
+  for (const addr of placement.allAddresses()) await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
   progress?.finish();
   return { deleted };
 }

@@ -2,23 +2,29 @@
  * How a key's state reaches its new owner during a migration, for the proxy's double-write and for
  * `slotproxy migrate copy` alike: newest state wins, decided by a per-key version, never by timing.
  *
- *   1. SNAPSHOT on the key's write node W (ring A), one Lua script, so atomic on W:
+ *   1. SNAPSHOT on the key's node W in ring A, one Lua script, so atomic on W:
  *        v = HINCRBY versions key 1;  payload = DUMP key;  ttl = PTTL key
+ *      The proxy queues it right behind the client's write in one MULTI/EXEC, so v is the state
+ *      right after that write (proxy/migration/converging-write.ts).
  *   2. APPLY on the key's owner N in ring B, one Lua script, so atomic on N:
  *        if v > HGET versions key: HSET versions key v; RESTORE key ttl payload REPLACE (or DEL
  *        when the key did not exist at the snapshot); else do nothing.
  *
  * Why it converges: every write to the key on W (a client's, through any proxy) is followed by a
- * snapshot taken after it, by the proxy that sent it, before that proxy acknowledges the write.
- * Snapshots are numbered on W in the order W took them, and a later snapshot holds W's state after
- * every write acknowledged before it was taken. N keeps only the highest-numbered snapshot it has
- * seen, whatever order the APPLYs arrive in (two proxies, two clients, the copy tool, retries).
- * So once writes stop, N holds the state of W's last snapshot, which is W's final state. Nothing
- * is replayed: INCR, LPUSH, APPEND, EXPIRE and DEL are never run twice, they are copied as results.
- * A key deleted on W is deleted on N by a snapshot with no payload, so the copy tool can never
+ * snapshot taken after it, before the proxy acknowledges the write. Snapshots are numbered on W in
+ * the order W took them, and a later snapshot holds W's state after every write before it. N keeps
+ * only the highest-numbered snapshot it has seen, whatever order the APPLYs arrive in (two proxies,
+ * two clients, the copy tool, retries). So once writes stop, N holds W's final state. Nothing is
+ * replayed: INCR, LPUSH, APPEND, EXPIRE and DEL are never run twice, they are copied as results. A
+ * key deleted on W is deleted on N by a snapshot with no payload, so the copy tool can never
  * resurrect it: its snapshot is older than the deletion's and is refused.
  *
- * The versions live in one hash per node (VERSIONS_KEY); `migrate cleanup` removes it.
+ * Entering `done` (B only), a proxy first sets FENCE_KEY on every B node; from then on APPLY takes
+ * nothing and answers with the version N last took. A proxy still double-writing learns from that
+ * whether its write reached N (an applied snapshot numbered >= its own was taken after it) and,
+ * when it did not, runs the write once on N itself.
+ *
+ * The versions live in one hash per node (VERSIONS_KEY); `migrate cleanup` removes it and the fence.
  */
 import { createHash } from 'node:crypto';
 import { Reply, decodeReply, errorText } from '../proxy/resp/decode-reply';

@@ -9,7 +9,7 @@
  */
 import { Placement } from '../sharding/migration';
 import { NodeClient, scanStep } from './nodes';
-import { APPLY_SCRIPT, BOOKKEEPING_PREFIX, SNAPSHOT_SCRIPT, applyCommand, isBookkeepingKey, parseSnapshot, snapshotCommand } from './converge';
+import { APPLY_SCRIPT, BOOKKEEPING_PREFIX, SNAPSHOT_SCRIPT, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, snapshotCommand } from './converge';
 import { Progress, RateLimiter } from './progress';
 
 export const COPY_STATE_KEY = `${BOOKKEEPING_PREFIX}copy`;
@@ -58,8 +58,10 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
       const snaps = await Promise.all(moving.map((k) => nodes.raw(source, snapshotCommand(k, true))));
       const applied = await Promise.all(moving.map((k, i) => nodes.raw(to.nodeOf(k).addr, applyCommand(k, parseSnapshot(snaps[i]), true))));
       for (const frame of applied) {
-        if (frame.toString('latin1', 1, 2) === '1') result.copied++;
-        else result.skippedNewer++;
+        const outcome = parseApply(frame);
+        if (outcome.kind === 'applied') result.copied++;
+        else if (outcome.kind === 'older') result.skippedNewer++;
+        else throw new Error('ring B is fenced: a proxy already switched to done, so there is nothing left to copy');
       }
       cursor = step.cursor;
       await nodes.call(source, ['HSET', COPY_STATE_KEY, 'cursor', cursor === '0' ? 'done' : cursor]);

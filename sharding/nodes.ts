@@ -20,6 +20,7 @@ export class NodeClient {
       commandTimeoutMs: timeoutMs,
       handshake: password === undefined ? [] : [encode.command(username === undefined ? ['AUTH', password] : ['AUTH', username, password])],
       tls: backendTls(config.backend.tls),
+      maxConnectsPerSecond: config.backend.maxConnectsPerSecond,
     });
   }
 

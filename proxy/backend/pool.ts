@@ -8,6 +8,8 @@
  */
 import { BackendConnection, ConnectionOptions } from './connection';
 import { BackendTls } from '../tls';
+import { ConnectLimiter } from './connect-limiter';
+import * as encode from '../resp/encode';
 
 export interface PoolOptions {
   connectionsPerNode: number;
@@ -15,12 +17,19 @@ export interface PoolOptions {
   commandTimeoutMs: number;
   handshake: Buffer[];
   tls: BackendTls | null;
+  /** Cap on new back-end connections per second (all nodes together); bursts up to the same number. Default 100. */
+  maxConnectsPerSecond?: number;
 }
 
 interface NodeState {
   lanes: (BackendConnection | null)[];
+  /** Lanes for RESP3 clients (HELLO 3 in the handshake), opened only when such a client shows up. */
+  resp3Lanes: (BackendConnection | null)[];
   failures: number;
 }
+
+/** Sent last in the handshake of connections that serve RESP3 clients, so replies come in RESP3. */
+const HELLO_3 = encode.command(['HELLO', '3']);
 
 const BACKOFF_BASE_MS = 25;
 const BACKOFF_CAP_MS = 1000;
@@ -30,24 +39,34 @@ export class BackendPool {
   private lostListeners: ((address: string, reason: string) => void)[] = [];
   private closed = false;
 
-  constructor(private readonly options: PoolOptions) {}
+  private readonly limiter: ConnectLimiter;
+  /** Back-end connections opened (or scheduled) since start, for INFO and the storm tests. */
+  connectsStarted = 0;
+
+  constructor(private readonly options: PoolOptions) {
+    const rate = options.maxConnectsPerSecond ?? 100;
+    this.limiter = new ConnectLimiter(rate, rate);
+  }
 
   /** Called when a connection that was in use closes (a hint that the topology may have changed). */
   onConnectionLost(listener: (address: string, reason: string) => void): void {
     this.lostListeners.push(listener);
   }
 
-  connection(address: string, lane: number): BackendConnection {
+  /** The shared connection of `lane` to `address`, speaking `protocol` (a client's HELLO version). */
+  connection(address: string, lane: number, protocol: 2 | 3 = 2): BackendConnection {
     let node = this.nodes.get(address);
     if (node === undefined) {
-      node = { lanes: new Array<BackendConnection | null>(this.options.connectionsPerNode).fill(null), failures: 0 };
+      const n = this.options.connectionsPerNode;
+      node = { lanes: new Array<BackendConnection | null>(n).fill(null), resp3Lanes: new Array<BackendConnection | null>(n).fill(null), failures: 0 };
       this.nodes.set(address, node);
     }
-    const i = lane % node.lanes.length;
-    const existing = node.lanes[i];
+    const lanes = protocol === 3 ? node.resp3Lanes : node.lanes;
+    const i = lane % lanes.length;
+    const existing = lanes[i];
     if (existing !== null && !existing.isClosed) return existing;
-    const conn = this.open(address, node);
-    node.lanes[i] = conn;
+    const conn = this.open(address, node, protocol);
+    lanes[i] = conn;
     return conn;
   }
 
@@ -55,19 +74,19 @@ export class BackendPool {
    * A connection of its own for one client (MULTI, blocking commands, Pub/Sub). Not in the lanes;
    * the caller closes it. `commandTimeoutMs` 0 suits blocking commands.
    */
-  dedicated(address: string, commandTimeoutMs: number): BackendConnection {
-    return new BackendConnection(address, { ...this.connectionOptions(0), commandTimeoutMs });
+  dedicated(address: string, commandTimeoutMs: number, protocol: 2 | 3 = 2): BackendConnection {
+    return new BackendConnection(address, { ...this.connectionOptions(this.connectDelay(0), protocol), commandTimeoutMs });
   }
 
   /** How a connection the caller manages itself is opened (Pub/Sub links): timeouts, handshake, TLS. */
-  linkOptions(): ConnectionOptions {
-    return this.connectionOptions(0);
+  linkOptions(protocol: 2 | 3 = 2): ConnectionOptions {
+    return this.connectionOptions(this.connectDelay(0), protocol);
   }
 
   /** Number of open shared connections, for INFO and metrics. */
   get openConnections(): number {
     let n = 0;
-    for (const node of this.nodes.values()) for (const c of node.lanes) if (c !== null && !c.isClosed) n++;
+    for (const node of this.nodes.values()) for (const c of [...node.lanes, ...node.resp3Lanes]) if (c !== null && !c.isClosed) n++;
     return n;
   }
 
@@ -75,20 +94,20 @@ export class BackendPool {
   retain(addresses: ReadonlySet<string>): void {
     for (const [address, node] of this.nodes) {
       if (addresses.has(address)) continue;
-      for (const c of node.lanes) c?.close('node left the topology');
+      for (const c of [...node.lanes, ...node.resp3Lanes]) c?.close('node left the topology');
       this.nodes.delete(address);
     }
   }
 
   closeAll(): void {
     this.closed = true;
-    for (const node of this.nodes.values()) for (const c of node.lanes) c?.close('shutting down');
+    for (const node of this.nodes.values()) for (const c of [...node.lanes, ...node.resp3Lanes]) c?.close('shutting down');
     this.nodes.clear();
   }
 
-  private open(address: string, node: NodeState): BackendConnection {
+  private open(address: string, node: NodeState, protocol: 2 | 3): BackendConnection {
     const delay = node.failures === 0 ? 0 : Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (node.failures - 1)) * (0.5 + Math.random() / 2);
-    const conn = new BackendConnection(address, this.connectionOptions(delay));
+    const conn = new BackendConnection(address, this.connectionOptions(this.connectDelay(delay), protocol));
     let connected = false;
     conn.onReady(() => {
       connected = true;
@@ -101,12 +120,18 @@ export class BackendPool {
     return conn;
   }
 
-  private connectionOptions(delayMs: number): ConnectionOptions {
+  /** The later of a node's reconnect backoff and the global connect-rate cap's next free turn. */
+  private connectDelay(backoffMs: number): number {
+    this.connectsStarted++;
+    return Math.max(backoffMs, this.limiter.reserve());
+  }
+
+  private connectionOptions(delayMs: number, protocol: 2 | 3 = 2): ConnectionOptions {
     return {
       connectTimeoutMs: this.options.connectTimeoutMs,
       commandTimeoutMs: this.options.commandTimeoutMs,
       delayMs,
-      handshake: this.options.handshake,
+      handshake: protocol === 3 ? [...this.options.handshake, HELLO_3] : this.options.handshake,
       tls: this.options.tls,
     };
   }

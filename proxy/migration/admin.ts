@@ -7,14 +7,16 @@ import { MIGRATION_PHASES, MigrationPhase } from '../../config/schema';
 import { ProxyContext } from '../context';
 import { log } from '../log';
 import * as encode from '../resp/encode';
+import { fenceRingB, phaseChangeProblem } from './fence';
 
+const FENCE_TIMEOUT_MS = 5000;
 const USAGE = 'ERR syntax: PROXY MIGRATION PHASE <double-write|read-new|done> | PROXY MIGRATION STATUS';
 
 export function isProxyCommand(name: Buffer): boolean {
   return name.length === 5 && name.toString('latin1').toLowerCase() === 'proxy';
 }
 
-export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer {
+export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promise<Buffer> {
   const words = args.slice(1).map((a) => a.toString('utf8'));
   if (words.length < 2 || words[0].toLowerCase() !== 'migration') return encode.error(USAGE);
   const ring = ctx.ring;
@@ -25,10 +27,19 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer {
     const phase = words[2].toLowerCase();
     if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) return encode.error(USAGE);
     if (!ring.placement.migrating) return encode.error('ERR slotproxy: no migration is configured (add a migration: section and reload)');
-    const before = ring.placement.phase;
-    ring.swap(ring.placement.withPhase(phase as MigrationPhase));
-    log.info({ from: before, to: phase }, 'migration phase switched over RESP');
-    return encode.OK;
+    const current = ring.placement;
+    const next = current.withPhase(phase as MigrationPhase);
+    const problem = phaseChangeProblem(current, next);
+    if (problem !== null) return encode.error(`ERR slotproxy: ${problem}`);
+    const swap = (): Buffer => {
+      ring.swap(next);
+      log.info({ from: current.phase, to: phase }, 'migration phase switched over RESP');
+      return encode.OK;
+    };
+    if (phase !== 'done' || current.phase === 'done') return swap();
+    return fenceRingB(ctx.pool, next, FENCE_TIMEOUT_MS).then(swap, (err: unknown) =>
+      encode.error(`ERR slotproxy: cannot fence ring B, phase unchanged: ${err instanceof Error ? err.message : String(err)}`),
+    );
   }
   return encode.error(USAGE);
 }

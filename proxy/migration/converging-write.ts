@@ -1,17 +1,27 @@
 /**
- * A client's write during a migration's double-write or read-new phase: sent to the keys' node in
- * ring A, then, for each key whose owner in ring B differs, the key's resulting state is copied
- * there (sharding/converge.ts) before the client gets A's reply. The copy runs on the same shared
- * connection lane as the write, after its reply, so the snapshot always sees the write.
+ * A client's write during a migration's double-write or read-new phase, for keys whose owner in
+ * ring B differs from their node in ring A (sharding/converge.ts says why this converges):
  *
- * The client's reply is A's reply, unchanged, once every copy is done; if a copy fails (B node
- * down), the client gets an error saying the write ran on A but did not reach B (`migrate copy`
- * repairs it, and `migrate verify` finds it).
+ *   on A, one burst on the client's lane:  MULTI, <the write>, SNAPSHOT key..., EXEC
+ *   then on each key's B owner:            APPLY key snapshot
+ *   then the client gets the write's reply (its element of EXEC's reply, forwarded untouched).
+ *
+ * MULTI makes each snapshot the state right after this very write, numbered v = (version before
+ * the write) + 1, which is what makes `done` safe: once ring B is fenced, APPLY answers with the
+ * last version B took. If that is >= v, an earlier-applied snapshot already carried this write;
+ * if not, the write never reached B, and it is run again on B (now the only ring), exactly once.
+ *
+ * Queue-time errors (EXECABORT) mean nothing ran: the client gets the write's own error. A lost
+ * connection after the burst was written leaves the outcome unknown: the client gets that error,
+ * and the keys are still copied (snapshot and apply on their own) so B converges either way.
  */
-import { BackendRequest } from '../backend/connection';
+import { BackendConnection, BackendRequest } from '../backend/connection';
+import { request } from '../backend/request';
 import { ProxyContext } from '../context';
 import { ReplyOwner, ReplySlot } from '../reply-slot';
-import { convergeKey } from '../../sharding/converge';
+import { ReplyFramer } from '../resp/reply-framer';
+import { errorText } from '../resp/decode-reply';
+import { ApplyOutcome, Snapshot, applyCommand, parseApply, parseSnapshot, snapshotCommand } from '../../sharding/converge';
 import * as encode from '../resp/encode';
 import * as errors from '../errors';
 
@@ -22,7 +32,44 @@ export interface CopyTarget {
   to: string;
 }
 
-export class ConvergingWrite extends ReplySlot implements BackendRequest {
+const MULTI = encode.command(['MULTI']);
+const EXEC = encode.command(['EXEC']);
+
+/** One command of the burst: its reply frame, or the failure. */
+class Part implements BackendRequest {
+  frame: Buffer | null = null;
+  failure: { message: string; written: boolean } | null = null;
+
+  constructor(readonly payload: Buffer, private readonly done: () => void) {}
+
+  onReply(frame: Buffer): void {
+    this.frame = frame;
+    this.done();
+  }
+
+  onFailure(message: string, written: boolean): void {
+    this.failure = { message, written };
+    this.done();
+  }
+}
+
+/** The client's own request bytes, sent as they are; resolves with the raw reply frame. */
+function sendRaw(conn: BackendConnection, payload: Buffer): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    conn.send({ payload, onReply: resolve, onFailure: (message) => reject(new Error(message)) });
+  });
+}
+
+/** The elements of an EXEC reply, each a raw frame. */
+function execElements(frame: Buffer): Buffer[] | null {
+  if (frame[0] !== 42 /* * */) return null;
+  const headerEnd = frame.indexOf('\r\n');
+  const elements: Buffer[] = [];
+  new ReplyFramer().push(frame.subarray(headerEnd + 2), (f) => elements.push(f));
+  return elements;
+}
+
+export class ConvergingWrite extends ReplySlot {
   /** Settles when the client's reply is known (read-new holds the session's next requests on it). */
   readonly settled: Promise<void>;
   private settle: () => void = () => undefined;
@@ -30,7 +77,7 @@ export class ConvergingWrite extends ReplySlot implements BackendRequest {
   constructor(
     private readonly ctx: ProxyContext,
     owner: ReplyOwner,
-    readonly payload: Buffer,
+    private readonly payload: Buffer,
     private readonly address: string,
     private readonly targets: readonly CopyTarget[],
   ) {
@@ -39,44 +86,85 @@ export class ConvergingWrite extends ReplySlot implements BackendRequest {
   }
 
   start(): void {
-    this.ctx.pool.connection(this.address, this.owner.id).send(this);
+    const conn = this.ctx.pool.connection(this.address, this.owner.id);
+    let missing = 3 + this.targets.length;
+    const parts: Part[] = [];
+    const done = (): void => {
+      if (--missing === 0) this.burstDone(parts).catch((err: unknown) => this.finish(encode.error(`ERR slotproxy: ${String(err)}`)));
+    };
+    parts.push(new Part(MULTI, done), new Part(this.payload, done));
+    for (const t of this.targets) parts.push(new Part(encode.command(snapshotCommand(t.key)), done));
+    parts.push(new Part(EXEC, done));
+    // Adjacent on one connection, sent in one turn: nothing of this lane's other clients between.
+    for (const p of parts) conn.send(p);
   }
 
-  onReply(frame: Buffer): void {
-    // Even an error reply may follow a partial change (a script that wrote, then failed): copy anyway.
-    this.copyThenComplete(frame).catch(() => undefined);
-  }
-
-  onFailure(message: string, written: boolean): void {
-    this.ctx.stats.backendErrors++;
-    if (!written) {
-      this.finish(encode.error(message));
-      return;
-    }
-    // It may have run on A: still try to bring B up to date, then pass the failure on.
-    this.copyThenComplete(encode.error(message)).catch(() => undefined);
-  }
-
-  private async copyThenComplete(frame: Buffer): Promise<void> {
-    const failures: string[] = [];
-    const copies: Promise<void>[] = [];
-    for (const target of this.targets) {
-      const from = this.ctx.pool.connection(target.from, this.owner.id);
-      const to = this.ctx.pool.connection(target.to, this.owner.id);
-      copies.push(
-        convergeKey(from, to, target.key, 0).then(
-          () => undefined,
-          (err: unknown) => void failures.push(`${target.to}: ${err instanceof Error ? err.message : String(err)}`),
-        ),
-      );
-    }
-    await Promise.all(copies);
-    if (failures.length > 0) {
+  private async burstDone(parts: Part[]): Promise<void> {
+    const write = parts[1];
+    const exec = parts[parts.length - 1];
+    const failed = parts.find((p) => p.failure !== null)?.failure ?? null;
+    if (failed !== null) {
       this.ctx.stats.backendErrors++;
-      this.finish(encode.error(errors.migrationCopyFailed(this.address, failures[0])));
+      // EXEC never reached A: the node dropped the MULTI with the connection, nothing ran.
+      if (exec.failure !== null && !exec.failure.written) {
+        this.finish(encode.error(failed.message));
+        return;
+      }
+      // It may have run on A: bring B up to date all the same, then pass the failure on.
+      await this.copySeparately().catch(() => undefined);
+      this.finish(encode.error(failed.message));
       return;
     }
-    this.finish(frame);
+    const elements = execElements(exec.frame as Buffer);
+    if (elements === null || elements.length !== 1 + this.targets.length) {
+      // EXECABORT (nothing ran): the write's own queueing error says why.
+      const queued = write.frame as Buffer;
+      this.finish(queued[0] === 45 ? queued : (exec.frame as Buffer));
+      return;
+    }
+    const reply = elements[0];
+    let snapshots: Snapshot[];
+    try {
+      snapshots = elements.slice(1).map(parseSnapshot);
+    } catch (err) {
+      this.finish(encode.error(errors.migrationCopyFailed(this.address, String(err))));
+      return;
+    }
+    let outcomes: ApplyOutcome[];
+    try {
+      outcomes = await Promise.all(
+        this.targets.map(async (t, i) => parseApply(await request(this.ctx.pool.connection(t.to, this.owner.id), applyCommand(t.key, snapshots[i])))),
+      );
+    } catch (err) {
+      this.ctx.stats.backendErrors++;
+      this.finish(encode.error(errors.migrationCopyFailed(this.address, err instanceof Error ? err.message : String(err))));
+      return;
+    }
+    // Fenced: ring B is the only ring now. Did an earlier snapshot carry this write there?
+    const missed = outcomes.map((o, i) => o.kind === 'fenced' && o.version < snapshots[i].version);
+    if (!missed.some((m) => m)) {
+      this.finish(reply);
+      return;
+    }
+    if (!missed.every((m) => m)) {
+      this.finish(encode.error(errors.migrationSwitchedMidWrite(this.targets[0].to)));
+      return;
+    }
+    // Run it once on B, where nothing of it arrived; its reply is the client's.
+    try {
+      this.finish(await sendRaw(this.ctx.pool.connection(this.targets[0].to, this.owner.id), this.payload));
+    } catch (err) {
+      this.finish(encode.error(err instanceof Error ? err.message : String(err)));
+    }
+  }
+
+  /** Snapshot and apply as separate steps, after a failure left the burst's outcome unknown. */
+  private async copySeparately(): Promise<void> {
+    for (const t of this.targets) {
+      const snap = await request(this.ctx.pool.connection(t.from, this.owner.id), snapshotCommand(t.key));
+      if (errorText(snap) !== null) continue;
+      await request(this.ctx.pool.connection(t.to, this.owner.id), applyCommand(t.key, parseSnapshot(snap)));
+    }
   }
 
   private finish(frame: Buffer): void {

@@ -35,6 +35,11 @@ export function arrayOfFrames(frames: readonly Buffer[]): Buffer {
   return Buffer.concat([Buffer.from(`*${frames.length}${CRLF}`), ...frames]);
 }
 
+/** A RESP3 map; `frames` holds keys and values alternately, already encoded. */
+export function mapOfFrames(frames: readonly Buffer[]): Buffer {
+  return Buffer.concat([Buffer.from(`%${frames.length / 2}${CRLF}`), ...frames]);
+}
+
 export function arrayOfBulks(values: readonly (Buffer | string)[]): Buffer {
   return arrayOfFrames(values.map(bulk));
 }

@@ -664,7 +664,7 @@ describe('commands through slotproxy (cluster mode)', () => {
       expect(await client.call('PING')).toEqual('PONG');
     });
 
-    test('HELLO, HELLO 2, HELLO 3', async () => {
+    test('HELLO, HELLO 2, HELLO 4 (HELLO 3: resp3.test.ts)', async () => {
       const c = h.connect();
       const id = await c.call('CLIENT', 'ID');
       for (const args of [[], ['2']]) {
@@ -679,7 +679,7 @@ describe('commands through slotproxy (cluster mode)', () => {
           id: fields.get('id'),
         }).toEqual({ server: 'redis', version: REDIS_VERSION, proto: 2, id });
       }
-      expect(await errorOf(c.call('HELLO', '3'))).toEqual('NOPROTO sorry, this protocol version is not supported.');
+      expect(await errorOf(c.call('HELLO', '4'))).toEqual('NOPROTO sorry, this protocol version is not supported.');
       expect(await c.call('PING')).toEqual('PONG');
     });
 
@@ -735,21 +735,21 @@ describe('commands through slotproxy (cluster mode)', () => {
       expect(msg.slice(0, want.length)).toEqual(want);
     });
 
-    test('MULTI, SUBSCRIBE, BLPOP are refused at once and the connection goes on', async () => {
+    test('MONITOR, RANDOMKEY, SWAPDB are refused at once and the connection goes on', async () => {
       const conn = await RawConn.open(proxyPort);
       try {
         conn.write(
           Buffer.concat([
-            resp(['MULTI']),
-            resp(['SUBSCRIBE', 'news']),
-            resp(['BLPOP', `{${tags[0]}}:blocked`, 0]),
+            resp(['MONITOR']),
+            resp(['RANDOMKEY']),
+            resp(['SWAPDB', 0, 1]),
             resp(['PING']),
             resp(['GET', `{${tags[0]}}:nothing`]),
           ]),
         );
         const replies = await conn.readReplies(5);
         const errs = replies.slice(0, 3).map((r) => (r !== null && typeof r === 'object' && 'err' in r ? r.err : JSON.stringify(r)));
-        const wants = [`${PREFIX} 'MULTI'`, `${PREFIX} 'SUBSCRIBE'`, `${PREFIX} 'BLPOP'`];
+        const wants = [`${PREFIX} 'MONITOR'`, `${PREFIX} 'RANDOMKEY'`, `${PREFIX} 'SWAPDB'`];
         expect(errs.map((e, i) => e.slice(0, wants[i].length))).toEqual(wants);
         expect(replies.slice(3)).toEqual(['PONG', null]);
       } finally {

@@ -129,6 +129,24 @@ test('copy moves every moved key with its TTL, with progress lines when not on a
   expect(s.stdout).toMatch(/a .* copy done \(\d+ keys copied\)/);
 }, 30_000);
 
+test('copy resumes where an interrupted run stopped', async () => {
+  const child = spawn(process.execPath, [BIN, 'migrate', 'copy', '-c', file, '--restart', '--rate', '1500', '--batch', '100'], { stdio: ['ignore', 'pipe', 'pipe'] });
+  let progress = '';
+  child.stderr?.on('data', (d: Buffer) => (progress += d.toString()));
+  const exited = new Promise((r) => child.on('exit', r));
+  // Interrupted (Ctrl-C) once it has made progress: the saved cursor survives.
+  await until('some copy progress', async () => /copy: \d+% [1-9]\d*\//.test(progress));
+  child.kill('SIGINT');
+  await exited;
+  const resumed = await run(['migrate', 'copy', '-c', file]);
+  expect(resumed.code).toBe(0);
+  const scanned = Number(/copy: (\d+) keys scanned/.exec(resumed.stdout)?.[1]);
+  expect(scanned).toBeGreaterThan(0);
+  expect(scanned).toBeLessThan(KEYS);
+  const verify = await run(['migrate', 'verify', '-c', file]);
+  expect(verify.code).toBe(0);
+}, 30_000);
+
 test('--rate caps keys per second', async () => {
   const r = await run(['migrate', 'copy', '-c', file, '--restart', '--rate', '2000']);
   expect(r.code).toBe(0);

@@ -103,14 +103,19 @@ async function runMigration(from: number, to: number): Promise<void> {
     expect(await checkState(admins[0], expected)).toEqual([]);
     expect(await checkState(admins[1], expected)).toEqual([]);
 
-    // The writes stop for the switch to done (see README: the switch to B-only is the one step
-    // where proxies that disagree could both accept writes for a key).
-    await phase(admins, 'done');
+    // Into done under load, one proxy at a time, the second lagging half a second behind: ring B
+    // is fenced first, so the lagging proxy's writes still reach B exactly once.
     load.start();
+    await sleep(200);
+    await phase([admins[0]], 'done');
     await sleep(500);
+    await phase([admins[1]], 'done');
+    await sleep(400);
     await load.pause();
     expect(expected.errors).toEqual([]);
+    expect(await checkState(admins[0], expected)).toEqual([]);
     expect(await checkState(admins[1], expected)).toEqual([]);
+    await expect(admins[0].call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).rejects.toThrow('done is final');
 
     const cleaned = await cleanupMoved(direct, placement.withPhase('done'), { batch: 500, progress: false });
     // After cleanup every node holds exactly the keys ring B gives it, and no bookkeeping.
@@ -166,6 +171,41 @@ test('during double-write, transactions and blocking commands on keys that move 
     expect(await nodes!.nodes[2].command('GET', moving)).toBe('v');
   } finally {
     c.disconnect();
+    await proxy.close(200);
+  }
+}, 30_000);
+
+test('a ring B node down during double-write: writes to keys moving there get a clear error, others work; copy repairs', async () => {
+  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  const config = migrationConfig(2, 3);
+  const placement = Placement.fromConfig(config.ring, config.migration);
+  const find = (moves: boolean, from = 0): string => {
+    for (let i = from; ; i++) if ((placement.copyTarget(Buffer.from(`h${i}`)) !== null) === moves) return `h${i}`;
+  };
+  const proxy = await ProxyServer.start(config);
+  const c = connect(proxy);
+  const direct = new NodeClient(config);
+  const newNode = nodes!.nodes[2];
+  try {
+    const moving = find(true);
+    const staying = find(false);
+    expect(await c.incr(moving)).toBe(1);
+    await newNode.stop();
+    try {
+      await expect(c.incr(moving)).rejects.toThrow(/the write ran on .* but its copy to the new ring failed/);
+      expect(await c.incr(staying)).toBe(1);
+      expect(await c.get(moving)).toBe('2');
+    } finally {
+      await newNode.restart();
+    }
+    const copied = await copyMoved(direct, placement, { rate: 0, batch: 100, restart: true, progress: false });
+    expect(copied.copied).toBeGreaterThan(0);
+    const verified = await verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false });
+    expect(verified.examples).toEqual([]);
+    expect(await newNode.command('GET', moving)).toBe('2');
+  } finally {
+    c.disconnect();
+    direct.close();
     await proxy.close(200);
   }
 }, 30_000);

@@ -6,6 +6,7 @@ import net from 'node:net';
 import Redis from 'ioredis';
 import { useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
+import { RedisNode } from '../../cmd/sandbox/redis-cluster';
 
 const { cluster, proxy, connect } = useProxy();
 
@@ -78,9 +79,9 @@ test('subscribed mode: PING, Redis\'s error for other commands, UNSUBSCRIBE coun
 });
 
 test('SSUBSCRIBE listens on the channel\'s slot owner; SPUBLISH routes by slot; CROSSSLOT across slots', async () => {
+  const channels = await keyPerMaster(cluster(), 'shardch');
   const sub = connect();
   const got = collect(sub);
-  const channels = await keyPerMaster(cluster(), 'shardch');
   for (const { key, node } of channels) {
     await sub.ssubscribe(key);
     const list = (await node.command('CLIENT', 'LIST')) as string;
@@ -114,4 +115,32 @@ test('a subscriber is not lost when the node it listens on fails over', async ()
   }, 20_000);
   const list = (await replica.command('CLIENT', 'LIST')) as string;
   expect(list).toContain('cmd=ssubscribe');
+}, 60_000);
+
+test('kill -9 of the master a subscriber listens on: it subscribes again elsewhere and keeps receiving', async () => {
+  const sub = connect();
+  const got = collect(sub);
+  await sub.subscribe('kill-news');
+  await sub.psubscribe('kill.*');
+  // The master holding this client's SUBSCRIBE link.
+  let home: RedisNode | undefined;
+  for (const m of cluster().masters) {
+    if (((await m.command('CLIENT', 'LIST')) as string).includes('cmd=psubscribe')) home = m;
+  }
+  expect(home).toBeDefined();
+  home!.kill('SIGKILL');
+  await home!.waitForExit();
+  const pub = connect();
+  let n = 0;
+  await waitFor('messages after the kill', async () => {
+    n++;
+    await pub.publish('kill-news', `k${n}`).catch(() => 0);
+    await pub.publish('kill.x', `p${n}`).catch(() => 0);
+    return got.some((g) => g.startsWith('kill-news=')) && got.some((g) => g.startsWith('kill.*|kill.x='));
+  }, 30_000);
+  // Still one subscriber, not a duplicate per re-subscription.
+  const before = got.length;
+  await pub.publish('kill-news', 'once');
+  await waitFor('the last message', async () => got.includes('kill-news=once'));
+  expect(got.slice(before).filter((g) => g === 'kill-news=once')).toHaveLength(1);
 }, 60_000);

@@ -66,6 +66,12 @@ test('hash tags keep keys together; keys on different nodes get CROSSSLOT', asyn
   await expect(c().mget('x0', `x${other}`)).rejects.toThrow("CROSSSLOT Keys in request don't hash to the same slot");
 });
 
+test('INFO sums the keyspace of every node', async () => {
+  const info = await c().info('keyspace');
+  const m = /db0:keys=(\d+)/.exec(info);
+  expect(Number(m?.[1])).toBe(await c().dbsize());
+});
+
 test('SCAN walks every node', async () => {
   const seen = new Set<string>();
   let cursor = '0';

@@ -141,3 +141,15 @@ test('keyless commands and PING inside MULTI run on the node; fan-out commands a
   const res = await c.multi().dbsize().exec().catch((e: Error) => e.message);
   expect(res).toMatch(/EXECABORT/);
 });
+
+test('RESET inside MULTI runs at once and drops the transaction and its WATCH', async () => {
+  const [{ key, node }] = await keyPerMaster(cluster(), 'reset');
+  const c = connect();
+  await c.watch(key);
+  expect(await c.call('MULTI')).toBe('OK');
+  expect(await c.call('SET', key, 'queued')).toBe('QUEUED');
+  expect(await c.call('RESET')).toBe('RESET');
+  await expect(c.call('EXEC')).rejects.toThrow('ERR EXEC without MULTI');
+  expect(await c.get(key)).toBeNull();
+  await waitFor('RESET to release the WATCH connection', async () => (await clientCount(node, 'cmd=watch')) + (await clientCount(node, 'cmd=multi')) === 0);
+});

@@ -16,8 +16,9 @@ const DEFAULT_LIMITS = {
   maxInlineBytes: 65536,
   clientOutputHighWaterBytes: 8 * 1024 * 1024,
   idleClientTimeoutMs: 0,
+  scriptStoreBytes: 16 * 1024 * 1024,
 };
-const DEFAULT_BACKEND = { connectionsPerNode: 2, connectTimeoutMs: 2000, commandTimeoutMs: 10000 };
+const DEFAULT_BACKEND = { connectionsPerNode: 2, connectTimeoutMs: 2000, commandTimeoutMs: 10000, maxConnectsPerSecond: 100 };
 
 /** The problems of the ConfigError `fn` throws; fails the test if it throws anything else. */
 function problemsOf(fn: () => unknown): string[] {

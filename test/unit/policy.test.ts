@@ -41,7 +41,7 @@ describe('POLICY entries', () => {
   });
 
   test.each(entries)('%s has a known strategy kind', (_name, strategy) => {
-    expect(['local', 'fanout', 'any-master', 'refuse']).toContain(strategy.kind);
+    expect(['local', 'fanout', 'any-master', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
   });
 });
 
@@ -51,7 +51,10 @@ describe('strategyFor', () => {
     ['ping', null, 'local'],
     ['dbsize', null, 'fanout'],
     ['time', null, 'any-master'],
-    ['multi', null, 'refuse'],
+    ['multi', null, 'transaction'],
+    ['ssubscribe', null, 'pubsub'],
+    ['wait', null, 'wait'],
+    ['function|load', 'function', 'fanout'],
     ['get', null, undefined],
     ['eval', null, undefined],
     // a listed subcommand wins over its container

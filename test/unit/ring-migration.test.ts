@@ -3,7 +3,7 @@
 // test/integration/migration*.test.ts.
 import { Placement, SHARD_STRIDE } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
-import { applyCommand, isBookkeepingKey, parseSnapshot, VERSIONS_KEY } from '../../sharding/converge';
+import { FENCE_KEY, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, VERSIONS_KEY } from '../../sharding/converge';
 import { MIGRATION_PHASES } from '../../config/schema';
 import * as encode from '../../proxy/resp/encode';
 
@@ -87,9 +87,17 @@ describe('converge scripts', () => {
 
   test('apply carries key, version, existence, payload and TTL', () => {
     const args = applyCommand(Buffer.from('k'), { version: 3, payload: Buffer.from('p'), ttlMs: 50 });
-    expect(args.slice(2).map(String)).toEqual(['2', 'k', VERSIONS_KEY, '3', '1', 'p', '50']);
+    expect(args.slice(2).map(String)).toEqual(['3', 'k', VERSIONS_KEY, FENCE_KEY, '3', '1', 'p', '50']);
     const del = applyCommand(Buffer.from('k'), { version: 4, payload: null, ttlMs: 0 });
-    expect(del.slice(5).map(String)).toEqual(['4', '0', '', '0']);
+    expect(del.slice(6).map(String)).toEqual(['4', '0', '', '0']);
+  });
+
+  test('apply replies: applied, older, or fenced with the version B last took', () => {
+    expect(parseApply(encode.integer(1))).toEqual({ kind: 'applied' });
+    expect(parseApply(encode.integer(0))).toEqual({ kind: 'older' });
+    expect(parseApply(encode.integer(-1))).toEqual({ kind: 'fenced', version: 0 });
+    expect(parseApply(encode.integer(-8))).toEqual({ kind: 'fenced', version: 7 });
+    expect(() => parseApply(encode.error('ERR x'))).toThrow('ERR x');
   });
 
   test('bookkeeping keys are recognised', () => {

@@ -34,6 +34,8 @@ export interface ProxyContext {
   /** SHA1 -> body of every script seen, for NOSCRIPT healing (scripts.ts). */
   readonly scripts: ScriptStore;
   readonly forward: ForwardOptions;
+  /** `crossSlot`: refuse multi-key commands spanning shards (default), or split MGET/MSET/DEL/... (split.ts). */
+  readonly crossSlot?: 'refuse' | 'split';
   /** `redis_version` of the back end, for HELLO. */
   backendVersion: string;
   /** Client credentials; null: no AUTH needed. Replaced whole by a reload (SIGHUP). */

@@ -23,6 +23,7 @@ import { Subscription, pubsubCommand } from './pubsub';
 import { Releasable } from './dedicated';
 import { runBlocking, runWait } from './blocking';
 import { SCRIPT_CALLS, numkeysError, rememberingScripts, scriptCall } from './script-call';
+import { SPLIT_RULES, SplitCommand, SplitRule, splitByShard } from './split';
 
 /** What the dispatcher needs of a client session. */
 export interface DispatchSession extends ReplyOwner, LocalSession {
@@ -198,6 +199,8 @@ export class Dispatcher {
     const shard = router.shardOf(args[positions[0]]);
     for (let i = 1; i < positions.length; i++) {
       if (router.shardOf(args[positions[i]]) !== shard) {
+        const rule = this.ctx.crossSlot === 'split' && session.transaction === null ? SPLIT_RULES.get(info.name) : undefined;
+        if (rule !== undefined) return this.split(session, info, args, positions, rule);
         this.ctx.stats.crossSlotErrors++;
         session.replyNow(encode.error(errors.CROSSSLOT));
         return;
@@ -222,6 +225,25 @@ export class Dispatcher {
       }
     }
     return this.forward(session, args, raw, shard, info);
+  }
+
+  /** crossSlot: split: one request per shard, merged in key order (split.ts). */
+  private split(session: DispatchSession, info: CommandInfo, args: Buffer[], positions: number[], rule: SplitRule): Promise<void> | undefined {
+    if ((args.length - 1) % rule.stride !== 0) {
+      session.replyNow(encode.error(errors.wrongArity(info.name))); // MSET with a key and no value
+      return undefined;
+    }
+    this.ctx.stats.splitCommands++;
+    const router = this.ctx.router;
+    const parts = splitByShard(args, positions, rule.stride, (key) => router.shardOf(key));
+    const command = session.track(new SplitCommand(session, rule, parts, positions.length));
+    const holds: Promise<void>[] = [];
+    parts.forEach((part, i) => {
+      const partPositions = part.keyIndexes.map((_, j) => 1 + j * rule.stride);
+      const hold = this.route(command.partSession(i), info, part.args, null, partPositions);
+      if (hold !== undefined) holds.push(hold);
+    });
+    return holds.length === 0 ? undefined : Promise.all(holds).then(() => undefined);
   }
 
   /** Returns a promise when later requests must wait for this one (a blocking command). */

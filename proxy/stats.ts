@@ -12,6 +12,8 @@ export class ProxyStats {
   commands = 0;
   protocolErrors = 0;
   crossSlotErrors = 0;
+  /** Requests split per shard under `crossSlot: split`. */
+  splitCommands = 0;
   moved = 0;
   ask = 0;
   retries = 0;

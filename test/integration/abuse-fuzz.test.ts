@@ -107,6 +107,8 @@ function exchange(port: number, bytes: Buffer): Promise<Buffer> {
   });
 }
 
+let answeredWithData = 0;
+
 /** The problem with an answer, or null. */
 function check(answer: Buffer): string | null {
   const frames: Buffer[] = [];
@@ -120,6 +122,7 @@ function check(answer: Buffer): string | null {
   if (whole !== answer.length) return `a reply cut short after ${whole} of ${answer.length} bytes`;
   const protocolError = frames.findIndex((f) => f.toString('latin1').startsWith('-ERR Protocol error'));
   if (protocolError >= 0 && protocolError !== frames.length - 1) return 'replies after a protocol error';
+  if (frames.some((f) => f[0] !== 45)) answeredWithData++;
   return null;
 }
 
@@ -145,6 +148,7 @@ test(`${CASES.toLocaleString('en')} random and mutated request streams, one conn
   expect(failures).toEqual([]);
   // Both outcomes were exercised.
   expect(stats.protocolErrors - errorsBefore).toBeGreaterThan(CASES / 10);
+  expect(answeredWithData).toBeGreaterThan(CASES / 10);
   const deadline = Date.now() + 5000;
   while (stats.connectedClients !== 1) {
     if (Date.now() > deadline) throw new Error(`connectedClients stuck at ${stats.connectedClients}`);

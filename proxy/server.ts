@@ -8,7 +8,7 @@
  */
 import net from 'node:net';
 import tls from 'node:tls';
-import { ClientTlsConfig, Config, LimitsConfig, parseHostPort } from '../config/schema';
+import { Config, LimitsConfig, parseHostPort } from '../config/schema';
 import { Registry } from 'prom-client';
 import { BackendPool } from './backend/pool';
 import { request } from './backend/request';
@@ -185,14 +185,16 @@ export class ProxyServer {
   prepareReload(next: Config): () => void {
     const tlsOn = this.config.tls !== undefined;
     if ((next.tls !== undefined) !== tlsOn) throw new Error('tls: turning TLS on or off needs a restart');
-    const secureContext = next.tls === undefined ? null : tls.createSecureContext(clientTlsOptions(next.tls));
+    // Read and parse the certificate now, so that a bad one refuses the reload before anything changes.
+    const tlsOptions = next.tls === undefined ? null : clientTlsOptions(next.tls);
+    if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
     const auth = ClientAuth.fromConfig(next.auth);
     const needRestart = restartOnlyChanges(this.config, next);
     return () => {
       Object.assign(this.limits, next.limits);
       setLogLevel(next.log.level);
       this.ctx.auth = auth;
-      if (secureContext !== null) (this.listener as tls.Server).setSecureContext(clientTlsOptions(next.tls as ClientTlsConfig));
+      if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
       for (const l of this.reloadListeners) l(next);
       if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');
     };

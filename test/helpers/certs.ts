@@ -16,6 +16,10 @@ export interface TestCerts {
   /** Signed by another CA: must be refused wherever `ca` is required. */
   strangerCert: string;
   strangerKey: string;
+  /** The other CA, and a server certificate (127.0.0.1, localhost) it signed: for rotation tests. */
+  otherCa: string;
+  otherServerCert: string;
+  otherServerKey: string;
 }
 
 function openssl(dir: string, args: string[]): void {
@@ -43,6 +47,7 @@ export function makeTestCerts(): TestCerts {
   makeLeaf(dir, 'test-ca', 'server', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth,clientAuth\n');
   makeLeaf(dir, 'test-ca', 'client', 'extendedKeyUsage=clientAuth\n');
   makeLeaf(dir, 'other-ca', 'stranger', 'extendedKeyUsage=clientAuth\n');
+  makeLeaf(dir, 'other-ca', 'other-server', 'subjectAltName=IP:127.0.0.1,DNS:localhost\nextendedKeyUsage=serverAuth\n');
   const at = (f: string): string => path.join(dir, f);
   return {
     dir,
@@ -53,5 +58,8 @@ export function makeTestCerts(): TestCerts {
     clientKey: at('client.key'),
     strangerCert: at('stranger.crt'),
     strangerKey: at('stranger.key'),
+    otherCa: at('other-ca.crt'),
+    otherServerCert: at('other-server.crt'),
+    otherServerKey: at('other-server.key'),
   };
 }

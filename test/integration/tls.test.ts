@@ -11,6 +11,8 @@ import { useCluster } from '../helpers/cluster';
 import { startProxy } from '../helpers/proxy';
 import { TestCerts, makeTestCerts } from '../helpers/certs';
 import { ProxyServer } from '../../proxy/server';
+import { parseConfig } from '../../config/load';
+import { Config } from '../../config/schema';
 import { RedisNode } from '../../cmd/sandbox/redis-cluster';
 import { freeClusterPorts } from '../../cmd/sandbox/ports';
 
@@ -95,6 +97,19 @@ describe('TLS for clients', () => {
 
   test('a client that does not trust the certificate refuses it', async () => {
     expect(await handshake(port(), { ca: fs.readFileSync(certs.strangerCert) })).toBe('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
+  });
+
+  test('a reload (SIGHUP) swaps the certificate for new connections; an unreadable one is refused, changing nothing', async () => {
+    if (proxy === undefined) throw new Error('the TLS proxy did not start');
+    const withTls = (cert: string, key: string): Config =>
+      parseConfig({ listen: '127.0.0.1:0', cluster: { seeds: cluster().seeds }, tls: { cert, key }, log: { level: 'silent' } });
+    expect(() => proxy?.prepareReload(withTls(certs.otherServerCert, `${certs.dir}/missing.key`))).toThrow(/ENOENT/);
+    expect(await handshake(port(), {})).toBe('ok');
+    proxy.prepareReload(withTls(certs.otherServerCert, certs.otherServerKey))();
+    expect(await handshake(port(), {})).toBe('UNABLE_TO_VERIFY_LEAF_SIGNATURE');
+    expect(await handshake(port(), { ca: fs.readFileSync(certs.otherCa) })).toBe('ok');
+    proxy.prepareReload(withTls(certs.serverCert, certs.serverKey))();
+    expect(await handshake(port(), {})).toBe('ok');
   });
 });
 

@@ -6,10 +6,12 @@
  */
 import cluster, { Worker } from 'node:cluster';
 import { log } from '../proxy/log';
+import { MetricsServer, workersMetrics } from '../proxy/metrics';
 
 const RESTART_DELAY_MS = 1000;
 
-export function superviseWorkers(count: number): void {
+/** `metricsListen`: the primary serves /metrics there, summing every worker's metrics. */
+export function superviseWorkers(count: number, metricsListen?: string): void {
   let stopping = false;
   const fork = (): Worker => {
     const worker = cluster.fork();
@@ -37,6 +39,12 @@ export function superviseWorkers(count: number): void {
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGHUP', () => forward('SIGHUP'));
   log.info({ workers: count }, 'started worker processes');
+  if (metricsListen !== undefined) {
+    MetricsServer.start(metricsListen, workersMetrics()).catch((err: Error) => {
+      log.fatal({ err: err.message, metrics: metricsListen }, 'cannot listen for /metrics');
+      stop('SIGTERM');
+    });
+  }
 }
 
 export function isWorkerProcess(): boolean {

@@ -208,7 +208,15 @@ function ringShape<H extends z.ZodType>(hash: H) {
   };
 }
 
-const ringSchema = z.strictObject(ringShape(z.enum(HASH_NAMES).default('md5')));
+const ringSchema = z.strictObject({
+  ...ringShape(z.enum(HASH_NAMES).default('md5')),
+  /** twemproxy's auto_eject_hosts: a node failing `serverFailureLimit` times in a row leaves the ring (its keys go to the others) for `serverRetryTimeoutMs`. Optional: absent or false, a down node's keys get an error. Not applied during a migration. */
+  autoEjectHosts: z.boolean().optional(),
+  /** Consecutive connection failures that eject a node (twemproxy's server_failure_limit). Optional: 2. */
+  serverFailureLimit: int(1).optional(),
+  /** How long an ejected node stays out before it is tried again (twemproxy's server_retry_timeout). Optional: 30000. */
+  serverRetryTimeoutMs: int(1).optional(),
+});
 
 export const MIGRATION_PHASES = ['double-write', 'read-new', 'done'] as const;
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number];

@@ -36,9 +36,6 @@ export function parseServerLine(line: string): { addr: string; weight: number; n
 }
 
 const IGNORED: Record<string, string> = {
-  auto_eject_hosts: 'slotproxy never ejects a node: its keys get an error naming it until it is back',
-  server_retry_timeout: 'see auto_eject_hosts',
-  server_failure_limit: 'see auto_eject_hosts',
   preconnect: 'slotproxy connects on first use',
   backlog: 'the OS default is used',
   client_connections: 'use limits.maxClients',
@@ -75,7 +72,14 @@ function convertPool(pool: string, p: Record<string, unknown>): ConvertedPool {
   const config: Record<string, unknown> = {
     listen: p.listen,
     mode: 'ring',
-    ring: { hash, hashTag, nodes: p.servers.map((s) => parseServerLine(String(s))) },
+    ring: {
+      hash,
+      hashTag,
+      nodes: p.servers.map((s) => parseServerLine(String(s))),
+      ...(p.auto_eject_hosts === true ? { autoEjectHosts: true } : {}),
+      ...(typeof p.server_failure_limit === 'number' ? { serverFailureLimit: p.server_failure_limit } : {}),
+      ...(typeof p.server_retry_timeout === 'number' ? { serverRetryTimeoutMs: p.server_retry_timeout } : {}),
+    },
   };
   const backend: Record<string, unknown> = {};
   if (typeof p.redis_auth === 'string') backend.password = p.redis_auth;

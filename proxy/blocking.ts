@@ -11,8 +11,8 @@
 import type { DispatchSession } from './dispatch';
 import { ProxyContext } from './context';
 import { ReplySlot } from './reply-slot';
-import { BackendRequest } from './backend/connection';
-import { DedicatedLink } from './dedicated';
+import { BackendConnection, BackendRequest } from './backend/connection';
+import { DedicatedLink, Releasable } from './dedicated';
 import { ANY_MASTER } from './forward';
 import { decodeReply } from './resp/decode-reply';
 import * as encode from './resp/encode';
@@ -25,26 +25,43 @@ export function runBlocking(ctx: ProxyContext, session: DispatchSession, payload
   return cmd.done;
 }
 
-class BlockingCommand extends ReplySlot implements BackendRequest {
+const RETRY_DELAY_MS = 100;
+
+/**
+ * Held in the session's `dedicated` set from start to reply, so a client that goes away closes the
+ * connection the command blocks on (and cancels a retry waiting to happen).
+ */
+class BlockingCommand extends ReplySlot implements BackendRequest, Releasable {
   readonly done: Promise<void>;
   private resolveDone: () => void = () => undefined;
-  private link: DedicatedLink | null = null;
+  private conn: BackendConnection | null = null;
   private hops = 0;
+  private firstFailureAt = 0;
+  private released = false;
 
   constructor(private readonly ctx: ProxyContext, private readonly session: DispatchSession, readonly payload: Buffer, private readonly shard: number) {
     super(session);
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
+    session.dedicated.add(this);
   }
 
   start(target?: string): void {
+    if (this.released) return;
     let address = target ?? null;
     if (address === null) {
       const masters = this.ctx.router.masters();
       address = this.shard === ANY_MASTER ? (masters[this.session.id % Math.max(1, masters.length)] ?? null) : this.ctx.router.nodeOf(this.shard);
     }
     if (address === null) return this.complete(encode.error(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED));
-    this.link = new DedicatedLink(address, this.ctx.pool.dedicated(address, 0), this.session.dedicated);
-    this.link.conn.send(this);
+    this.conn = this.ctx.pool.dedicated(address, 0);
+    this.conn.send(this);
+  }
+
+  /** The client went away: drop the connection, and with it the block on the node. */
+  release(): void {
+    this.released = true;
+    this.closeConnection();
+    this.complete(encode.error(errors.connectionLost('client')));
   }
 
   onReply(frame: Buffer): void {
@@ -53,21 +70,38 @@ class BlockingCommand extends ReplySlot implements BackendRequest {
       const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
       this.ctx.stats.moved++;
       this.ctx.topology?.applyMoved(Number(slot), target);
-      this.link?.release();
+      this.closeConnection();
       return this.start(target);
     }
     this.complete(frame);
   }
 
-  onFailure(message: string): void {
+  onFailure(message: string, written: boolean): void {
+    // Never sent (the node is down, a failover under way): try again while the retry window lasts.
+    const now = Date.now();
+    if (this.firstFailureAt === 0) this.firstFailureAt = now;
+    if (!written && !this.released && now - this.firstFailureAt < this.ctx.forward.retryWindowMs) {
+      this.ctx.stats.retries++;
+      this.ctx.topology?.requestRefresh();
+      this.closeConnection();
+      setTimeout(() => this.start(), RETRY_DELAY_MS);
+      return;
+    }
     this.complete(encode.error(message));
   }
 
   override complete(frame: Buffer): void {
-    this.link?.release();
-    this.link = null;
+    if (this.reply !== null) return;
+    this.session.dedicated.delete(this);
+    this.closeConnection();
     super.complete(frame);
     this.resolveDone();
+  }
+
+  private closeConnection(): void {
+    const conn = this.conn;
+    this.conn = null;
+    conn?.close('blocking command done');
   }
 }
 

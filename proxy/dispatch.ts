@@ -37,6 +37,9 @@ export interface DispatchSession extends ReplyOwner, LocalSession {
   subscription: Subscription | null;
   /** Dedicated back-end connections held for the client, released when it disconnects. */
   readonly dedicated: Set<Releasable>;
+  /** Reply bytes not yet taken by the client (Pub/Sub closes a subscriber that lets them pile up); absent for stand-in sessions. */
+  readonly pendingOutputBytes?: number;
+  destroy?(): void;
 }
 
 const NOAUTH_REPLY = encode.error(errors.NOAUTH);

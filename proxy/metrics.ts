@@ -4,12 +4,12 @@
  * on `metrics.listen` at /metrics.
  *
  * Nothing here runs per command: every metric has a collect() that copies the current value of a
- * counter when Prometheus scrapes. Others add their own metrics to `registry` (migration progress
- * belongs to the migration code: register a Gauge with a collect() on ProxyServer.metrics).
+ * counter when Prometheus scrapes. Other parts of the proxy add their own metrics the same way: a
+ * Gauge or Counter with a collect(), registered on ProxyServer.metrics.
  */
 import http from 'node:http';
-import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
-import { parseHostPort } from '../config/schema';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { MIGRATION_PHASES, MigrationPhase, parseHostPort } from '../config/schema';
 import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
 import { ProxyStats } from './stats';
 import { CommandInfo } from './commands/table';
@@ -21,6 +21,8 @@ export interface MetricsSources {
   backendConnections(): number;
   /** The command table in use (its entries carry the call counters). */
   commands(): Iterable<CommandInfo>;
+  /** Ring mode: the migration phase, or null when no migration is configured. */
+  migrationPhase(): MigrationPhase | null;
 }
 
 interface SnapshotValue {
@@ -114,6 +116,17 @@ export function createRegistry(sources: MetricsSources): Registry {
     },
   });
   new Gauge({
+    name: 'slotproxy_migration_phase',
+    help: 'The ring migration phase the proxy routes by: 1 for the current phase (none: no migration). Copy progress is reported by `slotproxy migrate copy`.',
+    labelNames: ['phase'],
+    registers: [registry],
+    aggregator: 'max', // every worker routes by the same phase: with --workers, 1 and not N
+    collect() {
+      const current = sources.migrationPhase() ?? 'none';
+      for (const phase of ['none', ...MIGRATION_PHASES]) this.set({ phase }, phase === current ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'slotproxy_connected_clients',
     help: 'Connected clients.',
     registers: [registry],
@@ -133,11 +146,34 @@ export function createRegistry(sources: MetricsSources): Registry {
   return registry;
 }
 
+/** What the endpoint serves: one process's registry, or the workers' metrics summed by the primary. */
+export interface MetricsSource {
+  metrics(): Promise<string>;
+  readonly contentType: string;
+}
+
+/**
+ * With `--workers N` each worker has its own registry; the primary serves /metrics and sums the
+ * workers' (prom-client's AggregatorRegistry asks them over the cluster IPC channel at scrape time).
+ * A worker calls this instead of listening itself: workers share ports, so each scrape would
+ * otherwise reach one worker at random.
+ */
+export function shareWithPrimary(registry: Registry): void {
+  new AggregatorRegistry(); // installs the worker's answer to the primary's requests
+  AggregatorRegistry.setRegistries([registry]);
+}
+
+/** The primary's source: every worker's metrics, summed (gauges too: clients, connections). */
+export function workersMetrics(): MetricsSource {
+  const aggregator = new AggregatorRegistry();
+  return { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType };
+}
+
 /** The HTTP endpoint: GET /metrics; anything else 404. */
 export class MetricsServer {
   private constructor(private readonly server: http.Server) {}
 
-  static start(listen: string, registry: Registry): Promise<MetricsServer> {
+  static start(listen: string, registry: MetricsSource): Promise<MetricsServer> {
     const server = http.createServer((req, res) => {
       if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
         res.writeHead(404, { 'content-type': 'text/plain' }).end('slotproxy: metrics are at GET /metrics\n');

@@ -24,7 +24,8 @@ import { CommandInfo } from './commands/table';
 import { Releasable } from './dedicated';
 import { PubSubLink } from './pubsub-link';
 import { answerLocally } from './local';
-import { ForwardedCommand } from './forward';
+import { ANY_MASTER, ForwardedCommand } from './forward';
+import { FanoutCommand, sumIntegers } from './fanout';
 import { decodeReply } from './resp/decode-reply';
 import * as encode from './resp/encode';
 import * as errors from './errors';
@@ -48,6 +49,8 @@ const SUBSCRIBE_NAME: Record<Kind, string> = { channel: 'SUBSCRIBE', pattern: 'P
 const MESSAGE = Buffer.from('*3\r\n$7\r\nmessage\r\n');
 const PMESSAGE = Buffer.from('*4\r\n$8\r\npmessage\r\n');
 const SMESSAGE = Buffer.from('*3\r\n$8\r\nsmessage\r\n');
+/** Redis's default `client-output-buffer-limit pubsub 32mb`. */
+const SUBSCRIBER_OUTPUT_LIMIT_BYTES = 32 * 1024 * 1024;
 const RELINK_BASE_MS = 50;
 const RELINK_CAP_MS = 1000;
 
@@ -67,6 +70,14 @@ interface LinkState {
 
 /** A command other than the Pub/Sub ones, or the arguments to start subscribing with. */
 export function pubsubCommand(ctx: ProxyContext, session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null): void {
+  if (info.name === 'publish') {
+    const payload = raw ?? encode.command(args);
+    // A Redis Cluster broadcasts PUBLISH to every node itself; standalone ring nodes do not, so in
+    // ring mode it goes to every node (subscribers listen on one) and the counts are summed.
+    if (ctx.topology !== null) session.track(new ForwardedCommand(ctx, session, payload, ANY_MASTER, false)).start();
+    else session.track(new FanoutCommand(session, ctx.router.masters(), sumIntegers)).start(ctx, payload);
+    return;
+  }
   if (info.name === 'spublish') {
     // The channel's slot decides the node (its key spec marks it "not a key", so route it here).
     const shard = ctx.router.shardOf(args[1]);
@@ -216,6 +227,14 @@ export class Subscription implements Releasable {
 
   private onFrame(state: LinkState, frame: Buffer): void {
     if (startsWith(frame, MESSAGE) || startsWith(frame, PMESSAGE) || startsWith(frame, SMESSAGE)) {
+      const pending = this.session.pendingOutputBytes ?? 0;
+      if (pending > SUBSCRIBER_OUTPUT_LIMIT_BYTES) {
+        // Redis's client-output-buffer-limit for pubsub: a subscriber that does not read is closed.
+        log.warn({ pendingBytes: pending }, 'closing a subscriber that does not read its messages');
+        this.release();
+        this.session.destroy?.();
+        return;
+      }
       this.session.replyNow(frame);
       return;
     }

@@ -1,7 +1,7 @@
 /**
  * Which config changes a running proxy cannot take on SIGHUP. Everything not listed here is either
- * applied live (ProxyServer.prepareReload: limits, log level, auth, the TLS certificate) or by its
- * owner's reload hook (ring and migration, scripts).
+ * applied live (ProxyServer.prepareReload: limits, log level, auth, the TLS certificate, back-end
+ * credentials) or by its owner's reload hook (ring and migration, scripts).
  */
 import { isDeepStrictEqual } from 'node:util';
 import { Config } from '../config/schema';
@@ -10,5 +10,13 @@ const RESTART_ONLY = ['listen', 'mode', 'cluster', 'backend', 'metrics', 'worker
 
 /** The top-level fields that differ between `running` and `next` and need a restart. */
 export function restartOnlyChanges(running: Config, next: Config): string[] {
-  return RESTART_ONLY.filter((field) => !isDeepStrictEqual(running[field], next[field]));
+  return RESTART_ONLY.filter((field) =>
+    field === 'backend' ? !isDeepStrictEqual(withoutCredentials(running.backend), withoutCredentials(next.backend)) : !isDeepStrictEqual(running[field], next[field]),
+  );
+}
+
+/** Back-end credentials are applied live (to connections opened after the reload). */
+function withoutCredentials(backend: Config['backend']): object {
+  const { username: _u, password: _p, ...rest } = backend;
+  return rest;
 }

@@ -6,6 +6,7 @@
  *
  * Shutdown (SIGTERM via cmd/): stop accepting, let sessions finish their in-flight replies, close.
  */
+import cluster from 'node:cluster';
 import net from 'node:net';
 import tls from 'node:tls';
 import { Config, LimitsConfig, parseHostPort } from '../config/schema';
@@ -29,11 +30,12 @@ import { log, setLogLevel } from './log';
 import { VERSION } from './version';
 import { ClientAuth } from './auth';
 import { backendTls, clientTlsOptions } from './tls';
-import { MetricsServer, createRegistry } from './metrics';
+import { MetricsServer, createRegistry, shareWithPrimary } from './metrics';
 import { restartOnlyChanges } from './reload';
 import { RingRouter } from './ring/router';
 import { applyRingReload } from './ring/reload';
 import { fenceRingB } from './migration/fence';
+import { NodeEjector } from './ring/ejector';
 import { Placement } from '../sharding/migration';
 
 /** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
@@ -60,6 +62,7 @@ export class ProxyServer {
       stats: ctx.stats,
       backendConnections: () => ctx.pool.openConnections,
       commands: () => ctx.table.all(),
+      migrationPhase: () => ctx.ring?.placement.phase ?? null,
     });
     this.listener =
       config.tls === undefined
@@ -85,6 +88,8 @@ export class ProxyServer {
       const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration));
       // Started in done: ring B must refuse late copies from proxies still double-writing.
       if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
+      // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
+      if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool);
       const ringCtx: ProxyContext = {
         mode: 'ring',
         pool,
@@ -179,8 +184,9 @@ export class ProxyServer {
    * SIGHUP, step one: checks what `next` changes and reads the files it names; throws, changing
    * nothing, when something cannot be applied. Returns step two, which applies it and cannot fail:
    * limits (connected clients too, except idleClientTimeoutMs, which applies to new clients), log
-   * level, client users and passwords (for the next AUTH; signed-in clients stay signed in) and the
-   * client TLS certificate (for new connections). Other changes are reported as needing a restart.
+   * level, client users and passwords (for the next AUTH; signed-in clients stay signed in), the
+   * client TLS certificate (for new connections) and the back-end username and password (for
+   * back-end connections opened from then on). Other changes are reported as needing a restart.
    */
   prepareReload(next: Config): () => void {
     const tlsOn = this.config.tls !== undefined;
@@ -189,11 +195,13 @@ export class ProxyServer {
     const tlsOptions = next.tls === undefined ? null : clientTlsOptions(next.tls);
     if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
     const auth = ClientAuth.fromConfig(next.auth);
+    const handshake = backendHandshake(next);
     const needRestart = restartOnlyChanges(this.config, next);
     return () => {
       Object.assign(this.limits, next.limits);
       setLogLevel(next.log.level);
       this.ctx.auth = auth;
+      this.ctx.pool.setHandshake(handshake);
       if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
       for (const l of this.reloadListeners) l(next);
       if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');
@@ -227,7 +235,10 @@ export class ProxyServer {
         resolve();
       });
     }).then(async () => {
-      if (this.config.metrics !== undefined) this.metricsServer = await MetricsServer.start(this.config.metrics.listen, this.metrics);
+      if (this.config.metrics === undefined) return;
+      // A worker's metrics are served, summed with its siblings', by the primary (cmd/workers.ts).
+      if (cluster.isWorker) shareWithPrimary(this.metrics);
+      else this.metricsServer = await MetricsServer.start(this.config.metrics.listen, this.metrics);
     });
   }
 

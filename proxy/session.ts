@@ -100,6 +100,11 @@ export class Session implements DispatchSession, Flushable {
     this.socket.destroy();
   }
 
+  /** Reply bytes written to the client's socket and not yet sent (a subscriber that does not read). */
+  get pendingOutputBytes(): number {
+    return this.socket.writableLength;
+  }
+
   // RequestSink
 
   onRequest(args: Buffer[], raw: Buffer | null): void {

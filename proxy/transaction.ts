@@ -131,7 +131,7 @@ export function queueInTransaction(
     txn.dirty = true;
     session.replyNow(encode.error(message));
   };
-  if (strategy !== undefined && strategy.kind !== 'any-master' && !(strategy.kind === 'local' && NODE_ANSWERS_IN_MULTI.has(info.name)) && strategy.kind !== 'wait') {
+  if (strategy !== undefined && !keylessInMulti(strategy, info.name)) {
     return refuse(errors.unsupported(info.name, 'it cannot run inside a transaction through slotproxy'));
   }
   const positions = strategy === undefined ? keyPositions(info, args) : [];
@@ -155,6 +155,21 @@ export function queueInTransaction(
   if (script === 'eval') ctx.scripts.add(args[1]);
   else if (script === 'evalsha') txn.shas.push(args[1]);
   queue(session, txn, raw ?? encode.command(args));
+}
+
+/** Keyless commands a node can run inside the transaction; other special ones are refused there. */
+function keylessInMulti(strategy: Strategy, name: string): boolean {
+  switch (strategy.kind) {
+    case 'any-master':
+    case 'wait':
+      return true;
+    case 'local':
+      return NODE_ANSWERS_IN_MULTI.has(name);
+    case 'pubsub':
+      return name === 'publish';
+    default:
+      return false;
+  }
 }
 
 function queue(session: DispatchSession, txn: Transaction, payload: Buffer): void {

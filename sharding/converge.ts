@@ -38,7 +38,7 @@ export const FENCE_KEY = `${BOOKKEEPING_PREFIX}fence`;
 
 export const SNAPSHOT_SCRIPT = `local v = redis.call('HINCRBY', KEYS[2], KEYS[1], 1)
 local d = redis.call('DUMP', KEYS[1])
-if not d then return {v, false, -2} end
+if not d then return {v, '', -2} end
 return {v, d, redis.call('PTTL', KEYS[1])}`;
 
 /** 1: applied; 0: B already had this version or a newer one; -1 - version: fenced (done). */
@@ -93,7 +93,11 @@ export function parseApply(frame: Buffer): ApplyOutcome {
   return { kind: 'fenced', version: -1 - n };
 }
 
-/** `*3 :version $payload|$-1 :pttl`, read by hand: this runs once per double-written key. */
+/**
+ * `*3 :version $payload :pttl`, read by hand (once per double-written key). A missing key comes as
+ * an empty payload with PTTL -2: no `false` in the script's reply, whose encoding would differ
+ * between RESP2 and RESP3 lanes.
+ */
 export function parseSnapshot(frame: Buffer): Snapshot {
   const err = errorText(frame);
   if (err !== null) throw new Error(err);
@@ -110,7 +114,8 @@ export function parseSnapshot(frame: Buffer): Snapshot {
   if (v[0] !== ':') return parseSnapshotSlowly(frame);
   const lenLine = line();
   let payload: Buffer | null = null;
-  if (lenLine === '$-1') payload = null;
+  // `$-1` in RESP2, `_` (null) in RESP3: the key did not exist.
+  if (lenLine === '$-1' || lenLine === '_') payload = null;
   else if (lenLine[0] === '$') {
     const len = Number(lenLine.slice(1));
     payload = frame.subarray(pos, pos + len);
@@ -118,7 +123,8 @@ export function parseSnapshot(frame: Buffer): Snapshot {
   } else return parseSnapshotSlowly(frame);
   const t = line();
   if (t[0] !== ':') return parseSnapshotSlowly(frame);
-  return snapshotOf(Number(v.slice(1)), payload, Number(t.slice(1)));
+  const pttl = Number(t.slice(1));
+  return snapshotOf(Number(v.slice(1)), pttl === -2 ? null : payload, pttl);
 }
 
 function snapshotOf(version: number, payload: Buffer | null, pttl: number): Snapshot {
@@ -129,7 +135,8 @@ function snapshotOf(version: number, payload: Buffer | null, pttl: number): Snap
 function parseSnapshotSlowly(frame: Buffer): Snapshot {
   const r = decodeReply(frame, true);
   if (!Array.isArray(r) || r.length !== 3) throw new Error('unexpected snapshot reply');
-  return snapshotOf(toNumber(r[0]), Buffer.isBuffer(r[1]) ? r[1] : null, toNumber(r[2]));
+  const pttl = toNumber(r[2]);
+  return snapshotOf(toNumber(r[0]), Buffer.isBuffer(r[1]) && pttl !== -2 ? r[1] : null, pttl);
 }
 
 function toNumber(r: Reply): number {

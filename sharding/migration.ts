@@ -11,7 +11,8 @@
  *
  * A stays the only place writes land until `done`, so double-write <-> read-new switches (even
  * with proxies that disagree for a while) never have two places accepting writes for one key;
- * see sharding/converge.ts for why B converges to A.
+ * see sharding/converge.ts for why B converges to A. Entering `done`, ring B is fenced first
+ * (proxy/migration/fence.ts), which keeps proxies still double-writing exact.
  *
  * Shards: a request's keys must share a node in every ring it touches (else CROSSSLOT), so during
  * a migration a key's shard is (index in A) * SHARD_STRIDE + (index in B).
@@ -23,8 +24,8 @@ export const SHARD_STRIDE = 1 << 12;
 /** twemproxy's `hash_tag` is optional; slotproxy hashes tags by default (SPEC 2). */
 export const DEFAULT_HASH_TAG = '{}';
 
-export function ringFromConfig(ring: RingConfig): Ring {
-  return new Ring({ hash: ring.hash, hashTag: ring.hashTag ?? DEFAULT_HASH_TAG, nodes: ring.nodes });
+export function ringFromConfig(ring: RingConfig, ejected?: ReadonlySet<number>): Ring {
+  return new Ring({ hash: ring.hash, hashTag: ring.hashTag ?? DEFAULT_HASH_TAG, nodes: ring.nodes, ejected });
 }
 
 /** Ring B; its hash tag defaults to ring A's. */
@@ -47,12 +48,14 @@ export class Placement {
     }
     this.sameHashing = to !== null && from.hashesLike(to);
     const read = this.readsNew ? to : from;
-    this.readAddrs = Object.freeze([...new Set((read ?? from).nodes.map((n) => n.addr))]);
+    // Nodes without points (ejected) hold no keys: fan-outs skip them.
+    this.readAddrs = Object.freeze([...new Set((read ?? from).nodes.filter((n) => n.points > 0).map((n) => n.addr))]);
     Object.freeze(this);
   }
 
-  static fromConfig(ring: RingConfig, migration: MigrationConfig | undefined): Placement {
-    const a = ringFromConfig(ring);
+  /** `ejected`: config indexes of ring A's nodes out of the ring (auto-eject, no migration). */
+  static fromConfig(ring: RingConfig, migration: MigrationConfig | undefined, ejected?: ReadonlySet<number>): Placement {
+    const a = ringFromConfig(ring, migration === undefined ? ejected : undefined);
     if (migration === undefined) return new Placement(a, null, null);
     return new Placement(a, targetRingFromConfig(ring, migration), migration.phase);
   }

@@ -29,6 +29,8 @@ export interface RingSpec {
   /** Two characters (twemproxy's hash_tag), or null/'' to hash whole keys. */
   hashTag: string | null;
   nodes: readonly RingNodeSpec[];
+  /** Config indexes of nodes taken out of the ring (twemproxy's auto_eject_hosts): no points. */
+  ejected?: ReadonlySet<number>;
 }
 
 export interface RingNode {
@@ -88,9 +90,13 @@ export class Ring {
     this.tag = t.length === 2 ? { open: t.charCodeAt(0), close: t.charCodeAt(1) } : null;
 
     const names = spec.nodes.map((n) => Buffer.from(continuumName(n), 'utf8'));
-    const order = spec.nodes.map((_, i) => i).sort((a, b) => compareNames(names[a], names[b]));
-    const total = spec.nodes.reduce((s, n) => s + n.weight, 0);
-    const points = spec.nodes.map((n) => pointsFor(n.weight, total, spec.nodes.length));
+    const ejected = spec.ejected ?? new Set<number>();
+    const live = spec.nodes.map((_, i) => i).filter((i) => !ejected.has(i));
+    if (live.length === 0) throw new Error('a ring needs at least one live node');
+    const order = live.sort((a, b) => compareNames(names[a], names[b]));
+    // Only live nodes count, as twemproxy recounts them when it ejects one.
+    const total = live.reduce((s, i) => s + spec.nodes[i].weight, 0);
+    const points = spec.nodes.map((n, i) => (ejected.has(i) ? 0 : pointsFor(n.weight, total, live.length)));
     const entries: { value: number; owner: number }[] = [];
     for (const i of order) {
       for (let p = 0; p < points[i] / 4; p++) {

@@ -315,6 +315,8 @@ export function slotCoverageProblem(ranges: readonly SlotRange[]): string | null
 
 export interface RedisNodeOptions {
   port: number;
+  /** Loopback address to bind; default 127.0.0.1 (any of 127.0.0.0/8 works, for a port taken on .1). */
+  host?: string;
   /** Start with --cluster-enabled yes. */
   cluster?: boolean;
   /** Working directory (created if missing); default: a fresh temp dir removed by destroy(). */
@@ -343,7 +345,7 @@ export class RedisStartError extends Error {
 }
 
 export class RedisNode {
-  readonly host = LOOPBACK;
+  readonly host: string;
   readonly port: number;
   readonly dir: string;
   /** The current redis-server child; replaced by restart(). */
@@ -358,6 +360,7 @@ export class RedisNode {
 
   private constructor(opts: RedisNodeOptions, dir: string, ownsDir: boolean) {
     this.opts = opts;
+    this.host = opts.host ?? LOOPBACK;
     this.port = opts.port;
     this.dir = dir;
     this.ownsDir = ownsDir;
@@ -489,7 +492,7 @@ export class RedisNode {
         throw await this.failure(`redis-server on ${this.address} ${this.exitDescription} before answering PING`);
       }
       try {
-        const reply = await sendCommand(this.port, ['PING'], { timeoutMs: 1_000 });
+        const reply = await sendCommand(this.port, ['PING'], { host: this.host, timeoutMs: 1_000 });
         if (reply === 'PONG') return;
         lastError = `unexpected reply ${JSON.stringify(reply)}`;
       } catch (err) {

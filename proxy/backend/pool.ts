@@ -37,6 +37,7 @@ const BACKOFF_CAP_MS = 1000;
 export class BackendPool {
   private readonly nodes = new Map<string, NodeState>();
   private lostListeners: ((address: string, reason: string) => void)[] = [];
+  private readyListeners: ((address: string) => void)[] = [];
   private closed = false;
 
   private readonly limiter: ConnectLimiter;
@@ -48,9 +49,19 @@ export class BackendPool {
     this.limiter = new ConnectLimiter(rate, rate);
   }
 
+  /** New back-end credentials (a reload): connections opened from now on use them; open ones stay. */
+  setHandshake(handshake: Buffer[]): void {
+    this.options.handshake = handshake;
+  }
+
   /** Called when a connection that was in use closes (a hint that the topology may have changed). */
   onConnectionLost(listener: (address: string, reason: string) => void): void {
     this.lostListeners.push(listener);
+  }
+
+  /** Called when a connection to `address` is established (ring mode's auto-eject resets its count). */
+  onConnectionReady(listener: (address: string) => void): void {
+    this.readyListeners.push(listener);
   }
 
   /** The shared connection of `lane` to `address`, speaking `protocol` (a client's HELLO version). */
@@ -112,6 +123,7 @@ export class BackendPool {
     conn.onReady(() => {
       connected = true;
       node.failures = 0;
+      for (const l of this.readyListeners) l(address);
     });
     conn.onClose((reason) => {
       if (!connected) node.failures++;

@@ -76,7 +76,7 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['command', anyMaster],
   ['time', anyMaster],
   ['lolwut', anyMaster],
-  ['publish', anyMaster],
+  ['publish', pubsub],
   ['pubsub', anyMaster],
 
   ['multi', transaction],

@@ -7,10 +7,11 @@ import { MIGRATION_PHASES, MigrationPhase } from '../../config/schema';
 import { ProxyContext } from '../context';
 import { log } from '../log';
 import * as encode from '../resp/encode';
+import * as errors from '../errors';
 import { fenceRingB, phaseChangeProblem } from './fence';
 
 const FENCE_TIMEOUT_MS = 5000;
-const USAGE = 'ERR syntax: PROXY MIGRATION PHASE <double-write|read-new|done> | PROXY MIGRATION STATUS';
+const USAGE = errors.PROXY_COMMAND_USAGE;
 
 export function isProxyCommand(name: Buffer): boolean {
   return name.length === 5 && name.toString('latin1').toLowerCase() === 'proxy';
@@ -20,17 +21,17 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
   const words = args.slice(1).map((a) => a.toString('utf8'));
   if (words.length < 2 || words[0].toLowerCase() !== 'migration') return encode.error(USAGE);
   const ring = ctx.ring;
-  if (ring === null) return encode.error('ERR slotproxy: migrations need ring mode');
+  if (ring === null) return encode.error(errors.MIGRATION_NEEDS_RING);
   const sub = words[1].toLowerCase();
   if (sub === 'status' && words.length === 2) return encode.bulk(statusText(ctx));
   if (sub === 'phase' && words.length === 3) {
     const phase = words[2].toLowerCase();
     if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) return encode.error(USAGE);
-    if (!ring.placement.migrating) return encode.error('ERR slotproxy: no migration is configured (add a migration: section and reload)');
+    if (!ring.placement.migrating) return encode.error(errors.NO_MIGRATION);
     const current = ring.placement;
     const next = current.withPhase(phase as MigrationPhase);
     const problem = phaseChangeProblem(current, next);
-    if (problem !== null) return encode.error(`ERR slotproxy: ${problem}`);
+    if (problem !== null) return encode.error(errors.migrationPhaseRefused(problem));
     const swap = (): Buffer => {
       ring.swap(next);
       log.info({ from: current.phase, to: phase }, 'migration phase switched over RESP');
@@ -38,7 +39,7 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
     };
     if (phase !== 'done' || current.phase === 'done') return swap();
     return fenceRingB(ctx.pool, next, FENCE_TIMEOUT_MS).then(swap, (err: unknown) =>
-      encode.error(`ERR slotproxy: cannot fence ring B, phase unchanged: ${err instanceof Error ? err.message : String(err)}`),
+      encode.error(errors.migrationPhaseRefused(`cannot fence ring B, phase unchanged: ${err instanceof Error ? err.message : String(err)}`)),
     );
   }
   return encode.error(USAGE);

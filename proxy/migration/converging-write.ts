@@ -86,7 +86,8 @@ export class ConvergingWrite extends ReplySlot {
   }
 
   start(): void {
-    const conn = this.ctx.pool.connection(this.address, this.owner.id);
+    // The client's protocol lane: the reply is the client's, and its reads to A use the same lane.
+    const conn = this.ctx.pool.connection(this.address, this.owner.id, this.owner.protocol);
     let missing = 3 + this.targets.length;
     const parts: Part[] = [];
     const done = (): void => {
@@ -152,7 +153,7 @@ export class ConvergingWrite extends ReplySlot {
     }
     // Run it once on B, where nothing of it arrived; its reply is the client's.
     try {
-      this.finish(await sendRaw(this.ctx.pool.connection(this.targets[0].to, this.owner.id), this.payload));
+      this.finish(await sendRaw(this.ctx.pool.connection(this.targets[0].to, this.owner.id, this.owner.protocol), this.payload));
     } catch (err) {
       this.finish(encode.error(err instanceof Error ? err.message : String(err)));
     }

@@ -119,7 +119,7 @@ describe('a proxy process under abuse (memory measured from outside)', () => {
     const t = Date.now();
     expect(await c.set('abuse:idle', 'v')).toBe('OK');
     expect(await c.get('abuse:idle')).toBe('v');
-    expect(Date.now() - t).toBeLessThan(200);
+    expect(Date.now() - t).toBeLessThan(500);
     for (const s of idle) s.destroy();
     await eventually(async () => /connected_clients:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] === '2', 'connections released');
   }, 60_000);
@@ -148,7 +148,9 @@ describe('a proxy process under abuse (memory measured from outside)', () => {
     // with it the proxy holds up to clientOutputHighWaterBytes (8 MiB) of output plus garbage (measured: about 60 MiB).
     expect(r.peakRssBytes - r.idleRssBytes).toBeLessThan(96 * MiB);
     expect(latencies.length).toBeGreaterThan(20);
-    expect(Math.max(...latencies)).toBeLessThan(250);
+    // Measured about 150 ms at worst (the proxy working through a read of the pipeline); a paused
+    // client never stalls the others for long.
+    expect(Math.max(...latencies)).toBeLessThan(500);
     expect(proxy.running).toBe(true);
   }, 60_000);
 });

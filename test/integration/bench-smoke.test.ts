@@ -136,7 +136,7 @@ describe('npm run bench -- --quick', () => {
   test('writes BENCHMARKS.md and BENCHMARKS.svg to --out, not to the repository', () => {
     expect(fs.readdirSync(outDir).sort()).toEqual(['BENCHMARKS.md', 'BENCHMARKS.svg']);
     const md = fs.readFileSync(path.join(outDir, 'BENCHMARKS.md'), 'utf8');
-    for (const heading of ['# slotproxy benchmarks', '## Machine', '## Throughput and latency', `### ${QUICK_SHAPE}`, '## Proxy cost', '## Memory', '## Command lines', '## What moved the numbers']) {
+    for (const heading of ['# slotproxy benchmarks', '## Machine', '## Throughput and latency', `### ${QUICK_SHAPE}`, '## Proxy cost', '## Memory', '## Command lines', '## What moved the numbers, and where the time goes']) {
       expect(md).toContain(`${heading}\n`);
     }
     expect(md).toContain('![ops/s per target and shape](BENCHMARKS.svg)');

@@ -6,7 +6,8 @@ import { useProxy, client } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { RedisNode } from '../../cmd/sandbox/redis-cluster';
 
-const { cluster, proxy, connect } = useProxy();
+// A retry window longer than a failover (node timeout 2 s + election), for the kill test at the end.
+const { cluster, proxy, connect } = useProxy({ cluster: { retryWindowMs: 15_000 } });
 
 async function blockedOn(node: RedisNode, cmd: string): Promise<number> {
   const list = (await node.command('CLIENT', 'LIST')) as string;
@@ -113,3 +114,20 @@ test('WAIT counts the replicas every master has in sync', async () => {
   expect(await c.call('WAIT', '1', '1000')).toBe(1);
   expect(await c.call('WAIT', '0', '0')).toBe(1);
 });
+
+test('a BLPOP sent while its master is down waits for the failover and then blocks on the new master', async () => {
+  const [{ key, node: victim }] = await keyPerMaster(cluster(), 'blkfail');
+  const c = connect();
+  const producer = connect();
+  await producer.ping(); // connected before the kill (ioredis's ready check is an INFO fan-out)
+  await c.ping();
+  victim.kill('SIGKILL');
+  await victim.waitForExit();
+  const reply = c.blpop(key, 20);
+  let pushed = false;
+  await waitFor('a push after the failover', async () => {
+    pushed = await producer.rpush(key, 'after-failover').then(() => true, () => false);
+    return pushed;
+  }, 30_000);
+  expect(await reply).toEqual([key, 'after-failover']);
+}, 60_000);

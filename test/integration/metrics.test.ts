@@ -9,6 +9,8 @@ import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
 import { client, startProxy } from '../helpers/proxy';
 import { ProxyServer } from '../../proxy/server';
+import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { freePort } from '../../cmd/sandbox/ports';
 
 const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });
 let server: ProxyServer | undefined;
@@ -20,6 +22,7 @@ beforeAll(async () => {
 
 afterAll(async () => {
   for (const c of clients) c.disconnect();
+  killAllProxies();
   await server?.close(500);
 });
 
@@ -34,8 +37,7 @@ function connect(): Redis {
   return c;
 }
 
-function get(urlPath: string): Promise<{ status: number; type: string; body: string }> {
-  const port = proxy().metricsPort;
+function get(urlPath: string, port = proxy().metricsPort): Promise<{ status: number; type: string; body: string }> {
   if (port === null) throw new Error('no metrics endpoint');
   return new Promise((resolve, reject) => {
     http
@@ -103,6 +105,8 @@ test('counts commands by name, errors by kind, latency, clients and back-end con
   expect(value(after, 'slotproxy_backend_connections')).toBeGreaterThanOrEqual(3);
   expect(value(after, 'slotproxy_redirections_total{type="moved"}')).toBeGreaterThanOrEqual(0);
   expect(value(after, 'slotproxy_process_resident_memory_bytes')).toBeGreaterThan(0);
+  expect(value(after, 'slotproxy_migration_phase{phase="none"}')).toBe(1);
+  expect(value(after, 'slotproxy_migration_phase{phase="double-write"}')).toBe(0);
 });
 
 test('anything but GET /metrics is a 404', async () => {
@@ -122,3 +126,40 @@ test('the Grafana dashboard queries only metrics the endpoint exports', async ()
   expect(used.size).toBeGreaterThan(5);
   expect([...used].filter((m) => !exported.has(m))).toEqual([]);
 });
+
+test('with --workers 2 the primary serves the sum of both workers\' metrics', async () => {
+  const dir = tempDir('slotproxy-metrics-');
+  try {
+    const [port, metricsPort] = [await freePort(), await freePort()];
+    const file = path.join(dir, 'workers.yaml');
+    fs.writeFileSync(
+      file,
+      `listen: 127.0.0.1:${port}\nmode: cluster\ncluster:\n  seeds: [${cluster().seeds[0]}]\nmetrics:\n  listen: 127.0.0.1:${metricsPort}\nworkers: 2\n`,
+    );
+    const p = ProxyProcess.start(file);
+    await p.waitForLog(/slotproxy is listening/, 15_000, 2);
+    await p.waitForLog(/metrics endpoint is listening/, 15_000);
+    // Enough connections that both workers get some (the primary hands them out in turn).
+    const conns = Array.from({ length: 8 }, () => new Redis({ port, maxRetriesPerRequest: 0 }));
+    clients.push(...conns);
+    const pids = new Set<string>();
+    for (const c of conns) {
+      pids.add(/process_id:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] ?? '');
+      await c.set('metrics:workers', 'x');
+    }
+    expect(pids.size).toBe(2);
+    const r = await get('/metrics', metricsPort);
+    expect(r.status).toBe(200);
+    const m = parse(r.body);
+    expect(value(m, 'slotproxy_commands_total{command="set"}')).toBe(8);
+    expect(value(m, 'slotproxy_connected_clients')).toBe(8);
+    expect(value(m, 'slotproxy_command_duration_seconds_count')).toBe(8);
+    // Summed where a sum means something; the phase is the same in every worker.
+    expect(value(m, 'slotproxy_migration_phase{phase="none"}')).toBe(1);
+    const exited = p.exitCode();
+    p.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 60_000);

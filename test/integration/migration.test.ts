@@ -1,6 +1,7 @@
 // Live ring migrations over real standalone redis-servers, with two proxies serving a mixed write
 // load at once: grow 2 -> 3 nodes and shrink 3 -> 2, through double-write, copy, read-new (and
 // back and forth), done and cleanup. The final state must equal exactly what clients were told.
+import net from 'node:net';
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
@@ -206,6 +207,91 @@ test('a ring B node down during double-write: writes to keys moving there get a 
   } finally {
     c.disconnect();
     direct.close();
+    await proxy.close(200);
+  }
+}, 30_000);
+
+test('two proxies, eight clients, the same ten keys: every increment and push is kept through every phase', async () => {
+  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  const config = migrationConfig(2, 3);
+  const placement = Placement.fromConfig(config.ring, config.migration);
+  const hot: string[] = [];
+  for (let i = 0; hot.length < 10; i++) if (placement.copyTarget(Buffer.from(`hot${i}`)) !== null) hot.push(`hot${i}`);
+  const proxies = [await ProxyServer.start(config), await ProxyServer.start(config)];
+  const admins = proxies.map(connect);
+  const clients = proxies.flatMap((p) => Array.from({ length: 4 }, () => connect(p)));
+  const incrs = new Map<string, number>();
+  const pushes = new Map<string, number>();
+  const errors: string[] = [];
+  let running = true;
+  const loops = clients.map(async (c, n) => {
+    for (let i = 0; running; i++) {
+      const key = hot[(i * 7 + n) % hot.length];
+      try {
+        if (i % 2 === 0) {
+          await c.incr(key);
+          incrs.set(key, (incrs.get(key) ?? 0) + 1);
+        } else {
+          await c.rpush(`{${key}}:list`, 'x');
+          pushes.set(key, (pushes.get(key) ?? 0) + 1);
+        }
+      } catch (err) {
+        errors.push(String(err));
+      }
+    }
+  });
+  try {
+    await sleep(300);
+    await phase(admins, 'read-new');
+    await sleep(300);
+    await phase(admins, 'double-write');
+    await sleep(300);
+    await phase(admins, 'read-new');
+    await sleep(300);
+    await phase([admins[0]], 'done');
+    await sleep(400);
+    await phase([admins[1]], 'done');
+    await sleep(200);
+    running = false;
+    await Promise.all(loops);
+    expect(errors).toEqual([]);
+    for (const key of hot) {
+      expect([key, await admins[0].get(key)]).toEqual([key, String(incrs.get(key) ?? 0)]);
+      // Tagged with the counter's name: it moves too.
+      expect([key, await admins[1].llen(`{${key}}:list`)]).toEqual([key, pushes.get(key) ?? 0]);
+    }
+    console.log(`hot keys: ${[...incrs.values()].reduce((a, b) => a + b, 0)} increments and ${[...pushes.values()].reduce((a, b) => a + b, 0)} pushes on 10 keys, all kept`);
+  } finally {
+    running = false;
+    await Promise.all(loops);
+    for (const c of [...admins, ...clients]) c.disconnect();
+    await Promise.all(proxies.map((p) => p.close(500)));
+  }
+}, 30_000);
+
+test('a RESP3 client (HELLO 3) double-writes too, with replies in RESP3', async () => {
+  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  const config = migrationConfig(2, 3);
+  const placement = Placement.fromConfig(config.ring, config.migration);
+  let i = 0;
+  while (placement.copyTarget(Buffer.from(`r${i}`)) === null) i++;
+  const key = `r${i}`;
+  const proxy = await ProxyServer.start(config);
+  const socket = net.connect(proxy.address.port, '127.0.0.1');
+  try {
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    socket.write(`HELLO 3\r\nINCR ${key}\r\nDEL nothing-${key}\r\nGET ${key}\r\nHGETALL ${key}h\r\n`);
+    const deadline = Date.now() + 5000;
+    while (!got.endsWith('%0\r\n')) {
+      if (Date.now() > deadline) throw new Error(`replies so far: ${JSON.stringify(got)}`);
+      await sleep(10);
+    }
+    expect(got.startsWith('%')).toBe(true);
+    expect(got).toContain(':1\r\n:0\r\n$1\r\n1\r\n%0\r\n');
+    expect(await nodes!.nodes[2].command('GET', key)).toBe('1');
+  } finally {
+    socket.destroy();
     await proxy.close(200);
   }
 }, 30_000);

@@ -72,6 +72,35 @@ test('INFO sums the keyspace of every node', async () => {
   expect(Number(m?.[1])).toBe(await c().dbsize());
 });
 
+test('scripts, transactions, blocking commands and Pub/Sub follow the cluster rules, with node for slot', async () => {
+  let other = 1;
+  while (ring.indexOf(Buffer.from(`s${other}`)) === ring.indexOf(Buffer.from('s0'))) other++;
+  expect(await c().eval("return redis.call('SET', KEYS[1], ARGV[1])", 1, '{t}a', 'v')).toBe('OK');
+  await expect(c().eval("return 1", 2, 's0', `s${other}`)).rejects.toThrow('CROSSSLOT');
+  expect(await c().multi().set('{t}a', '1').incr('{t}a').exec()).toEqual([[null, 'OK'], [null, 2]]);
+  const blocked = new Redis({ host: '127.0.0.1', port: proxy!.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
+  const sub = new Redis({ host: '127.0.0.1', port: proxy!.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
+  try {
+    const popped = blocked.blpop('{q}list', 5);
+    // Parked on its node (polled, not slept); a push through another connection wakes it.
+    const owner = nodes!.nodes[ring.indexOf(Buffer.from('{q}list'))];
+    const deadline = Date.now() + 5000;
+    while ((await owner.info('clients')).get('blocked_clients') !== '1') {
+      if (Date.now() > deadline) throw new Error('BLPOP never blocked on its node');
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    await c().rpush('{q}list', 'x');
+    expect(await popped).toEqual(['{q}list', 'x']);
+    const got = new Promise<string>((resolve) => sub.on('message', (_ch: string, m: string) => resolve(m)));
+    await sub.subscribe('news');
+    expect(await c().publish('news', 'hello')).toBe(1);
+    expect(await got).toBe('hello');
+  } finally {
+    blocked.disconnect();
+    sub.disconnect();
+  }
+});
+
 test('SCAN walks every node', async () => {
   const seen = new Set<string>();
   let cursor = '0';
@@ -153,7 +182,7 @@ test('slotproxy import-twemproxy converts every pool into a valid config', async
   const check = await run(['check-config', path.join(out, 'alpha.yaml')]);
   expect(check.code).toBe(0);
   const text = fs.readFileSync(path.join(out, 'alpha.yaml'), 'utf8');
-  expect(text).toContain('auto_eject_hosts: not carried over');
+  expect(text).toContain('autoEjectHosts: true');
   const beta = fs.readFileSync(path.join(out, 'beta.yaml'), 'utf8');
   expect(beta).toMatch(/hashTag: ""/);
   const printed = await run(['import-twemproxy', file]);

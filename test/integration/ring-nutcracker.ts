@@ -12,6 +12,8 @@ export interface NutcrackerPool {
   hashTag?: string;
   /** `host:port:weight [name]` lines, as nutcracker.yml writes them. */
   servers: string[];
+  /** auto_eject_hosts with this server_failure_limit and server_retry_timeout (ms). */
+  autoEject?: { failureLimit: number; retryTimeoutMs: number };
 }
 
 export class Nutcracker {
@@ -32,7 +34,9 @@ export class Nutcracker {
       `  hash: ${pool.hash}`,
       '  distribution: ketama',
       '  redis: true',
-      '  auto_eject_hosts: false',
+      ...(pool.autoEject === undefined
+        ? ['  auto_eject_hosts: false']
+        : ['  auto_eject_hosts: true', `  server_failure_limit: ${pool.autoEject.failureLimit}`, `  server_retry_timeout: ${pool.autoEject.retryTimeoutMs}`]),
       ...(pool.hashTag === undefined ? [] : [`  hash_tag: "${pool.hashTag}"`]),
       '  servers:',
       ...pool.servers.map((s) => `   - ${s}`),

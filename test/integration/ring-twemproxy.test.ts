@@ -8,6 +8,7 @@ import { RedisNode, StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
 import { isListening } from '../../cmd/sandbox/ports';
 import { HashName } from '../../config/schema';
 import { Nutcracker } from './ring-nutcracker';
+import { Ring } from '../../sharding/ring';
 import { xorshift32 } from '../helpers/random';
 
 interface Server {
@@ -130,12 +131,83 @@ describe('ring mode is byte-for-byte compatible with twemproxy', () => {
     else expect(r.perNode.filter((n) => n > 0).length).toBeGreaterThanOrEqual(1);
   }, 30_000);
 
-  test('an unnamed server on port 11211 is named by its host alone', async () => {
-    if (await isListening(11211)) {
-      // Port taken on this machine: the rule can only be checked through a named twin here.
-      throw new Error('port 11211 is in use on this machine; free it to run this test');
+  test('auto_eject_hosts: with a node down, both eject it and place its keys on the same live nodes; both take it back', async () => {
+    const servers: Server[] = [0, 1, 2].map((i) => ({ name: `n${i}`, addr: nodes!.addresses[i], weight: i + 1 }));
+    await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+    const nc = await Nutcracker.start({
+      hash: 'fnv1a_64',
+      hashTag: '{}',
+      servers: servers.map((s) => `${s.addr}:${s.weight} ${s.name}`),
+      autoEject: { failureLimit: 1, retryTimeoutMs: 4000 },
+    });
+    let proxy: ProxyServer | undefined;
+    const clients: Redis[] = [];
+    const down = nodes!.nodes[2];
+    try {
+      proxy = await ProxyServer.start(
+        parseConfig({
+          listen: '127.0.0.1:0',
+          mode: 'ring',
+          ring: { hash: 'fnv1a_64', hashTag: '{}', nodes: servers, autoEjectHosts: true, serverFailureLimit: 1, serverRetryTimeoutMs: 4000 },
+          log: { level: 'silent' },
+        }),
+      );
+      const viaNc = connect(nc.port);
+      const viaSp = connect(proxy.address.port);
+      clients.push(viaNc, viaSp);
+      await down.stop();
+      // A key of the dead node: each proxy fails it until it has ejected the node, then serves it elsewhere.
+      const full = new Ring({ hash: 'fnv1a_64', hashTag: '{}', nodes: servers });
+      let probe = 0;
+      while (full.indexOf(Buffer.from(`probe${probe}`)) !== 2) probe++;
+      for (const c of [viaNc, viaSp]) {
+        const deadline = Date.now() + 15_000;
+        for (;;) {
+          const ok = await c.set(`probe${probe}`, 'x').then(() => true, () => false);
+          if (ok) break;
+          if (Date.now() > deadline) throw new Error('the dead node was never ejected');
+        }
+      }
+      const a = keySet(77);
+      const b = keySet(1077);
+      await writeAll(viaNc, a, 'nc:');
+      await writeAll(viaSp, b, 'sp:');
+      expect({ fromNutcracker: await missing(viaSp, a, 'nc:'), fromSlotproxy: await missing(viaNc, b, 'sp:') }).toEqual({ fromNutcracker: 0, fromSlotproxy: 0 });
+      // The keys really were redistributed over the two live nodes.
+      const sizes = await Promise.all(nodes!.nodes.slice(0, 2).map(async (n) => Number(await n.command('DBSIZE'))));
+      expect(sizes[0] + sizes[1]).toBe(a.length + b.length + 1);
+
+      // Back: once the retry timeout has passed, each proxy sends the node's keys to it again.
+      await down.restart();
+      for (const c of [viaNc, viaSp]) {
+        const deadline = Date.now() + 15_000;
+        for (let i = 0; ; i++) {
+          await c.set(`probe${probe}`, `back${i}`).catch(() => undefined);
+          if ((await down.command('GET', `probe${probe}`)) === `back${i}`) break;
+          if (Date.now() > deadline) throw new Error('the node was never taken back');
+          await new Promise((r) => setTimeout(r, 100));
+        }
+      }
+      const a2 = keySet(78);
+      const b2 = keySet(1078);
+      await writeAll(viaNc, a2, 'nc:');
+      await writeAll(viaSp, b2, 'sp:');
+      expect({ fromNutcracker: await missing(viaSp, a2, 'nc:'), fromSlotproxy: await missing(viaNc, b2, 'sp:') }).toEqual({ fromNutcracker: 0, fromSlotproxy: 0 });
+      expect(Number(await down.command('DBSIZE'))).toBeGreaterThan(500);
+    } finally {
+      for (const c of clients) c.disconnect();
+      await proxy?.close(200);
+      await nc.stop();
+      if (!down.running) await down.restart();
     }
-    const special = await RedisNode.start({ port: 11211 });
+  }, 60_000);
+
+  test('an unnamed server on port 11211 is named by its host alone', async () => {
+    // Port 11211 may be taken on 127.0.0.1 (memcached): any free loopback address will do.
+    let host: string | undefined;
+    for (let i = 2; i < 40 && host === undefined; i++) if (!(await isListening(11211, `127.0.0.${i}`))) host = `127.0.0.${i}`;
+    if (host === undefined) throw new Error('port 11211 is in use on every loopback address tried');
+    const special = await RedisNode.start({ port: 11211, host });
     try {
       const servers: Server[] = [{ addr: special.address, weight: 1 }, { addr: nodes!.addresses[0], weight: 1 }, { addr: nodes!.addresses[1], weight: 2 }];
       const r = await checkScenario([special, nodes!.nodes[0], nodes!.nodes[1]], 'md5', servers, undefined, 7);

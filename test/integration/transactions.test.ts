@@ -137,7 +137,7 @@ test('EVALSHA inside MULTI after the node lost its scripts: no NOSCRIPT in the E
 
 test('keyless commands and PING inside MULTI run on the node; fan-out commands are refused', async () => {
   const c = connect();
-  expect(await c.multi().ping().echo('hi').set('{p}k', 'v').exec()).toEqual([[null, 'PONG'], [null, 'hi'], [null, 'OK']]);
+  expect(await c.multi().ping().echo('hi').set('{p}k', 'v').publish('nobody', 'm').exec()).toEqual([[null, 'PONG'], [null, 'hi'], [null, 'OK'], [null, 0]]);
   const res = await c.multi().dbsize().exec().catch((e: Error) => e.message);
   expect(res).toMatch(/EXECABORT/);
 });

@@ -82,6 +82,8 @@ describe('defaults', () => {
         seeds: ['127.0.0.1:7001'],
         readFrom: 'master',
         refreshIntervalMs: 10000,
+        replicaCheckIntervalMs: 1000,
+        replicaMaxLagSeconds: 2,
         maxRedirects: 16,
         retryWindowMs: 5000,
       },
@@ -166,6 +168,8 @@ describe('example files', () => {
       seeds: ['127.0.0.1:7001', '127.0.0.1:7002'],
       readFrom: 'master',
       refreshIntervalMs: 10000,
+      replicaCheckIntervalMs: 1000,
+      replicaMaxLagSeconds: 2,
       maxRedirects: 16,
       retryWindowMs: 5000,
     });
@@ -478,6 +482,8 @@ describe('applyOverrides', () => {
       seeds: ['10.0.0.1:7001', '10.0.0.2:7001'],
       readFrom: 'master',
       refreshIntervalMs: 10000,
+      replicaCheckIntervalMs: 1000,
+      replicaMaxLagSeconds: 2,
       maxRedirects: 16,
       retryWindowMs: 5000,
     });

@@ -14,7 +14,7 @@ describe('import-twemproxy', () => {
   test('one config per pool, with hash, hash_tag, names and weights carried over', () => {
     const pools = convertTwemproxy([
       'alpha:', '  listen: 127.0.0.1:22121', '  hash: murmur', '  hash_tag: "{}"', '  distribution: ketama', '  redis: true',
-      '  redis_auth: pw', '  timeout: 400', '  server_connections: 4', '  auto_eject_hosts: true',
+      '  redis_auth: pw', '  timeout: 400', '  server_connections: 4', '  auto_eject_hosts: true', '  server_retry_timeout: 2000', '  preconnect: true',
       '  servers:', '   - 127.0.0.1:6379:1 a', '   - 127.0.0.1:6380:2',
       'beta:', '  listen: 127.0.0.1:22122', '  redis: true', '  servers:', '   - 127.0.0.1:6381:1',
     ].join('\n'));
@@ -22,11 +22,11 @@ describe('import-twemproxy', () => {
     expect(pools[0].config).toEqual({
       listen: '127.0.0.1:22121',
       mode: 'ring',
-      ring: { hash: 'murmur', hashTag: '{}', nodes: [{ addr: '127.0.0.1:6379', weight: 1, name: 'a' }, { addr: '127.0.0.1:6380', weight: 2 }] },
+      ring: { hash: 'murmur', hashTag: '{}', nodes: [{ addr: '127.0.0.1:6379', weight: 1, name: 'a' }, { addr: '127.0.0.1:6380', weight: 2 }], autoEjectHosts: true, serverRetryTimeoutMs: 2000 },
       backend: { password: 'pw', commandTimeoutMs: 400, connectionsPerNode: 4 },
       auth: { password: 'pw' },
     });
-    expect(pools[0].notes.join('\n')).toContain('auto_eject_hosts');
+    expect(pools[0].notes.join('\n')).toContain('preconnect: not carried over');
     // twemproxy's defaults: fnv1a_64, and no hash tag.
     expect(pools[1].config.ring).toEqual({ hash: 'fnv1a_64', hashTag: '', nodes: [{ addr: '127.0.0.1:6381', weight: 1 }] });
     for (const p of pools) expect(() => parseConfig(p.config)).not.toThrow();

@@ -80,7 +80,7 @@ describe('converge scripts', () => {
     expect(parseSnapshot(noTtl).ttlMs).toBe(0);
     const lastMs = encode.arrayOfFrames([encode.integer(8), encode.bulk('x'), encode.integer(0)]);
     expect(parseSnapshot(lastMs).ttlMs).toBe(1);
-    const gone = encode.arrayOfFrames([encode.integer(9), encode.NULL_BULK, encode.integer(-2)]);
+    const gone = encode.arrayOfFrames([encode.integer(9), encode.bulk(''), encode.integer(-2)]);
     expect(parseSnapshot(gone)).toEqual({ version: 9, payload: null, ttlMs: 0 });
     expect(() => parseSnapshot(encode.error('ERR boom'))).toThrow('ERR boom');
   });

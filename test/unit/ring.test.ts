@@ -78,6 +78,18 @@ describe('ketama continuum', () => {
     expect(one.indexOf(Buffer.from('anything'))).toBe(0);
   });
 
+  test('an ejected node gets no points; the others are placed as a ring of the live nodes alone', () => {
+    const all = [node('a', 1, 1), node('b', 2, 2), node('c', 3, 3)];
+    const ejected = new Ring({ hash: 'murmur', hashTag: null, nodes: all, ejected: new Set([2]) });
+    const live = new Ring({ hash: 'murmur', hashTag: null, nodes: all.slice(0, 2) });
+    expect(ejected.nodes.map((n) => n.points)).toEqual([104, 212, 0]);
+    for (let k = 0; k < 1000; k++) {
+      const key = Buffer.from(`e${k}`);
+      expect(ejected.nodeOf(key).addr).toBe(live.nodeOf(key).addr);
+    }
+    expect(() => new Ring({ hash: 'md5', hashTag: null, nodes: all, ejected: new Set([0, 1, 2]) })).toThrow('live node');
+  });
+
   test('the ring is frozen', () => {
     const ring = new Ring({ hash: 'md5', hashTag: null, nodes: [node('a', 1)] });
     expect(Object.isFrozen(ring)).toBe(true);

@@ -1,0 +1,55 @@
+/**
+ * twemproxy's auto_eject_hosts for ring mode: a node whose connections fail `failureLimit` times
+ * in a row is taken out of the ring (its keys go to the next points, exactly where twemproxy sends
+ * them, since the ring is rebuilt from the live nodes as twemproxy rebuilds it), and put back after
+ * `retryTimeoutMs`; if it fails again it is taken out again at once. A successful connection resets
+ * the count. Requests already sent to the node when it is ejected get its error.
+ */
+import { RingConfig } from '../../config/schema';
+import { BackendPool } from '../backend/pool';
+import { Placement } from '../../sharding/migration';
+import { log } from '../log';
+import { RingRouter } from './router';
+
+const DEFAULT_FAILURE_LIMIT = 2;
+const DEFAULT_RETRY_TIMEOUT_MS = 30_000;
+
+export class NodeEjector {
+  private readonly failures = new Map<string, number>();
+  private readonly ejected = new Set<number>();
+  private readonly failureLimit: number;
+  private readonly retryTimeoutMs: number;
+
+  constructor(private readonly ring: RingConfig, private readonly router: RingRouter, pool: BackendPool) {
+    this.failureLimit = ring.serverFailureLimit ?? DEFAULT_FAILURE_LIMIT;
+    this.retryTimeoutMs = ring.serverRetryTimeoutMs ?? DEFAULT_RETRY_TIMEOUT_MS;
+    pool.onConnectionLost((addr) => this.failed(addr));
+    pool.onConnectionReady((addr) => this.failures.delete(addr));
+  }
+
+  private failed(addr: string): void {
+    const index = this.ring.nodes.findIndex((n) => n.addr === addr);
+    if (index < 0 || this.ejected.has(index)) return;
+    const count = (this.failures.get(addr) ?? 0) + 1;
+    this.failures.set(addr, count);
+    if (count < this.failureLimit) return;
+    // The last live node stays: with none, every key would get an error anyway.
+    if (this.ejected.size + 1 >= this.ring.nodes.length) return;
+    this.ejected.add(index);
+    this.rebuild();
+    log.warn({ node: addr, failures: count, retryInMs: this.retryTimeoutMs }, 'node ejected from the ring');
+    // Unref'd: a pending retry never keeps a closing proxy alive.
+    const timer = setTimeout(() => {
+      this.ejected.delete(index);
+      // One more failure ejects it again, as in twemproxy.
+      this.failures.set(addr, this.failureLimit - 1);
+      this.rebuild();
+      log.info({ node: addr }, 'ejected node back in the ring, on trial');
+    }, this.retryTimeoutMs);
+    timer.unref();
+  }
+
+  private rebuild(): void {
+    this.router.swap(Placement.fromConfig(this.ring, undefined, this.ejected));
+  }
+}

@@ -53,7 +53,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable {
       address = this.shard === ANY_MASTER ? (masters[this.session.id % Math.max(1, masters.length)] ?? null) : this.ctx.router.nodeOf(this.shard);
     }
     if (address === null) return this.complete(encode.error(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED));
-    this.conn = this.ctx.pool.dedicated(address, 0);
+    this.conn = this.ctx.pool.dedicated(address, 0, this.session.protocol);
     this.conn.send(this);
   }
 
@@ -117,7 +117,7 @@ export function runWait(ctx: ProxyContext, session: DispatchSession, payload: Bu
     slot.complete(encode.error(errors.PROXY_NOT_READY));
     return Promise.resolve();
   }
-  const links = masters.map((m) => new DedicatedLink(m, ctx.pool.dedicated(m, 0), session.dedicated));
+  const links = masters.map((m) => new DedicatedLink(m, ctx.pool.dedicated(m, 0, session.protocol), session.dedicated));
   return new Promise<void>((resolve) => {
     const frames: Buffer[] = [];
     const collect = (frame: Buffer): void => {

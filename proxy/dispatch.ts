@@ -19,7 +19,7 @@ import { convergingWrite } from './migration/start';
 import { isProxyCommand, proxyCommand } from './migration/admin';
 import { movingKeysRefusal } from './migration/guard';
 import { Transaction, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
-import { Subscription, pubsubCommand } from './pubsub';
+import { SUBSCRIBED_MODE_COMMANDS, Subscription, pubsubCommand } from './pubsub';
 import { Releasable } from './dedicated';
 import { runBlocking, runWait } from './blocking';
 import { SCRIPT_CALLS, numkeysError, rememberingScripts, scriptCall } from './script-call';
@@ -122,7 +122,8 @@ export class Dispatcher {
 
     const strategy = strategyFor(info.name, container);
     // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
-    if (session.subscription !== null) {
+    // In RESP3, messages are push frames, so a subscribed client may run any command (as on Redis).
+    if (session.subscription !== null && (session.protocol === 2 || SUBSCRIBED_MODE_COMMANDS.has(info.name))) {
       session.subscription.command(info, args);
       return undefined;
     }

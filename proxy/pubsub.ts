@@ -43,6 +43,8 @@ const UNSUBSCRIBE_KIND = new Map<string, Kind>([
   ['punsubscribe', 'pattern'],
   ['sunsubscribe', 'shard'],
 ]);
+/** In RESP3, what a subscribed client's Subscription still handles; every other command runs as usual. */
+export const SUBSCRIBED_MODE_COMMANDS = new Set([...SUBSCRIBE_KIND.keys(), ...UNSUBSCRIBE_KIND.keys(), 'reset']);
 const UNSUBSCRIBE_NAME: Record<Kind, string> = { channel: 'UNSUBSCRIBE', pattern: 'PUNSUBSCRIBE', shard: 'SUNSUBSCRIBE' };
 const SUBSCRIBE_NAME: Record<Kind, string> = { channel: 'SUBSCRIBE', pattern: 'PSUBSCRIBE', shard: 'SSUBSCRIBE' };
 
@@ -163,7 +165,7 @@ export class Subscription implements Releasable {
   private unsubscribe(kind: Kind, given: Buffer[]): void {
     const names = given.length > 0 ? given : [...this.wanted[kind].values()];
     if (names.length === 0) {
-      this.session.replyNow(confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), null, this.count(kind)));
+      this.session.replyNow(this.confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), null, this.count(kind)));
       return this.endIfIdle();
     }
     // Each name goes to the link that holds it; names held nowhere are answered by the proxy.
@@ -177,7 +179,7 @@ export class Subscription implements Releasable {
       else byLink.set(state, [...(byLink.get(state) ?? []), n]);
     }
     for (const [state, list] of byLink) this.write(state, encode.command([UNSUBSCRIBE_NAME[kind], ...list]), list.length, false);
-    for (const n of local) this.session.replyNow(confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), n, this.count(kind)));
+    for (const n of local) this.session.replyNow(this.confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), n, this.count(kind)));
     this.endIfIdle();
   }
 
@@ -235,7 +237,7 @@ export class Subscription implements Releasable {
         this.session.destroy?.();
         return;
       }
-      this.session.replyNow(frame);
+      this.session.replyNow(this.session.protocol === 3 ? asPush(frame) : frame);
       return;
     }
     const head = state.owed[0];
@@ -254,10 +256,10 @@ export class Subscription implements Releasable {
     const unsubKind = UNSUBSCRIBE_KIND.get(kind);
     if (subKind !== undefined && channel !== null) {
       this.confirmed[subKind].add(channel.toString('latin1'));
-      if (!silent) this.session.replyNow(confirmation(kind, channel, this.count(subKind)));
+      if (!silent) this.session.replyNow(this.confirmation(kind, channel, this.count(subKind)));
     } else if (unsubKind !== undefined) {
       if (channel !== null) this.confirmed[unsubKind].delete(channel.toString('latin1'));
-      if (!silent) this.session.replyNow(confirmation(kind, channel, this.count(unsubKind)));
+      if (!silent) this.session.replyNow(this.confirmation(kind, channel, this.count(unsubKind)));
     } else if (silent) {
       // An error to a re-subscription (MOVED: the slot moved again): try again shortly.
       if (!state.home) this.resubscribeShard([...this.wanted.shard.values()].filter((n) => !this.confirmed.shard.has(n.toString('latin1'))));
@@ -265,6 +267,12 @@ export class Subscription implements Releasable {
       this.session.replyNow(frame);
     }
     this.endIfIdle();
+  }
+
+  /** A (un)subscribe confirmation as a single server writes it: an array in RESP2, a push frame in RESP3. */
+  private confirmation(kind: string, channel: Buffer | null, count: number): Buffer {
+    if (this.session.protocol === 3) return encode.pushOfFrames([encode.bulk(kind), channel === null ? RESP3_NULL : encode.bulk(channel), encode.integer(count)]);
+    return encode.arrayOfFrames([encode.bulk(kind), encode.bulk(channel), encode.integer(count)]);
   }
 
   /** Regular counts cover channels and patterns; shard channels are counted apart, as Redis does. */
@@ -348,8 +356,17 @@ export class Subscription implements Releasable {
   }
 }
 
-function confirmation(kind: string, channel: Buffer | null, count: number): Buffer {
-  return encode.arrayOfFrames([encode.bulk(kind), encode.bulk(channel), encode.integer(count)]);
+const RESP3_NULL = Buffer.from('_\r\n');
+
+/**
+ * A message for a RESP3 client. The links speak RESP2 (so messages and confirmations parse the same
+ * whatever the client's protocol), and a message holds only bulk strings, so `*` -> `>` makes it
+ * the push frame Redis would send.
+ */
+function asPush(frame: Buffer): Buffer {
+  const push = Buffer.from(frame);
+  push[0] = 62; // '>'
+  return push;
 }
 
 /** PING in subscribed mode (RESP2): `*2 pong <arg or "">`. */

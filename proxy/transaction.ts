@@ -212,7 +212,7 @@ function watch(ctx: ProxyContext, session: DispatchSession, info: CommandInfo, a
       end(session, txn);
       return session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
     }
-    link = new DedicatedLink(address, ctx.pool.dedicated(address, 0), session.dedicated);
+    link = new DedicatedLink(address, ctx.pool.dedicated(address, 0, session.protocol), session.dedicated);
     txn.watch = link;
   }
   txn.shard = shard;
@@ -238,7 +238,7 @@ class ExecCommand extends ReplySlot {
       address = masters.length === 0 ? null : masters[this.session.id % masters.length];
     }
     if (address === null) return this.finish(encode.error(errors.SLOT_NOT_SERVED));
-    const conn = link?.conn ?? ctx.pool.connection(address, this.session.id);
+    const conn = link?.conn ?? ctx.pool.connection(address, this.session.id, this.session.protocol);
     let redirected = false;
     const noteQueuedReply = (frame: Buffer): void => {
       if (frame[0] !== 45) return;

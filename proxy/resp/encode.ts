@@ -40,6 +40,11 @@ export function mapOfFrames(frames: readonly Buffer[]): Buffer {
   return Buffer.concat([Buffer.from(`%${frames.length / 2}${CRLF}`), ...frames]);
 }
 
+/** A RESP3 push frame (Pub/Sub messages and confirmations for RESP3 clients). */
+export function pushOfFrames(frames: readonly Buffer[]): Buffer {
+  return Buffer.concat([Buffer.from(`>${frames.length}${CRLF}`), ...frames]);
+}
+
 export function arrayOfBulks(values: readonly (Buffer | string)[]): Buffer {
   return arrayOfFrames(values.map(bulk));
 }

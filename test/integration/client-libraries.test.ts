@@ -53,6 +53,58 @@ describe('ioredis 6 in its default settings (HELLO 3)', () => {
   });
 });
 
+describe('Pub/Sub over RESP3 (push messages)', () => {
+  test('ioredis 6: SUBSCRIBE and PSUBSCRIBE receive what another client publishes', async () => {
+    const sub = ioredis6();
+    const pub = ioredis6();
+    const got: string[] = [];
+    const all = new Promise<void>((resolve) => {
+      const note = (what: string): void => {
+        got.push(what);
+        if (got.length === 2) resolve();
+      };
+      sub.on('message', (ch: string, msg: string) => note(`message ${ch} ${msg}`));
+      sub.on('pmessage', (pat: string, ch: string, msg: string) => note(`pmessage ${pat} ${ch} ${msg}`));
+    });
+    expect(await sub.subscribe('lib6:news')).toBe(1);
+    expect(await sub.psubscribe('lib6:*')).toBe(2);
+    await pub.publish('lib6:news', 'hi');
+    await all;
+    expect(got.sort()).toEqual(['message lib6:news hi', 'pmessage lib6:* lib6:news hi']);
+    expect(await sub.unsubscribe('lib6:news')).toBe(1);
+  });
+
+  test('node-redis (RESP3, its default): subscribe, and a subscribed client still runs commands', async () => {
+    const sub = createClient({ socket: { host: '127.0.0.1', port: port(), reconnectStrategy: false } });
+    const pub = createClient({ socket: { host: '127.0.0.1', port: port(), reconnectStrategy: false } });
+    sub.on('error', () => undefined);
+    pub.on('error', () => undefined);
+    await Promise.all([sub.connect(), pub.connect()]);
+    try {
+      const received: string[] = [];
+      let gotBoth: () => void = () => undefined;
+      const two = new Promise<void>((resolve) => (gotBoth = resolve));
+      const note = (what: string): void => {
+        received.push(what);
+        if (received.length === 2) gotBoth();
+      };
+      // node-redis resolves subscribe() once the push confirmation arrives; a RESP3 connection in
+      // subscribed mode may still send ordinary commands.
+      await sub.subscribe('nr:news', (msg, ch) => note(`${ch} ${msg}`));
+      await sub.pSubscribe('nr:*', (msg, ch) => note(`pattern ${ch} ${msg}`));
+      expect(await sub.set('nr:while-subscribed', 'ok')).toBe('OK');
+      expect(await sub.get('nr:while-subscribed')).toBe('ok');
+      await pub.publish('nr:news', 'first');
+      await two;
+      expect(received.sort()).toEqual(['nr:news first', 'pattern nr:news first']);
+      await sub.unsubscribe('nr:news');
+      await sub.pUnsubscribe('nr:*');
+    } finally {
+      await Promise.all([sub.quit(), pub.quit()]);
+    }
+  });
+});
+
 describe('ioredis 5', () => {
   test('a pipeline of 1,000 mixed commands over all masters comes back in order', async () => {
     const c = ioredis5();

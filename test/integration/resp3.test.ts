@@ -10,11 +10,13 @@ const env = useProxy();
 class RawClient {
   private readonly socket: net.Socket;
   private buffered = '';
+  private listener: ((d: string) => void) | null = null;
   private waiting: { until: (s: string) => boolean; resolve: (s: string) => void } | null = null;
 
   constructor(port: number) {
     this.socket = net.connect({ host: '127.0.0.1', port });
     this.socket.on('data', (d) => {
+      if (this.listener !== null) return this.listener(d.toString('latin1'));
       this.buffered += d.toString('latin1');
       this.check();
     });
@@ -31,6 +33,11 @@ class RawClient {
 
   close(): void {
     this.socket.destroy();
+  }
+
+  /** Hands every chunk to `listener` (messages that arrive with no request), instead of buffering it. */
+  onData(listener: ((d: string) => void) | null): void {
+    this.listener = listener;
   }
 
   private check(): void {
@@ -73,6 +80,72 @@ describe('RESP3', () => {
     } finally {
       v3.close();
       v2.close();
+    }
+  });
+
+  test('Pub/Sub in RESP3: confirmations and messages are push frames, other commands still run while subscribed', async () => {
+    const port = env.proxy().address.port;
+    const sub = new RawClient(port);
+    const pub = new RawClient(port);
+    try {
+      await sub.send('HELLO 3', (s) => s.endsWith('*0\r\n'));
+      const confirm = '>3\r\n$9\r\nsubscribe\r\n$4\r\nr3ch\r\n:1\r\n';
+      expect(await sub.send('SUBSCRIBE r3ch', exactly(confirm))).toBe(confirm);
+      const pconfirm = '>3\r\n$10\r\npsubscribe\r\n$3\r\nr3*\r\n:2\r\n';
+      expect(await sub.send('PSUBSCRIBE r3*', exactly(pconfirm))).toBe(pconfirm);
+      // A RESP3 client may run any command in subscribed mode; its replies are ordinary frames.
+      expect(await sub.send('SET r3:sub v', exactly('+OK\r\n'))).toBe('+OK\r\n');
+      expect(await sub.send('GET r3:sub', exactly('$1\r\nv\r\n'))).toBe('$1\r\nv\r\n');
+      expect(await sub.send('PING', exactly('+PONG\r\n'))).toBe('+PONG\r\n');
+      // A PUBLISH from a RESP2 client reaches it as push frames (one per matching subscription).
+      const message = '>3\r\n$7\r\nmessage\r\n$4\r\nr3ch\r\n$5\r\nhello\r\n';
+      const pmessage = '>4\r\n$8\r\npmessage\r\n$3\r\nr3*\r\n$4\r\nr3ch\r\n$5\r\nhello\r\n';
+      const received = new Promise<string>((resolve) => {
+        let got = '';
+        sub.onData((d) => {
+          got += d;
+          if (got.length >= message.length + pmessage.length) resolve(got);
+        });
+      });
+      // (The count is the subscribers of the node PUBLISH ran on, as in Redis Cluster.)
+      expect(await pub.send('PUBLISH r3ch hello', (s) => s.endsWith('\r\n'))).toMatch(/^:[0-2]\r\n$/);
+      const both = await received;
+      expect([message + pmessage, pmessage + message]).toContain(both);
+      sub.onData(null);
+      const unsub = '>3\r\n$11\r\nunsubscribe\r\n$4\r\nr3ch\r\n:1\r\n';
+      expect(await sub.send('UNSUBSCRIBE r3ch', exactly(unsub))).toBe(unsub);
+      const punsub = '>3\r\n$12\r\npunsubscribe\r\n$3\r\nr3*\r\n:0\r\n';
+      expect(await sub.send('PUNSUBSCRIBE', exactly(punsub))).toBe(punsub);
+      const none = '>3\r\n$11\r\nunsubscribe\r\n_\r\n:0\r\n';
+      expect(await sub.send('UNSUBSCRIBE', exactly(none))).toBe(none);
+    } finally {
+      sub.close();
+      pub.close();
+    }
+  });
+
+  test('blocking commands and transactions in RESP3 get RESP3 replies', async () => {
+    const port = env.proxy().address.port;
+    const c = new RawClient(port);
+    const pusher = new RawClient(port);
+    try {
+      await c.send('HELLO 3', (s) => s.endsWith('*0\r\n'));
+      // BLPOP on its own connection: a RESP3 timeout is `_`, not `*-1`.
+      expect(await c.send('BLPOP r3:list 0.05', exactly('_\r\n'))).toBe('_\r\n');
+      expect(await pusher.send('RPUSH r3:list a', exactly(':1\r\n'))).toBe(':1\r\n');
+      const popped = '*2\r\n$7\r\nr3:list\r\n$1\r\na\r\n';
+      expect(await c.send('BLPOP r3:list 1', exactly(popped))).toBe(popped);
+      // MULTI/EXEC, and WATCH (a connection of its own): the EXEC reply holds a RESP3 map.
+      expect(await pusher.send('HSET r3:{t}h f v', exactly(':1\r\n'))).toBe(':1\r\n');
+      expect(await c.send('WATCH r3:{t}h', exactly('+OK\r\n'))).toBe('+OK\r\n');
+      expect(await c.send('MULTI', exactly('+OK\r\n'))).toBe('+OK\r\n');
+      expect(await c.send('HGETALL r3:{t}h', exactly('+QUEUED\r\n'))).toBe('+QUEUED\r\n');
+      expect(await c.send('GET r3:{t}missing', exactly('+QUEUED\r\n'))).toBe('+QUEUED\r\n');
+      const exec = '*2\r\n%1\r\n$1\r\nf\r\n$1\r\nv\r\n_\r\n';
+      expect(await c.send('EXEC', exactly(exec))).toBe(exec);
+    } finally {
+      c.close();
+      pusher.close();
     }
   });
 

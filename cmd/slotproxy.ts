@@ -57,7 +57,7 @@ async function serve(config: Config, file: string | null, overrides: ConfigOverr
       const apply = server.prepareReload(next);
       server.reloadRing(next);
       apply();
-      log.info({ file }, 'configuration reloaded (limits, log level, auth, TLS certificate, back-end credentials, ring and migration applied)');
+      log.info({ file }, 'configuration reloaded (limits, log level, auth, TLS certificate, back-end credentials, scripts, ring and migration applied)');
     } catch (err) {
       log.error({ file, err: err instanceof ConfigError ? err.problems : String(err) }, 'reload refused; the running configuration stays');
     }

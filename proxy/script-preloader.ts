@@ -8,7 +8,7 @@
  * A script that does not compile is reported with its path and Redis's error and left out; the
  * others still load.
  */
-import { promises as fsp } from 'node:fs';
+import fs from 'node:fs';
 import path from 'node:path';
 import { ProxyContext } from './context';
 import { request } from './backend/request';
@@ -24,15 +24,17 @@ const RECHECK_MS = 5000;
 const AFTER_LOST_CONNECTION_MS = 300;
 const QUERY_TIMEOUT_MS = 5000;
 
-/** Reads every configured script: a file as is, a folder as its *.lua files (sorted, not recursive). */
-export async function readScriptFiles(paths: readonly string[]): Promise<ScriptFile[]> {
+/**
+ * Reads every configured script: a file as is, a folder as its *.lua files (sorted, not recursive).
+ * Synchronous so that a SIGHUP can refuse a file list that does not read before changing anything.
+ */
+export function readScriptFiles(paths: readonly string[]): ScriptFile[] {
   const out: ScriptFile[] = [];
   for (const p of paths) {
-    const stat = await fsp.stat(p);
-    const files = stat.isDirectory()
-      ? (await fsp.readdir(p)).filter((f) => f.endsWith('.lua')).sort().map((f) => path.join(p, f))
+    const files = fs.statSync(p).isDirectory()
+      ? fs.readdirSync(p).filter((f) => f.endsWith('.lua')).sort().map((f) => path.join(p, f))
       : [p];
-    for (const f of files) out.push({ path: f, body: await fsp.readFile(f) });
+    for (const f of files) out.push({ path: f, body: fs.readFileSync(f) });
   }
   return out;
 }
@@ -50,12 +52,34 @@ export class ScriptPreloader {
    * that do not, then loads the good ones on every other master.
    */
   async start(files: readonly ScriptFile[]): Promise<void> {
-    if (files.length === 0) return;
+    await this.load(files);
+    this.timer = setInterval(() => this.checkAll(), RECHECK_MS);
+    this.timer.unref();
+    this.ctx.pool.onConnectionLost(() => {
+      if (this.stopped) return;
+      setTimeout(() => this.checkAll(), AFTER_LOST_CONNECTION_MS).unref();
+    });
+  }
+
+  /**
+   * SIGHUP with a new `scripts:` list: the new files are compiled and put on every master; scripts
+   * no longer listed stop being preloaded but stay known (a client may still EVALSHA them, and the
+   * proxy still heals a NOSCRIPT for them) until the store evicts them.
+   */
+  async reload(files: readonly ScriptFile[]): Promise<void> {
+    const kept = await this.load(files);
+    this.ctx.scripts.keepPinnedOnly(kept);
+  }
+
+  /** Compiles and pins `files`, then checks every master; returns the SHAs now preloaded. */
+  private async load(files: readonly ScriptFile[]): Promise<Set<string>> {
+    const kept = new Set<string>();
+    if (files.length === 0) return kept;
     const masters = this.ctx.router.masters();
     const first = masters[0];
     for (const file of files) {
       if (first === undefined) {
-        this.ctx.scripts.add(file.body, true);
+        kept.add(this.ctx.scripts.add(file.body, true));
         continue;
       }
       try {
@@ -66,20 +90,16 @@ export class ScriptPreloader {
           continue;
         }
         const sha = this.ctx.scripts.add(file.body, true);
+        kept.add(sha);
         log.info({ script: file.path, sha }, 'script preloaded');
       } catch (e) {
         // The master is unreachable: keep the script; the next check loads it.
-        this.ctx.scripts.add(file.body, true);
+        kept.add(this.ctx.scripts.add(file.body, true));
         log.warn({ script: file.path, node: first, err: (e as Error).message }, 'cannot preload script yet');
       }
     }
     await Promise.all(masters.map((m) => this.check(m)));
-    this.timer = setInterval(() => this.checkAll(), RECHECK_MS);
-    this.timer.unref();
-    this.ctx.pool.onConnectionLost(() => {
-      if (this.stopped) return;
-      setTimeout(() => this.checkAll(), AFTER_LOST_CONNECTION_MS).unref();
-    });
+    return kept;
   }
 
   /** Checks every current master (the topology changed, or may have). */
@@ -123,6 +143,6 @@ export class ScriptPreloader {
 /** Reads the configured scripts and preloads them; a missing file fails the start (exit 1). */
 export async function startPreloading(ctx: ProxyContext, paths: readonly string[]): Promise<ScriptPreloader> {
   const preloader = new ScriptPreloader(ctx);
-  await preloader.start(await readScriptFiles(paths));
+  await preloader.start(readScriptFiles(paths));
   return preloader;
 }

@@ -70,6 +70,12 @@ export class ScriptStore {
     }
   }
 
+  /** A reload changed the preloaded list: scripts not in `shas` become ordinary, evictable entries. */
+  keepPinnedOnly(shas: ReadonlySet<string>): void {
+    for (const [sha, s] of this.scripts) if (s.pinned && !shas.has(sha)) this.scripts.set(sha, { body: s.body, pinned: false });
+    this.evict();
+  }
+
   /** The preloaded scripts, as [sha, body]. */
   pinned(): [string, Buffer][] {
     const out: [string, Buffer][] = [];

@@ -6,6 +6,7 @@
  *
  * Shutdown (SIGTERM via cmd/): stop accepting, let sessions finish their in-flight replies, close.
  */
+import { isDeepStrictEqual } from 'node:util';
 import cluster from 'node:cluster';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -21,7 +22,7 @@ import { ProxyContext } from './context';
 import { Dispatcher } from './dispatch';
 import { Session } from './session';
 import { ScriptStore } from './scripts';
-import { ScriptPreloader, startPreloading } from './script-preloader';
+import { ScriptPreloader, readScriptFiles, startPreloading } from './script-preloader';
 import { ProxyStats } from './stats';
 import { decodeReply, errorText } from './resp/decode-reply';
 import * as encode from './resp/encode';
@@ -196,12 +197,15 @@ export class ProxyServer {
     if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
     const auth = ClientAuth.fromConfig(next.auth);
     const handshake = backendHandshake(next);
+    // Read the script files now too: one that is missing refuses the reload.
+    const scripts = isDeepStrictEqual(next.scripts, this.config.scripts) ? null : readScriptFiles(next.scripts);
     const needRestart = restartOnlyChanges(this.config, next);
     return () => {
       Object.assign(this.limits, next.limits);
       setLogLevel(next.log.level);
       this.ctx.auth = auth;
       this.ctx.pool.setHandshake(handshake);
+      if (scripts !== null) void this.preloader?.reload(scripts);
       if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
       for (const l of this.reloadListeners) l(next);
       if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');

@@ -2,6 +2,7 @@
 // auth, log level), refusing a bad file and keeping the running config; SIGTERM lets in-flight
 // replies finish and exits 0. The real binary (dist/) with real signals.
 
+import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
@@ -93,6 +94,51 @@ test('SIGHUP applies new limits and auth; a bad file is refused and the running 
   expect(proxy.running).toBe(true);
   // No secret reaches the log.
   expect(proxy.log).not.toContain('rotated');
+
+  const exited = proxy.exitCode();
+  proxy.kill('SIGTERM');
+  expect(await exited).toBe(0);
+});
+
+test('SIGHUP reloads scripts and the log level; a script file that is missing refuses the reload', async () => {
+  const port = await freePort();
+  const file = path.join(dir, 'scripts.yaml');
+  const luaDir = path.join(dir, 'lua');
+  fs.mkdirSync(luaDir, { recursive: true });
+  const first = "return 'first'";
+  const second = "return 'second'";
+  fs.writeFileSync(path.join(dir, 'first.lua'), first);
+  fs.writeFileSync(path.join(luaDir, 'second.lua'), second);
+  const sha = (body: string): string => createHash('sha1').update(body).digest('hex');
+  writeConfig(file, port, 'scripts: [first.lua]\n');
+  const proxy = ProxyProcess.start(file);
+  await proxy.waitForLog(/slotproxy is listening/);
+  const c = connect(port);
+  expect(await c.evalsha(sha(first), 0)).toBe('first');
+  await expect(c.evalsha(sha(second), 0)).rejects.toThrow(/NOSCRIPT/);
+
+  // A new folder of scripts: loaded on every master, so EVALSHA works with no SCRIPT LOAD.
+  writeConfig(file, port, 'scripts: [first.lua, lua]\n');
+  proxy.kill('SIGHUP');
+  await proxy.waitForLog(/configuration reloaded/);
+  await proxy.waitForLog(new RegExp(`"sha":"${sha(second)}"`));
+  for (const m of cluster().masters) expect(await m.command('SCRIPT', 'EXISTS', sha(second))).toEqual([1]);
+  expect(await c.evalsha(sha(second), 0)).toBe('second');
+
+  // A file that is not there: refused, nothing changes.
+  writeConfig(file, port, 'scripts: [first.lua, gone.lua]\n');
+  proxy.kill('SIGHUP');
+  await proxy.waitForLog(/reload refused; the running configuration stays/);
+  expect(proxy.log).toMatch(/gone\.lua/);
+  expect(await c.evalsha(sha(second), 0)).toBe('second');
+
+  // log.level: warn silences the info line of this accepted reload; the warning about a change that
+  // needs a restart (crossSlot) still shows.
+  writeConfig(file, port, 'scripts: [first.lua, lua]\ncrossSlot: split\n');
+  fs.writeFileSync(file, fs.readFileSync(file, 'utf8').replace('level: info', 'level: warn'));
+  proxy.kill('SIGHUP');
+  await proxy.waitForLog(/need a restart and were not applied/);
+  expect(proxy.log.match(/configuration reloaded/g)).toHaveLength(1);
 
   const exited = proxy.exitCode();
   proxy.kill('SIGTERM');

@@ -23,6 +23,16 @@ export interface MetricsSources {
   commands(): Iterable<CommandInfo>;
   /** Ring mode: the migration phase, or null when no migration is configured. */
   migrationPhase(): MigrationPhase | null;
+  /** Ring mode during a migration: the history copy's progress as saved on ring A's nodes, read at scrape time. */
+  migrationCopy(): Promise<MigrationCopyProgress | null>;
+}
+
+export interface MigrationCopyProgress {
+  /** Keys `slotproxy migrate copy` has copied to ring B, over every node of ring A. */
+  copied: number;
+  /** Ring A nodes whose copy has finished, and all of them. */
+  nodesDone: number;
+  nodes: number;
 }
 
 interface SnapshotValue {
@@ -117,13 +127,38 @@ export function createRegistry(sources: MetricsSources): Registry {
   });
   new Gauge({
     name: 'slotproxy_migration_phase',
-    help: 'The ring migration phase the proxy routes by: 1 for the current phase (none: no migration). Copy progress is reported by `slotproxy migrate copy`.',
+    help: 'The ring migration phase the proxy routes by: 1 for the current phase (none: no migration).',
     labelNames: ['phase'],
     registers: [registry],
     aggregator: 'max', // every worker routes by the same phase: with --workers, 1 and not N
     collect() {
       const current = sources.migrationPhase() ?? 'none';
       for (const phase of ['none', ...MIGRATION_PHASES]) this.set({ phase }, phase === current ? 1 : 0);
+    },
+  });
+  // The copy runs as its own process (`slotproxy migrate copy`) and saves its progress on ring A's
+  // nodes; the proxy reads it back when Prometheus scrapes, so a dashboard can follow the migration.
+  let copyProgress: Promise<MigrationCopyProgress | null> | null = null;
+  const readCopyProgress = (): Promise<MigrationCopyProgress | null> => (copyProgress ??= sources.migrationCopy().finally(() => (copyProgress = null)));
+  new Gauge({
+    name: 'slotproxy_migration_copied_keys',
+    help: 'Ring migration: keys `slotproxy migrate copy` has copied to ring B so far (saved on ring A\'s nodes); 0 without a migration.',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      this.set((await readCopyProgress())?.copied ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_copy_nodes',
+    help: 'Ring migration: ring A nodes whose history copy is done, and all of them (state="done" / "total"); 0 without a migration.',
+    labelNames: ['state'],
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const p = await readCopyProgress();
+      this.set({ state: 'done' }, p?.nodesDone ?? 0);
+      this.set({ state: 'total' }, p?.nodes ?? 0);
     },
   });
   new Gauge({

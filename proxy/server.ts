@@ -38,6 +38,7 @@ import { applyRingReload } from './ring/reload';
 import { fenceRingB } from './migration/fence';
 import { NodeEjector } from './ring/ejector';
 import { Placement } from '../sharding/migration';
+import { readCopyProgress } from './migration/copy-progress';
 
 /** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
 const RING_RETRY_WINDOW_MS = 1000;
@@ -64,6 +65,7 @@ export class ProxyServer {
       backendConnections: () => ctx.pool.openConnections,
       commands: () => ctx.table.all(),
       migrationPhase: () => ctx.ring?.placement.phase ?? null,
+      migrationCopy: () => readCopyProgress(ctx),
     });
     this.listener =
       config.tls === undefined

@@ -17,6 +17,7 @@ let nodes: StandaloneNodes | undefined;
 let dir: string;
 let file: string;
 let port: number;
+let metricsPort: number;
 let proxy: ChildProcess | undefined;
 let client: Redis | undefined;
 let proxyLog = '';
@@ -33,7 +34,7 @@ function run(args: string[]): Promise<{ code: number; stdout: string; stderr: st
 function writeConfig(phaseLine: string): void {
   const [a, b, c] = nodes!.addresses;
   fs.writeFileSync(file, [
-    `listen: 127.0.0.1:${port}`, 'mode: ring', 'log:', '  level: info', 'ring:', '  hash: murmur', '  nodes:',
+    `listen: 127.0.0.1:${port}`, 'mode: ring', 'metrics:', `  listen: 127.0.0.1:${metricsPort}`, 'log:', '  level: info', 'ring:', '  hash: murmur', '  nodes:',
     `    - { name: a, addr: "${a}" }`, `    - { name: b, addr: "${b}" }`,
     'migration:', `  ${phaseLine}`, '  to:', '    nodes:',
     `      - { name: a, addr: "${a}" }`, `      - { name: b, addr: "${b}" }`, `      - { name: c, addr: "${c}" }`, '',
@@ -58,6 +59,7 @@ beforeAll(async () => {
   file = path.join(dir, 'migration.yaml');
   nodes = await StandaloneNodes.start(3);
   port = await freePort();
+  metricsPort = await freePort();
   writeConfig('phase: double-write');
   // The data set before the migration, on ring A's nodes.
   const ringA = new Ring({ hash: 'murmur', hashTag: '{}', nodes: nodes.addresses.slice(0, 2).map((addr, i) => ({ name: 'ab'[i], addr, weight: 1 })) });
@@ -96,7 +98,17 @@ afterAll(async () => {
   fs.rmSync(dir, { recursive: true, force: true });
 }, 30_000);
 
+/** One sample of the proxy's /metrics, e.g. `slotproxy_migration_copy_nodes{state="done"}`. */
+async function metric(series: string): Promise<number | null> {
+  const text = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  const line = text.split('\n').find((l) => l.startsWith(`${series} `));
+  return line === undefined ? null : Number(line.slice(series.length + 1));
+}
+
 test('status before the copy: phase, both rings, copy not started', async () => {
+  expect(await metric('slotproxy_migration_copied_keys')).toBe(0);
+  expect(await metric('slotproxy_migration_copy_nodes{state="done"}')).toBe(0);
+  expect(await metric('slotproxy_migration_copy_nodes{state="total"}')).toBe(2);
   const r = await run(['migrate', 'status', '-c', file]);
   expect(r.code).toBe(0);
   expect(r.stdout).toContain('phase: double-write');
@@ -127,6 +139,9 @@ test('copy moves every moved key with its TTL, with progress lines when not on a
   expect(verify.code).toBe(0);
   const s = await run(['migrate', 'status', '-c', file]);
   expect(s.stdout).toMatch(/a .* copy done \(\d+ keys copied\)/);
+  // The proxy's /metrics follows the copy (read from ring A's nodes at scrape time).
+  expect(await metric('slotproxy_migration_copied_keys')).toBe(Number(m![2]));
+  expect(await metric('slotproxy_migration_copy_nodes{state="done"}')).toBe(2);
 }, 30_000);
 
 test('copy resumes where an interrupted run stopped', async () => {

@@ -1,0 +1,35 @@
+/**
+ * The history copy's progress, for /metrics. `slotproxy migrate copy` runs as its own process and
+ * saves, on each node of ring A, its SCAN cursor (`done` when that node is finished) and how many
+ * keys it copied (sharding/copy.ts); the proxy reads that back over its own connections.
+ */
+import { ProxyContext } from '../context';
+import { request } from '../backend/request';
+import { decodeReply } from '../resp/decode-reply';
+import { COPY_STATE_KEY } from '../../sharding/copy';
+import type { MigrationCopyProgress } from '../metrics';
+
+const READ_TIMEOUT_MS = 1000;
+
+/** Null outside a migration. A node that does not answer counts as not done and adds no keys. */
+export async function readCopyProgress(ctx: ProxyContext): Promise<MigrationCopyProgress | null> {
+  const placement = ctx.ring?.placement;
+  if (placement === undefined || !placement.migrating) return null;
+  const nodes = placement.from.nodes;
+  const states = await Promise.all(
+    nodes.map(async (n) => {
+      try {
+        const reply = decodeReply(await request(ctx.pool.connection(n.addr, 0), ['HMGET', COPY_STATE_KEY, 'cursor', 'copied'], READ_TIMEOUT_MS));
+        if (!Array.isArray(reply)) return { done: false, copied: 0 };
+        return { done: String(reply[0]) === 'done', copied: Number(reply[1] ?? 0) || 0 };
+      } catch {
+        return { done: false, copied: 0 };
+      }
+    }),
+  );
+  return {
+    copied: states.reduce((sum, s) => sum + s.copied, 0),
+    nodesDone: states.filter((s) => s.done).length,
+    nodes: nodes.length,
+  };
+}

@@ -32,8 +32,23 @@ export function convergingWrite(
     session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
     return { hold: undefined };
   }
-  const write = session.track(new ConvergingWrite(ctx, session, raw ?? encode.command(args), address, targets));
+  const write = session.track(new ConvergingWrite(ctx, session, writePayload(ctx, args, raw), address, targets));
   ctx.ring?.track(write.settled);
   write.start();
   return { hold: placement.phase === 'read-new' ? write.settled : undefined };
 }
+
+/**
+ * The write as sent inside the converging MULTI. An EVALSHA of a script the proxy knows is sent as
+ * EVAL of its body: inside MULTI a NOSCRIPT would only show in EXEC's reply, too late to heal (and
+ * the same payload is what `done` may run again on B, whose cache may not hold it either).
+ */
+function writePayload(ctx: ProxyContext, args: Buffer[], raw: Buffer | null): Buffer {
+  if (args.length >= 3 && args[0].length === 7 && args[0].toString('latin1').toLowerCase() === 'evalsha') {
+    const body = ctx.scripts.get(args[1]);
+    if (body !== undefined) return encode.command([EVAL, body, ...args.slice(2)]);
+  }
+  return raw ?? encode.command(args);
+}
+
+const EVAL = Buffer.from('EVAL');

@@ -295,3 +295,27 @@ test('a RESP3 client (HELLO 3) double-writes too, with replies in RESP3', async 
     await proxy.close(200);
   }
 }, 30_000);
+
+test('EVALSHA of a script the proxy knows double-writes a moving key even after SCRIPT FLUSH on the nodes', async () => {
+  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  const config = migrationConfig(2, 3);
+  const placement = Placement.fromConfig(config.ring, config.migration);
+  let i = 0;
+  while (placement.copyTarget(Buffer.from(`s${i}`)) === null) i++;
+  const key = `s${i}`;
+  const proxy = await ProxyServer.start(config);
+  const c = connect(proxy);
+  try {
+    const sha = String(await c.call('SCRIPT', 'LOAD', "return redis.call('INCRBY', KEYS[1], ARGV[1])"));
+    expect(await c.evalsha(sha, 1, key, 5)).toBe(5);
+    // Every node forgets its scripts (a restart, a failover): the client must not see NOSCRIPT.
+    for (const n of nodes!.nodes) await n.command('SCRIPT', 'FLUSH');
+    expect(await c.evalsha(sha, 1, key, 2)).toBe(7);
+    expect(await nodes!.nodes[2].command('GET', key)).toBe('7');
+    // A script the proxy never saw is still NOSCRIPT, so clients fall back to EVAL as usual.
+    await expect(c.evalsha('0'.repeat(40), 1, key, 1)).rejects.toThrow(/NOSCRIPT/);
+  } finally {
+    c.disconnect();
+    await proxy.close(200);
+  }
+}, 30_000);

@@ -1,9 +1,15 @@
 // crossSlot: split against a real 3-master cluster: MGET/MSET/DEL/UNLINK/EXISTS/TOUCH spanning
 // slots are split per slot and merged in key order; everything else spanning slots stays CROSSSLOT.
+// The same over standalone nodes in ring mode, split per node.
 
 import { execFile } from 'node:child_process';
 import { promisify } from 'node:util';
+import Redis from 'ioredis';
 import { keySlot } from '../../sharding/slot';
+import { Ring } from '../../sharding/ring';
+import { ProxyServer } from '../../proxy/server';
+import { parseConfig } from '../../config/load';
+import { StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
 import { useProxy } from '../helpers/proxy';
 
 const run = promisify(execFile);
@@ -85,5 +91,41 @@ describe('crossSlot: split', () => {
     expect(stderr + stdout).not.toMatch(/CROSSSLOT|ERR/);
     expect(stdout).toMatch(/"MGET bm:__rand_int__ bm2:__rand_int__ bm3:__rand_int__","\d+/);
     expect(Number(/split_commands:(\d+)/.exec(await env.connect().info('proxy'))?.[1])).toBeGreaterThanOrEqual(2000);
+  });
+});
+
+describe('crossSlot: split in ring mode (standalone nodes)', () => {
+  let nodes: StandaloneNodes | undefined;
+  let proxy: ProxyServer | undefined;
+  let client: Redis | undefined;
+  let ring: Ring;
+
+  beforeAll(async () => {
+    nodes = await StandaloneNodes.start(3);
+    const ringNodes = nodes.addresses.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
+    ring = new Ring({ hash: 'murmur', hashTag: '{}', nodes: ringNodes });
+    proxy = await ProxyServer.start(parseConfig({ listen: '127.0.0.1:0', mode: 'ring', crossSlot: 'split', ring: { hash: 'murmur', nodes: ringNodes }, log: { level: 'silent' } }));
+    client = new Redis({ host: '127.0.0.1', port: proxy.address.port, maxRetriesPerRequest: 0 });
+  }, 60_000);
+
+  afterAll(async () => {
+    client?.disconnect();
+    await proxy?.close(200);
+    await nodes?.stop();
+  }, 30_000);
+
+  test('MSET/MGET/EXISTS/DEL over keys of every node are split per node and merged in key order', async () => {
+    const keys = Array.from({ length: 30 }, (_, i) => `ringsplit:${i}`);
+    const owners = keys.map((k) => ring.indexOf(Buffer.from(k)));
+    expect(new Set(owners).size).toBe(3);
+    expect(await client!.mset(...keys.flatMap((k, i) => [k, `v${i}`]))).toBe('OK');
+    // Each key is on the node the ring names, and only there.
+    for (let i = 0; i < keys.length; i++) {
+      for (let n = 0; n < 3; n++) expect(await nodes!.nodes[n].command('GET', keys[i])).toBe(n === owners[i] ? `v${i}` : null);
+    }
+    expect(await client!.mget(keys[5], 'ringsplit:none', keys[0], keys[29])).toEqual(['v5', null, 'v0', 'v29']);
+    expect(await client!.exists(...keys, keys[0], 'ringsplit:none')).toBe(31);
+    expect(await client!.del(...keys)).toBe(30);
+    await expect(client!.msetnx(keys[0], 'a', keys[1], 'b', keys[2], 'c')).rejects.toThrow(CROSSSLOT);
   });
 });

@@ -46,6 +46,11 @@ export function parseReplicaLinks(info: string): Map<string, ReplicaLink> {
   return out;
 }
 
+/** What the master says of a replica is enough to read from it: linked, and acknowledged recently. */
+export function linkIsUsable(link: ReplicaLink | undefined, maxLagSeconds: number): boolean {
+  return link !== undefined && link.state === 'online' && link.lagSeconds <= maxLagSeconds;
+}
+
 export class ReplicaReads {
   /** Master address -> its healthy replicas (never empty arrays). */
   private healthy = new Map<string, readonly string[]>();
@@ -133,7 +138,7 @@ export class ReplicaReads {
   }
 
   private async isHealthy(replica: string, link: ReplicaLink | undefined): Promise<boolean> {
-    if (link === undefined || link.state !== 'online' || !(link.lagSeconds <= this.options.maxLagSeconds)) return false;
+    if (!linkIsUsable(link, this.options.maxLagSeconds)) return false;
     try {
       const pong = decodeReply(await request(this.pool.connection(replica, 0), ['PING'], this.options.queryTimeoutMs));
       return pong === 'PONG';

@@ -15,6 +15,7 @@
  * All results are unsigned 32-bit numbers.
  */
 import { md5Words } from './md5';
+import { CRC16_TABLE } from './slot';
 import { HashName } from '../config/schema';
 
 export type KeyHash = (key: Uint8Array, start: number, end: number) => number;
@@ -30,16 +31,6 @@ const CRC32_TABLE = (() => {
     let c = i;
     for (let k = 0; k < 8; k++) c = c & 1 ? (c >>> 1) ^ 0xedb88320 : c >>> 1;
     t[i] = c >>> 0;
-  }
-  return t;
-})();
-
-const CRC16_TABLE = (() => {
-  const t = new Uint16Array(256);
-  for (let i = 0; i < 256; i++) {
-    let crc = i << 8;
-    for (let b = 0; b < 8; b++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-    t[i] = crc;
   }
   return t;
 })();

@@ -7,7 +7,8 @@
  */
 import { hashedRange } from './hash-tag';
 
-const TABLE = (() => {
+/** CRC16-CCITT (XMODEM, polynomial 0x1021) lookup table; twemproxy's `crc16` key hash uses it too. */
+export const CRC16_TABLE = (() => {
   const t = new Uint16Array(256);
   for (let i = 0; i < 256; i++) {
     let crc = i << 8;
@@ -22,7 +23,7 @@ export const SLOT_COUNT = 16384;
 /** CRC16-XMODEM of buf[start, end). */
 export function crc16(buf: Uint8Array, start = 0, end = buf.length): number {
   let crc = 0;
-  for (let i = start; i < end; i++) crc = ((crc << 8) & 0xffff) ^ TABLE[((crc >> 8) ^ buf[i]) & 0xff];
+  for (let i = start; i < end; i++) crc = ((crc << 8) & 0xffff) ^ CRC16_TABLE[((crc >> 8) ^ buf[i]) & 0xff];
   return crc;
 }
 

@@ -8,6 +8,7 @@ import { useCluster } from '../helpers/cluster';
 import { startProxy } from '../helpers/proxy';
 import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
+import { errorOf } from '../helpers/reply-error';
 
 const NOAUTH = 'NOAUTH Authentication required.';
 const WRONGPASS = 'WRONGPASS invalid username-password pair or user is disabled.';
@@ -67,15 +68,6 @@ async function raw(request: string, expectedLength: number): Promise<string> {
     socket.on('error', reject);
     socket.write(request);
   });
-}
-
-async function errorOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return (err as Error).message;
-  }
-  throw new Error('expected an error reply');
 }
 
 describe('client AUTH', () => {

@@ -10,6 +10,7 @@ import Redis from 'ioredis';
 import RedisParser from 'redis-parser';
 import { SlotRange } from '../../cmd/sandbox/redis-cluster';
 import { useProxy } from '../helpers/proxy';
+import { errorOf } from '../helpers/reply-error';
 
 // ---------------------------------------------------------------------------
 // Raw RESP helpers (byte-exact checks, and binary-safe commands sent to one node directly).
@@ -164,15 +165,6 @@ async function rawExchange(port: number, payload: Buffer | string, expected: str
 }
 
 /** The error text a promise rejects with; fails the test if it resolves. */
-async function errorOf(promise: Promise<unknown>): Promise<string> {
-  let value: unknown;
-  try {
-    value = await promise;
-  } catch (err) {
-    return err instanceof Error ? err.message : String(err);
-  }
-  throw new Error(`expected an error reply, got ${JSON.stringify(value)}`);
-}
 
 function runCli(port: number, args: string[], stdin?: string): Promise<string> {
   return new Promise((resolve, reject) => {
@@ -324,7 +316,6 @@ describe('commands through slotproxy (cluster mode)', () => {
       expect(new Set(tagOwners).size).toEqual(3);
     });
   });
-
 
   // -------------------------------------------------------------------------
   describe('data types on every master', () => {

@@ -11,19 +11,11 @@ import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
 import { StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
 import { useProxy } from '../helpers/proxy';
+import { errorOf } from '../helpers/reply-error';
 
 const run = promisify(execFile);
 const env = useProxy({ crossSlot: 'split' });
 const CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot";
-
-async function errorOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return (err as Error).message;
-  }
-  throw new Error('expected an error reply');
-}
 
 describe('crossSlot: split', () => {
   const keys = Array.from({ length: 20 }, (_, i) => `split:${i}`);

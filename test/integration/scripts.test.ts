@@ -11,21 +11,13 @@ import { useProxy, startProxy, client } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { ProxyServer } from '../../proxy/server';
 import * as logging from '../../proxy/log';
+import { errorOf } from '../helpers/reply-error';
 
 const { cluster, proxy, connect } = useProxy();
 
 const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
 const GET_SCRIPT = "return redis.call('GET', KEYS[1])";
 const SET_SCRIPT = "redis.call('SET', KEYS[1], ARGV[1]); return ARGV[1]";
-
-async function errorOf(p: Promise<unknown>): Promise<string> {
-  try {
-    await p;
-  } catch (err) {
-    return (err as Error).message;
-  }
-  throw new Error('expected an error reply');
-}
 
 describe('EVAL and FCALL routing', () => {
   test('EVAL with keys on every master runs on the owner; no keys runs anywhere', async () => {

@@ -4,42 +4,21 @@
 // mistaken for a failure (no failover, no CLUSTERDOWN): only the proxy's own timeout acts.
 
 import Redis from 'ioredis';
-import { RedisCluster } from '../../../cmd/sandbox/redis-cluster';
 import { keySlot } from '../../../sharding/slot';
-import { startProxy } from '../../helpers/proxy';
-import { ProxyServer } from '../../../proxy/server';
+import { useProxy } from '../../helpers/proxy';
 
 const COMMAND_TIMEOUT_MS = 1000;
 const RETRY_WINDOW_MS = 1000;
 const FREEZE_MS = 3000;
-let cluster: RedisCluster | undefined;
-let proxy: ProxyServer | undefined;
-const clients: Redis[] = [];
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0, nodeTimeoutMs: 15_000 });
-  proxy = await startProxy(cluster.seeds, {
-    backend: { commandTimeoutMs: COMMAND_TIMEOUT_MS },
-    cluster: { retryWindowMs: RETRY_WINDOW_MS },
-  });
-}, 60_000);
-
-afterAll(async () => {
-  for (const c of clients) c.disconnect();
-  await proxy?.close(500);
-  await cluster?.stop();
-}, 30_000);
-
-function connect(): Redis {
-  if (proxy === undefined) throw new Error('the proxy did not start');
-  // No ready check: its INFO fans out to every master, the frozen one included.
-  const c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0, enableReadyCheck: false });
-  clients.push(c);
-  return c;
-}
+const env = useProxy(
+  { backend: { commandTimeoutMs: COMMAND_TIMEOUT_MS }, cluster: { retryWindowMs: RETRY_WINDOW_MS } },
+  { replicasPerMaster: 0, nodeTimeoutMs: 15_000 },
+);
+// No ready check: its INFO fans out to every master, the frozen one included.
+const connect = (): Redis => env.connect({ enableReadyCheck: false });
 
 test('SIGSTOP longer than the command timeout: others unaffected, a timeout error for the frozen node, recovery after SIGCONT', async () => {
-  if (cluster === undefined) throw new Error('setup failed');
+  const cluster = env.cluster();
   const frozenKey = 'freeze:{a}';
   const frozen = await cluster.masterFor(keySlot(Buffer.from(frozenKey)));
   // A key on another master.

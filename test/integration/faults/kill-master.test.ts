@@ -3,28 +3,12 @@
 // were on the wire to the dead node: they may or may not have run), then stop by themselves.
 // The measured windows are printed for the report.
 
-import Redis from 'ioredis';
-import { RedisCluster } from '../../../cmd/sandbox/redis-cluster';
 import { keySlot } from '../../../sharding/slot';
-import { startProxy } from '../../helpers/proxy';
-import { ProxyServer } from '../../../proxy/server';
+import { useProxy } from '../../helpers/proxy';
 
 const NODE_TIMEOUT_MS = 1000;
 const WRITERS = 8;
-let cluster: RedisCluster | undefined;
-let proxy: ProxyServer | undefined;
-const clients: Redis[] = [];
-
-beforeAll(async () => {
-  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 1, nodeTimeoutMs: NODE_TIMEOUT_MS });
-  proxy = await startProxy(cluster.seeds);
-}, 60_000);
-
-afterAll(async () => {
-  for (const c of clients) c.disconnect();
-  await proxy?.close(500);
-  await cluster?.stop();
-}, 30_000);
+const env = useProxy({}, { masters: 3, replicasPerMaster: 1, nodeTimeoutMs: NODE_TIMEOUT_MS });
 
 interface Outcome {
   at: number;
@@ -33,21 +17,20 @@ interface Outcome {
 }
 
 test('kill -9 of a master: the proxy follows the promotion; errors only at the kill, then none', async () => {
-  if (cluster === undefined || proxy === undefined) throw new Error('setup failed');
+  const cluster = env.cluster();
   // One key per writer, spread over all masters; writer 0's key decides which master dies.
   const keys = Array.from({ length: WRITERS }, (_, i) => `fault:{w${i}}`);
   const victimSlot = keySlot(Buffer.from(keys[0]));
   const victim = await cluster.masterFor(victimSlot);
   const [heir] = await cluster.replicasOf(victim);
   expect(heir).toBeDefined();
-  const onVictim = await Promise.all(keys.map(async (k) => (await cluster?.masterFor(keySlot(Buffer.from(k)))) === victim));
+  const onVictim = await Promise.all(keys.map(async (k) => (await cluster.masterFor(keySlot(Buffer.from(k)))) === victim));
 
   const outcomes: Outcome[][] = keys.map(() => []);
   const acked = keys.map(() => 0);
   let stop = false;
   const writers = keys.map(async (key, i) => {
-    const c = new Redis({ port: proxy?.address.port, maxRetriesPerRequest: 0, retryStrategy: () => null });
-    clients.push(c);
+    const c = env.connect({ retryStrategy: () => null });
     await c.del(key);
     while (!stop) {
       const at = Date.now();
@@ -74,7 +57,7 @@ test('kill -9 of a master: the proxy follows the promotion; errors only at the k
   victim.kill('SIGKILL');
   await victim.waitForExit();
   // The promotion, as the cluster itself sees it.
-  await waitFor(async () => (await cluster?.masterFor(victimSlot)) === heir, 20_000, 'replica promoted');
+  await waitFor(async () => (await cluster.masterFor(victimSlot)) === heir, 20_000, 'replica promoted');
   const promotedAt = Date.now();
   // Then the load keeps going: every writer, including the dead master's, must succeed again.
   await waitFor(async () => outcomes.every((o) => o.filter((x) => x.at > promotedAt + 1000 && x.error === null).length >= 20), 15_000, 'all writers succeeding after the promotion');
@@ -100,8 +83,7 @@ test('kill -9 of a master: the proxy follows the promotion; errors only at the k
   // Nothing failed after the promotion.
   expect(all.filter((o) => o.at > promotedAt + 1000 && o.error !== null)).toEqual([]);
   // The proxy follows the new master: every slot is served, the dead node is gone from its map.
-  const c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0 });
-  clients.push(c);
+  const c = env.connect();
   const info = String(await c.call('INFO', 'proxy'));
   expect(info).toMatch(/cluster_slots_served:16384/);
   expect(info).toMatch(/cluster_masters:3/);

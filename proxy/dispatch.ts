@@ -75,17 +75,18 @@ export class Dispatcher {
   dispatch(session: DispatchSession, args: Buffer[], raw: Buffer | null): Promise<void> | undefined {
     const ctx = this.ctx;
     ctx.stats.commands++;
-    if (isProxyCommand(args[0])) {
-      const reply = session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY;
-      if (Buffer.isBuffer(reply)) session.replyNow(reply);
-      else {
-        const slot = session.track(new ReplySlot(session));
-        void reply.then((r) => slot.complete(r));
-      }
-      return undefined;
-    }
     const top = ctx.table.lookup(args[0]);
     if (top === undefined) {
+      // The proxy's own PROXY command is in no Redis's table: looked for only here, off the hot path.
+      if (isProxyCommand(args[0])) {
+        const reply = session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY;
+        if (Buffer.isBuffer(reply)) session.replyNow(reply);
+        else {
+          const slot = session.track(new ReplySlot(session));
+          void reply.then((r) => slot.complete(r));
+        }
+        return undefined;
+      }
       flagTransaction(session);
       session.replyNow(encode.error(errors.unknownCommand(args[0], args.slice(1))));
       return undefined;

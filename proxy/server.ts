@@ -86,70 +86,23 @@ export class ProxyServer {
       handshake: backendHandshake(config),
       tls: backendTls(config.backend.tls),
     });
-    if (config.mode === 'ring') {
-      // Ring mode has no topology to discover: the ring is the config (proxy/ring/).
-      const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration));
-      // Started in done: ring B must refuse late copies from proxies still double-writing.
-      if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
-      // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
-      if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool);
-      const ringCtx: ProxyContext = {
-        mode: 'ring',
-        pool,
-        router: ring,
-        ring,
-        topology: null,
-        replicaReads: null,
-        table: CommandTable.fallback(),
-        stats: new ProxyStats(),
-        forward: { maxRedirects: 0, retryWindowMs: RING_RETRY_WINDOW_MS },
-        crossSlot: config.crossSlot,
-        backendVersion: '7.0.0',
-        auth: ClientAuth.fromConfig(config.auth),
-        scripts: new ScriptStore(config.limits.scriptStoreBytes),
-      };
-      await loadBackendFacts(ringCtx);
-      const ringServer = new ProxyServer(config, ringCtx);
-      ringServer.preloader = await startPreloading(ringCtx, config.scripts);
-      await ringServer.listen();
-      return ringServer;
-    }
-    const topology = new ClusterTopology(pool, {
-      seeds: config.cluster.seeds,
-      refreshIntervalMs: config.cluster.refreshIntervalMs,
-      queryTimeoutMs: config.backend.commandTimeoutMs,
-    });
-    pool.onConnectionLost(() => topology.requestRefresh());
-    topology.onChange((map) => pool.retain(new Set([...map.addresses(), ...config.cluster.seeds])));
-    const replicaReads =
-      config.cluster.readFrom === 'master'
-        ? null
-        : new ReplicaReads(pool, topology, {
-            checkIntervalMs: config.cluster.replicaCheckIntervalMs,
-            maxLagSeconds: config.cluster.replicaMaxLagSeconds,
-            queryTimeoutMs: config.backend.commandTimeoutMs,
-          });
+    const routing = config.mode === 'ring' ? await ringRouting(config, pool) : clusterRouting(config, pool);
     const ctx: ProxyContext = {
-      mode: 'cluster',
+      mode: config.mode,
       pool,
-      router: new ClusterRouter(topology),
-      ring: null,
-      topology,
-      replicaReads,
+      ...routing.parts,
       table: CommandTable.fallback(),
       stats: new ProxyStats(),
-      forward: { maxRedirects: config.cluster.maxRedirects, retryWindowMs: config.cluster.retryWindowMs },
       crossSlot: config.crossSlot,
       backendVersion: '7.0.0',
       auth: ClientAuth.fromConfig(config.auth),
       scripts: new ScriptStore(config.limits.scriptStoreBytes),
     };
-    await topology.start();
-    await replicaReads?.start();
+    await routing.start();
     await loadBackendFacts(ctx);
     const server = new ProxyServer(config, ctx);
     const preloader = await startPreloading(ctx, config.scripts);
-    topology.onChange(() => preloader.checkAll());
+    ctx.topology?.onChange(() => preloader.checkAll());
     server.preloader = preloader;
     await server.listen();
     return server;
@@ -315,6 +268,57 @@ export class ProxyServer {
 function memoryLines(): string[] {
   const m = process.memoryUsage();
   return [`used_memory_rss:${m.rss}`, `used_memory_heap:${m.heapUsed}`, `used_memory_buffers:${m.arrayBuffers}`];
+}
+
+/** What routing needs in one mode: the context's mode-specific fields, and what to await before serving. */
+interface Routing {
+  parts: Pick<ProxyContext, 'router' | 'ring' | 'topology' | 'replicaReads' | 'forward'>;
+  start(): Promise<void>;
+}
+
+/** Ring mode has no topology to discover: the ring is the config (proxy/ring/). */
+async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: BackendPool): Promise<Routing> {
+  const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration));
+  // Started in done: ring B must refuse late copies from proxies still double-writing.
+  if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
+  // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
+  if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool);
+  return {
+    parts: { router: ring, ring, topology: null, replicaReads: null, forward: { maxRedirects: 0, retryWindowMs: RING_RETRY_WINDOW_MS } },
+    start: () => Promise.resolve(),
+  };
+}
+
+/** Cluster mode: the slot map from the seeds, kept fresh, and optionally the replicas' health. */
+function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool: BackendPool): Routing {
+  const topology = new ClusterTopology(pool, {
+    seeds: config.cluster.seeds,
+    refreshIntervalMs: config.cluster.refreshIntervalMs,
+    queryTimeoutMs: config.backend.commandTimeoutMs,
+  });
+  pool.onConnectionLost(() => topology.requestRefresh());
+  topology.onChange((map) => pool.retain(new Set([...map.addresses(), ...config.cluster.seeds])));
+  const replicaReads =
+    config.cluster.readFrom === 'master'
+      ? null
+      : new ReplicaReads(pool, topology, {
+          checkIntervalMs: config.cluster.replicaCheckIntervalMs,
+          maxLagSeconds: config.cluster.replicaMaxLagSeconds,
+          queryTimeoutMs: config.backend.commandTimeoutMs,
+        });
+  return {
+    parts: {
+      router: new ClusterRouter(topology),
+      ring: null,
+      topology,
+      replicaReads,
+      forward: { maxRedirects: config.cluster.maxRedirects, retryWindowMs: config.cluster.retryWindowMs },
+    },
+    start: async () => {
+      await topology.start();
+      await replicaReads?.start();
+    },
+  };
 }
 
 function backendHandshake(config: Config): Buffer[] {

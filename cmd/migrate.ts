@@ -11,7 +11,7 @@ import { NodeClient } from '../sharding/nodes';
 import { copyMoved } from '../sharding/copy';
 import { verifyMoved } from '../sharding/verify';
 import { cleanupMoved } from '../sharding/cleanup';
-import { COPY_STATE_KEY } from '../sharding/copy';
+import { READ_COPY_STATE, parseCopyState } from '../sharding/copy';
 
 function wholeNumber(v: string): number {
   const n = Number(v);
@@ -107,9 +107,8 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               let state: string;
               try {
                 const keys = Number(await nodes.call(n.addr, ['DBSIZE']));
-                const copy = await nodes.call(n.addr, ['HMGET', COPY_STATE_KEY, 'cursor', 'copied']);
-                const [cursor, copied] = Array.isArray(copy) ? copy.map((c) => (Buffer.isBuffer(c) ? c.toString() : null)) : [null, null];
-                const progress = label === 'ring A' ? `, copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at cursor ${cursor}`}${copied === null ? '' : ` (${copied} keys copied)`}` : '';
+                const { cursor, copied } = parseCopyState(await nodes.call(n.addr, READ_COPY_STATE));
+                const progress = label === 'ring A' ? `, copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at cursor ${cursor}`}${cursor === null ? '' : ` (${copied} keys copied)`}` : '';
                 state = `${keys} keys${progress}`;
               } catch (err) {
                 state = `unreachable (${err instanceof Error ? err.message : String(err)})`;

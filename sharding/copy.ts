@@ -9,10 +9,25 @@
  */
 import { Placement } from '../sharding/migration';
 import { NodeClient, scanStep } from './nodes';
+import type { Reply } from '../proxy/resp/decode-reply';
 import { APPLY_SCRIPT, BOOKKEEPING_PREFIX, SNAPSHOT_SCRIPT, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, snapshotCommand } from './converge';
 import { Progress, RateLimiter } from './progress';
 
 export const COPY_STATE_KEY = `${BOOKKEEPING_PREFIX}copy`;
+
+/** Reads a source node's saved copy progress (the reply decodes with parseCopyState). */
+export const READ_COPY_STATE = ['HMGET', COPY_STATE_KEY, 'cursor', 'copied'];
+
+export interface CopyState {
+  /** The saved SCAN cursor, `done` when the node is finished, null before its first batch. */
+  cursor: string | null;
+  copied: number;
+}
+
+export function parseCopyState(reply: Reply): CopyState {
+  const [cursor, copied] = Array.isArray(reply) ? reply.map((c) => (Buffer.isBuffer(c) || typeof c === 'string' ? c.toString() : null)) : [null, null];
+  return { cursor: cursor ?? null, copied: Number(copied ?? 0) || 0 };
+}
 
 export interface CopyOptions {
   /** Keys per second, 0 for no cap. */

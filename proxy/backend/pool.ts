@@ -86,7 +86,7 @@ export class BackendPool {
    * the caller closes it. `commandTimeoutMs` 0 suits blocking commands.
    */
   dedicated(address: string, commandTimeoutMs: number, protocol: 2 | 3 = 2): BackendConnection {
-    return new BackendConnection(address, { ...this.connectionOptions(this.connectDelay(0), protocol), commandTimeoutMs });
+    return new BackendConnection(address, { ...this.linkOptions(protocol), commandTimeoutMs });
   }
 
   /** How a connection the caller manages itself is opened (Pub/Sub links): timeouts, handshake, TLS. */
@@ -97,7 +97,7 @@ export class BackendPool {
   /** Number of open shared connections, for INFO and metrics. */
   get openConnections(): number {
     let n = 0;
-    for (const node of this.nodes.values()) for (const c of [...node.lanes, ...node.resp3Lanes]) if (c !== null && !c.isClosed) n++;
+    for (const node of this.nodes.values()) for (const c of sharedConnections(node)) if (c !== null && !c.isClosed) n++;
     return n;
   }
 
@@ -105,14 +105,14 @@ export class BackendPool {
   retain(addresses: ReadonlySet<string>): void {
     for (const [address, node] of this.nodes) {
       if (addresses.has(address)) continue;
-      for (const c of [...node.lanes, ...node.resp3Lanes]) c?.close('node left the topology');
+      for (const c of sharedConnections(node)) c?.close('node left the topology');
       this.nodes.delete(address);
     }
   }
 
   closeAll(): void {
     this.closed = true;
-    for (const node of this.nodes.values()) for (const c of [...node.lanes, ...node.resp3Lanes]) c?.close('shutting down');
+    for (const node of this.nodes.values()) for (const c of sharedConnections(node)) c?.close('shutting down');
     this.nodes.clear();
   }
 
@@ -147,4 +147,9 @@ export class BackendPool {
       tls: this.options.tls,
     };
   }
+}
+
+/** A node's shared lanes, RESP2 and RESP3. */
+function sharedConnections(node: NodeState): (BackendConnection | null)[] {
+  return [...node.lanes, ...node.resp3Lanes];
 }

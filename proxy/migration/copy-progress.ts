@@ -6,7 +6,7 @@
 import { ProxyContext } from '../context';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
-import { COPY_STATE_KEY } from '../../sharding/copy';
+import { READ_COPY_STATE, parseCopyState } from '../../sharding/copy';
 import type { MigrationCopyProgress } from '../metrics';
 
 const READ_TIMEOUT_MS = 1000;
@@ -19,9 +19,8 @@ export async function readCopyProgress(ctx: ProxyContext): Promise<MigrationCopy
   const states = await Promise.all(
     nodes.map(async (n) => {
       try {
-        const reply = decodeReply(await request(ctx.pool.connection(n.addr, 0), ['HMGET', COPY_STATE_KEY, 'cursor', 'copied'], READ_TIMEOUT_MS));
-        if (!Array.isArray(reply)) return { done: false, copied: 0 };
-        return { done: String(reply[0]) === 'done', copied: Number(reply[1] ?? 0) || 0 };
+        const state = parseCopyState(decodeReply(await request(ctx.pool.connection(n.addr, 0), READ_COPY_STATE, READ_TIMEOUT_MS), true));
+        return { done: state.cursor === 'done', copied: state.copied };
       } catch {
         return { done: false, copied: 0 };
       }

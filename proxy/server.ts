@@ -6,7 +6,6 @@
  *
  * Shutdown (SIGTERM via cmd/): stop accepting, let sessions finish their in-flight replies, close.
  */
-import { isDeepStrictEqual } from 'node:util';
 import cluster from 'node:cluster';
 import net from 'node:net';
 import tls from 'node:tls';
@@ -152,15 +151,16 @@ export class ProxyServer {
     if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
     const auth = ClientAuth.fromConfig(next.auth);
     const handshake = backendHandshake(next);
-    // Read the script files now too: one that is missing refuses the reload.
-    const scripts = isDeepStrictEqual(next.scripts, this.config.scripts) ? null : readScriptFiles(next.scripts);
+    // Read the script files now too: one that is missing refuses the reload. (Always reloaded: the
+    // files may have changed under the same names, and loading what a master has is a no-op.)
+    const scripts = readScriptFiles(next.scripts);
     const needRestart = restartOnlyChanges(this.config, next);
     return () => {
       Object.assign(this.limits, next.limits);
       setLogLevel(next.log.level);
       this.ctx.auth = auth;
       this.ctx.pool.setHandshake(handshake);
-      if (scripts !== null) void this.preloader?.reload(scripts);
+      void this.preloader?.reload(scripts);
       if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
       for (const l of this.reloadListeners) l(next);
       if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');

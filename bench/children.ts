@@ -1,7 +1,7 @@
 // Child processes the benchmark starts itself (proxies, redis-benchmark): started so they die
 // with us, stopped with SIGTERM then SIGKILL, and all killed if the benchmark exits early.
 //
-// redis-servers are not handled here: cmd/sandbox/redis-cluster.ts has its own registry.
+// redis-servers are not handled here: cmd/sandbox/live-registry.ts has its own registry.
 
 import { ChildProcess, spawn } from 'node:child_process';
 import fs from 'node:fs';

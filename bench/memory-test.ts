@@ -5,7 +5,7 @@
 
 import net from 'node:net';
 import os from 'node:os';
-import { sendCommand } from '../cmd/sandbox/redis-cluster';
+import { sendCommand } from '../cmd/sandbox/resp-client';
 import { RssSampler, treeStats } from './process-stats';
 
 export interface UnreadPipelineOptions {

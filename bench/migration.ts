@@ -5,7 +5,7 @@
 // --quick) appends the same section to BENCHMARKS.md.
 
 import { execFile } from 'node:child_process';
-import { StandaloneNodes } from '../cmd/sandbox/redis-cluster';
+import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
 import { parseConfig } from '../config/load';
 import { RingModeConfig } from '../config/schema';
 import { ProxyServer } from '../proxy/server';

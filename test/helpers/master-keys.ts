@@ -1,7 +1,8 @@
 // Jest helper: keys that live on each master of a test cluster, so a test can touch every master.
 
 import calculateSlot from 'cluster-key-slot';
-import { RedisCluster, RedisNode } from '../../cmd/sandbox/redis-cluster';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 
 /** One key per master (in master order of CLUSTER SLOTS), named `${prefix}:<n>`, with the node that owns it. */
 export async function keyPerMaster(cluster: RedisCluster, prefix: string): Promise<{ key: string; node: RedisNode }[]> {

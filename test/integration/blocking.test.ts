@@ -4,7 +4,7 @@
 import Redis from 'ioredis';
 import { useProxy, client } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
-import { RedisNode } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 
 // A retry window longer than a failover (node timeout 2 s + election), for the kill test at the end.
 const { cluster, proxy, connect } = useProxy({ cluster: { retryWindowMs: 15_000 } });

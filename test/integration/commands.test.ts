@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import net from 'node:net';
 import Redis from 'ioredis';
 import RedisParser from 'redis-parser';
-import { SlotRange } from '../../cmd/sandbox/redis-cluster';
+import { SlotRange } from '../../cmd/sandbox/cluster-slots';
 import { useProxy } from '../helpers/proxy';
 import { errorOf } from '../helpers/reply-error';
 

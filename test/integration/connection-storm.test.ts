@@ -3,7 +3,7 @@
 // is reconnected with backoff, not hammered.
 
 import net from 'node:net';
-import { RedisNode } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { ProxyServer } from '../../proxy/server';
 import { client, startProxy, useProxy } from '../helpers/proxy';
 

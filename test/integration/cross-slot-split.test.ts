@@ -9,7 +9,7 @@ import { keySlot } from '../../sharding/slot';
 import { Ring } from '../../sharding/ring';
 import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
-import { StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { useProxy } from '../helpers/proxy';
 import { errorOf } from '../helpers/reply-error';
 

@@ -6,7 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Redis from 'ioredis';
-import { StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { freePort } from '../../cmd/sandbox/ports';
 import { Ring } from '../../sharding/ring';
 

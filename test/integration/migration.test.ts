@@ -6,7 +6,7 @@ import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
 import { RingModeConfig } from '../../config/schema';
-import { StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { Placement } from '../../sharding/migration';
 import { NodeClient } from '../../sharding/nodes';
 import { copyMoved } from '../../sharding/copy';

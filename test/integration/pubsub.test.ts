@@ -6,7 +6,7 @@ import net from 'node:net';
 import Redis from 'ioredis';
 import { useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
-import { RedisNode } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 
 const { cluster, proxy, connect } = useProxy();
 

@@ -2,7 +2,7 @@
 // with INFO commandstats on every node), writes on masters, and a replica that goes down is
 // replaced by its master without an error reaching the client.
 
-import { RedisNode } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { ProxyServer } from '../../proxy/server';
 import { client, startProxy, useProxy } from '../helpers/proxy';
 

@@ -6,16 +6,12 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { freeClusterPorts, freePort, freePorts, isListening } from '../../cmd/sandbox/ports';
-import {
-  RedisCluster,
-  RedisNode,
-  RedisReplyError,
-  RedisStartError,
-  StandaloneNodes,
-  liveRedisPids,
-  parseClusterSlots,
-  parseInfo,
-} from '../../cmd/sandbox/redis-cluster';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode, RedisStartError } from '../../cmd/sandbox/redis-node';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { RedisReplyError, parseInfo } from '../../cmd/sandbox/resp-client';
+import { parseClusterSlots } from '../../cmd/sandbox/cluster-slots';
+import { liveRedisPids } from '../../cmd/sandbox/live-registry';
 import { useCluster } from '../helpers/cluster';
 
 /** Resolves the error code of a TCP connect to 127.0.0.1:port, or 'connected'. */
@@ -313,7 +309,7 @@ describe('StandaloneNodes', () => {
 
 describe('no redis-server outlives a crashed parent', () => {
   // The launcher as `npm test` compiled it (tsc to dist/), so a separate node process can load it.
-  const compiledLauncher = path.join(__dirname, '../../dist/cmd/sandbox/redis-cluster.js');
+  const compiledLauncher = path.join(__dirname, '../../dist/cmd/sandbox/redis-node.js');
   beforeAll(() => {
     if (!fs.existsSync(compiledLauncher)) throw new Error(`${compiledLauncher} is missing: run npm run build first`);
   });

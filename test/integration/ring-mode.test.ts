@@ -7,7 +7,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
-import { StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { Ring } from '../../sharding/ring';
 
 const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cmd', 'slotproxy.js');

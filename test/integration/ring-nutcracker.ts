@@ -5,7 +5,7 @@ import os from 'node:os';
 import path from 'node:path';
 import { ManagedProcess, findExecutable } from '../../bench/children';
 import { freePorts } from '../../cmd/sandbox/ports';
-import { sendCommand } from '../../cmd/sandbox/redis-cluster';
+import { sendCommand } from '../../cmd/sandbox/resp-client';
 
 export interface NutcrackerPool {
   hash: string;

@@ -4,7 +4,8 @@
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
-import { RedisNode, StandaloneNodes } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { isListening } from '../../cmd/sandbox/ports';
 import { HashName } from '../../config/schema';
 import { Nutcracker } from './ring-nutcracker';

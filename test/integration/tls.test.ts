@@ -13,7 +13,7 @@ import { TestCerts, makeTestCerts } from '../helpers/certs';
 import { ProxyServer } from '../../proxy/server';
 import { parseConfig } from '../../config/load';
 import { Config } from '../../config/schema';
-import { RedisNode } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { freeClusterPorts } from '../../cmd/sandbox/ports';
 
 const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });

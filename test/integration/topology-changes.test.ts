@@ -4,7 +4,7 @@
 import Redis from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { useProxy } from '../helpers/proxy';
-import { RedisNode } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 
 const { cluster, proxy, connect } = useProxy();
 

@@ -8,7 +8,7 @@ import { useCluster } from '../../helpers/cluster';
 import { startProxy } from '../../helpers/proxy';
 import { ProxyProcess, killAllProxies, tempDir } from '../../helpers/cli';
 import { ProxyServer } from '../../../proxy/server';
-import { RedisNode } from '../../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../../cmd/sandbox/redis-node';
 import { freeClusterPorts, freePort } from '../../../cmd/sandbox/ports';
 
 const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });

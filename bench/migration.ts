@@ -8,10 +8,10 @@ import { execFile } from 'node:child_process';
 import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
 import { parseConfig } from '../config/load';
 import { RingModeConfig } from '../config/schema';
-import { ProxyServer } from '../proxy/server';
+import { ProxyServer } from '../proxy/server/server';
 import { Placement } from '../sharding/migration';
-import { NodeClient } from '../sharding/nodes';
-import { copyMoved } from '../sharding/copy';
+import { NodeClient } from '../proxy/migration/tools/node-client';
+import { copyMoved } from '../proxy/migration/tools/copy';
 import { findExecutable } from './children';
 
 function arg(name: string, fallback: number): number {

@@ -7,11 +7,11 @@ import { Command, InvalidArgumentError } from 'commander';
 import { loadConfigFile } from '../config/load';
 import { RingModeConfig } from '../config/schema';
 import { Placement } from '../sharding/migration';
-import { NodeClient } from '../sharding/nodes';
-import { copyMoved } from '../sharding/copy';
-import { verifyMoved } from '../sharding/verify';
-import { cleanupMoved } from '../sharding/cleanup';
-import { READ_COPY_STATE, parseCopyState } from '../sharding/copy';
+import { NodeClient } from '../proxy/migration/tools/node-client';
+import { copyMoved } from '../proxy/migration/tools/copy';
+import { verifyMoved } from '../proxy/migration/tools/verify';
+import { cleanupMoved } from '../proxy/migration/tools/cleanup';
+import { READ_COPY_STATE, parseCopyState } from '../proxy/migration/tools/copy';
 
 function wholeNumber(v: string): number {
   const n = Number(v);

@@ -8,8 +8,8 @@ import { Command, InvalidArgumentError } from 'commander';
 import { keySlot } from '../sharding/slot';
 import { ConfigError, ConfigOverrides, applyOverrides, loadConfigFile } from '../config/load';
 import { Config } from '../config/schema';
-import { ProxyServer } from '../proxy/server';
-import { log, setLogLevel } from '../proxy/log';
+import { ProxyServer } from '../proxy/server/server';
+import { log, setLogLevel } from '../proxy/telemetry/log';
 import { hashTag } from '../sharding/hash-tag';
 import { runSandbox } from './sandbox/run';
 import { Placement } from '../sharding/migration';
@@ -18,7 +18,7 @@ import { registerImportTwemproxy } from './import-twemproxy';
 import { registerMigrate } from './migrate';
 import { isWorkerProcess, superviseWorkers } from './workers';
 
-import { VERSION } from '../proxy/version';
+import { VERSION } from '../proxy/server/version';
 
 function fail(err: unknown): never {
   if (err instanceof ConfigError) {

@@ -5,8 +5,8 @@
  * SIGTERM/SIGINT (drain and exit) and SIGHUP (reload) and replaces a worker that dies.
  */
 import cluster, { Worker } from 'node:cluster';
-import { log } from '../proxy/log';
-import { MetricsServer, workersMetrics } from '../proxy/metrics';
+import { log } from '../proxy/telemetry/log';
+import { MetricsServer, workersMetrics } from '../proxy/telemetry/metrics';
 
 const RESTART_DELAY_MS = 1000;
 

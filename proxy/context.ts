@@ -1,16 +1,19 @@
 /**
  * What every part of a running proxy shares: the back-end pool, the router and its topology, the
  * command table and the counters. One per proxy process; sessions hold a reference to it.
+ * The one file at the top of proxy/: above the parts it gathers, below those that use it.
+ *
+ * May import: backend, cluster, commands, ring, scripts, security, telemetry, sharding.
  */
 import { BackendPool } from './backend/pool';
 import { CommandTable } from './commands/table';
-import { Router } from './router';
+import { Router } from '../sharding/router';
 import { RingRouter } from './ring/router';
-import { ProxyStats } from './stats';
+import { ProxyStats } from './telemetry/stats';
 import { ClusterTopology } from './cluster/topology';
 import { ReplicaReads } from './cluster/replica-reads';
-import { ScriptStore } from './scripts';
-import { ClientAuth } from './auth';
+import { ScriptStore } from './scripts/store';
+import { ClientAuth } from './security/auth';
 
 export interface ForwardOptions {
   /** MOVED/ASK hops before a request is answered with an error. */
@@ -31,10 +34,10 @@ export interface ProxyContext {
   readonly replicaReads: ReplicaReads | null;
   table: CommandTable;
   readonly stats: ProxyStats;
-  /** SHA1 -> body of every script seen, for NOSCRIPT healing (scripts.ts). */
+  /** SHA1 -> body of every script seen, for NOSCRIPT healing (scripts/store.ts). */
   readonly scripts: ScriptStore;
   readonly forward: ForwardOptions;
-  /** `crossSlot`: refuse multi-key commands spanning shards (default), or split MGET/MSET/DEL/... (split.ts). */
+  /** `crossSlot`: refuse multi-key commands spanning shards (default), or split MGET/MSET/DEL/... (dispatch/split.ts). */
   readonly crossSlot?: 'refuse' | 'split';
   /** `redis_version` of the back end, for HELLO. */
   backendVersion: string;

@@ -11,7 +11,7 @@
  *
  * A stays the only place writes land until `done`, so double-write <-> read-new switches (even
  * with proxies that disagree for a while) never have two places accepting writes for one key;
- * see sharding/converge.ts for why B converges to A. Entering `done`, ring B is fenced first
+ * see proxy/migration/converge.ts for why B converges to A. Entering `done`, ring B is fenced first
  * (proxy/migration/fence.ts), which keeps proxies still double-writing exact.
  *
  * Shards: a request's keys must share a node in every ring it touches (else CROSSSLOT), so during

@@ -5,8 +5,8 @@
  */
 import { RedisCluster } from './redis-cluster';
 import { parseConfig } from '../../config/load';
-import { ProxyServer } from '../../proxy/server';
-import { log } from '../../proxy/log';
+import { ProxyServer } from '../../proxy/server/server';
+import { log } from '../../proxy/telemetry/log';
 
 export async function runSandbox(opts: { basePort: number; listen: string }): Promise<void> {
   log.info({ basePort: opts.basePort }, 'starting a 3-master, 3-replica Redis Cluster');

@@ -15,11 +15,11 @@
  *   may have run (it was on the wire) or surely did not (still queued), which decides retry safety.
  */
 import net from 'node:net';
-import { Queue } from '../queue';
-import { inBatch } from '../reply-flusher';
+import { Queue } from '../client/queue';
+import { inBatch } from '../client/reply-flusher';
 import { ReplyFramer, ReplyFramingError } from '../resp/reply-framer';
-import { BackendTls, backendSocket } from '../tls';
-import * as errors from '../errors';
+import { BackendTls, backendSocket } from '../security/tls';
+import * as errors from '../resp/errors';
 
 export interface BackendRequest {
   /** The request's RESP bytes. */

@@ -7,7 +7,7 @@
  * exponential backoff with jitter, so a restarting node is not hammered by every client at once.
  */
 import { BackendConnection, ConnectionOptions } from './connection';
-import { BackendTls } from '../tls';
+import { BackendTls } from '../security/tls';
 import { ConnectLimiter } from './connect-limiter';
 import * as encode from '../resp/encode';
 

@@ -13,7 +13,7 @@
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
-import { log } from '../log';
+import { log } from '../telemetry/log';
 import { ClusterTopology } from './topology';
 
 export interface ReplicaReadOptions {

@@ -1,5 +1,5 @@
 import { keySlot } from '../../sharding/slot';
-import { Router } from '../router';
+import { Router } from '../../sharding/router';
 import { ClusterTopology } from './topology';
 
 /** Routes by Redis Cluster hash slot (CRC16 with hash tags) through the current slot map. */

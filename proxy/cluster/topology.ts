@@ -11,7 +11,7 @@ import { request } from '../backend/request';
 import { splitAddress } from '../backend/connection';
 import { decodeReply, errorText } from '../resp/decode-reply';
 import { SlotMap } from './slot-map';
-import { log } from '../log';
+import { log } from '../telemetry/log';
 
 export interface TopologyOptions {
   seeds: readonly string[];

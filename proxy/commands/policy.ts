@@ -3,7 +3,7 @@
  * the proxy's command knowledge lives; tests iterate over it.
  *
  * - local:      answered by the proxy itself (the honest answer needs no node)
- * - fanout:     sent to every master, replies merged (fanout.ts)
+ * - fanout:     sent to every master, replies merged (dispatch/fanout.ts)
  * - any-master: keyless and node-independent, so any master gives the right answer
  *   (commands whose key specs find no key in a request, e.g. EVAL with numkeys 0, also go to any master)
  * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error

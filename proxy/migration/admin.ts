@@ -5,9 +5,9 @@
  */
 import { MIGRATION_PHASES, MigrationPhase } from '../../config/schema';
 import { ProxyContext } from '../context';
-import { log } from '../log';
+import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
-import * as errors from '../errors';
+import * as errors from '../resp/errors';
 import { fenceRingB, phaseChangeProblem } from './fence';
 
 const FENCE_TIMEOUT_MS = 5000;

@@ -1,6 +1,6 @@
 /**
  * A client's write during a migration's double-write or read-new phase, for keys whose owner in
- * ring B differs from their node in ring A (sharding/converge.ts says why this converges):
+ * ring B differs from their node in ring A (proxy/migration/converge.ts says why this converges):
  *
  *   on A, one burst on the client's lane:  MULTI, <the write>, SNAPSHOT key..., EXEC
  *   then on each key's B owner:            APPLY key snapshot
@@ -18,12 +18,12 @@
 import { BackendConnection, BackendRequest } from '../backend/connection';
 import { request } from '../backend/request';
 import { ProxyContext } from '../context';
-import { ReplyOwner, ReplySlot } from '../reply-slot';
+import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { ReplyFramer } from '../resp/reply-framer';
 import { errorText } from '../resp/decode-reply';
-import { ApplyOutcome, Snapshot, applyCommand, parseApply, parseSnapshot, snapshotCommand } from '../../sharding/converge';
+import { ApplyOutcome, Snapshot, applyCommand, parseApply, parseSnapshot, snapshotCommand } from './converge';
 import * as encode from '../resp/encode';
-import * as errors from '../errors';
+import * as errors from '../resp/errors';
 
 /** A key of the write whose owner in ring B (`to`) differs from its node in ring A (`from`). */
 export interface CopyTarget {

@@ -1,13 +1,13 @@
 /**
  * The history copy's progress, for /metrics. `slotproxy migrate copy` runs as its own process and
  * saves, on each node of ring A, its SCAN cursor (`done` when that node is finished) and how many
- * keys it copied (sharding/copy.ts); the proxy reads that back over its own connections.
+ * keys it copied (tools/copy.ts); the proxy reads that back over its own connections.
  */
 import { ProxyContext } from '../context';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
-import { READ_COPY_STATE, parseCopyState } from '../../sharding/copy';
-import type { MigrationCopyProgress } from '../metrics';
+import { READ_COPY_STATE, parseCopyState } from './tools/copy';
+import type { MigrationCopyProgress } from '../telemetry/metrics';
 
 const READ_TIMEOUT_MS = 1000;
 

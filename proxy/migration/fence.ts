@@ -2,11 +2,11 @@ import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
 import { errorText } from '../resp/decode-reply';
 import { Placement } from '../../sharding/migration';
-import { FENCE_KEY } from '../../sharding/converge';
+import { FENCE_KEY } from './converge';
 
 /**
  * Before a proxy writes to ring B alone (`done`), every node of B refuses further snapshots from
- * ring A (sharding/converge.ts): a proxy still in double-write or read-new then learns, from the
+ * ring A (proxy/migration/converge.ts): a proxy still in double-write or read-new then learns, from the
  * refusal, whether its write reached B, and runs it on B when it did not. Resolves once every B
  * node has the fence; throws (and nothing may switch) when one cannot be reached.
  */

@@ -1,5 +1,5 @@
 import { ProxyContext } from '../context';
-import * as errors from '../errors';
+import * as errors from '../resp/errors';
 
 /**
  * Commands whose writes cannot be followed by a copy to ring B are refused for keys that move,

@@ -1,9 +1,9 @@
 import { ProxyContext } from '../context';
-import { DispatchSession } from '../dispatch';
+import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite, CopyTarget } from './converging-write';
 import * as encode from '../resp/encode';
-import * as errors from '../errors';
+import * as errors from '../resp/errors';
 
 /**
  * Starts a client's write under a converging placement when one of its keys changes owner; null
@@ -14,7 +14,7 @@ import * as errors from '../errors';
  */
 export function convergingWrite(
   ctx: ProxyContext,
-  session: DispatchSession,
+  session: ClientSession,
   args: Buffer[],
   raw: Buffer | null,
   shard: number,

@@ -8,7 +8,7 @@
 import { RingConfig } from '../../config/schema';
 import { BackendPool } from '../backend/pool';
 import { Placement } from '../../sharding/migration';
-import { log } from '../log';
+import { log } from '../telemetry/log';
 import { RingRouter } from './router';
 
 const DEFAULT_FAILURE_LIMIT = 2;

@@ -1,5 +1,5 @@
 import { Placement } from '../../sharding/migration';
-import { Router } from '../router';
+import { Router } from '../../sharding/router';
 
 /**
  * Routes by ketama ring (sharding/ring.ts): a shard is a node's index on the ring (during a

@@ -2,7 +2,7 @@
 
 import Redis, { RedisOptions } from 'ioredis';
 import { parseConfig } from '../../config/load';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { RedisCluster, RedisClusterOptions } from '../../cmd/sandbox/redis-cluster';
 
 /** Starts a cluster-mode proxy on 127.0.0.1:0 (a free port) with the given config fields merged in. */

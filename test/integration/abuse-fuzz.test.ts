@@ -10,7 +10,7 @@ import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
 import { client, startProxy } from '../helpers/proxy';
 import { randInt, xorshift32 } from '../helpers/random';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { ReplyFramer } from '../../proxy/resp/reply-framer';
 
 const CASES = 2_000;

@@ -12,7 +12,7 @@ import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
 import { startProxy } from '../helpers/proxy';
 import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { freePort } from '../../cmd/sandbox/ports';
 import { treeStats } from '../../bench/process-stats';
 import { unreadPipeline } from '../../bench/memory-test';

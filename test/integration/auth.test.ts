@@ -6,7 +6,7 @@ import net from 'node:net';
 import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
 import { startProxy } from '../helpers/proxy';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { errorOf } from '../helpers/reply-error';
 

@@ -4,7 +4,7 @@
 
 import net from 'node:net';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { client, startProxy, useProxy } from '../helpers/proxy';
 
 const CLIENTS = 2000;

@@ -7,7 +7,7 @@ import { promisify } from 'node:util';
 import Redis from 'ioredis';
 import { keySlot } from '../../sharding/slot';
 import { Ring } from '../../sharding/ring';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { useProxy } from '../helpers/proxy';

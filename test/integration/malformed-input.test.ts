@@ -7,7 +7,7 @@ import v8 from 'node:v8';
 import vm from 'node:vm';
 import Redis from 'ioredis';
 import { client, startProxy, useProxy } from '../helpers/proxy';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 
 /** Longest wait for anything the proxy should do promptly. */
 const GUARD_MS = 5_000;

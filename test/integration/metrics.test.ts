@@ -8,7 +8,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
 import { client, startProxy } from '../helpers/proxy';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
 import { freePort } from '../../cmd/sandbox/ports';
 

@@ -3,16 +3,16 @@
 // back and forth), done and cleanup. The final state must equal exactly what clients were told.
 import net from 'node:net';
 import Redis from 'ioredis';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { RingModeConfig } from '../../config/schema';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { Placement } from '../../sharding/migration';
-import { NodeClient } from '../../sharding/nodes';
-import { copyMoved } from '../../sharding/copy';
-import { verifyMoved } from '../../sharding/verify';
-import { cleanupMoved } from '../../sharding/cleanup';
-import { isBookkeepingKey } from '../../sharding/converge';
+import { NodeClient } from '../../proxy/migration/tools/node-client';
+import { copyMoved } from '../../proxy/migration/tools/copy';
+import { verifyMoved } from '../../proxy/migration/tools/verify';
+import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
+import { isBookkeepingKey } from '../../proxy/migration/converge';
 import { Expected, MixedLoad, checkState, seed } from './migration-load';
 
 const NAMES = ['a', 'b', 'c'];

@@ -3,7 +3,7 @@
 // replaced by its master without an error reaching the client.
 
 import { RedisNode } from '../../cmd/sandbox/redis-node';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { client, startProxy, useProxy } from '../helpers/proxy';
 
 const KEYS = 300;

@@ -5,7 +5,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import Redis from 'ioredis';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { Ring } from '../../sharding/ring';

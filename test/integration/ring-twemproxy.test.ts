@@ -2,7 +2,7 @@
 // through one are read through the other, for many hashes, weights, named and unnamed servers,
 // hash tags and binary keys.
 import Redis from 'ioredis';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';

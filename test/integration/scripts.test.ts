@@ -9,8 +9,8 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { useProxy, startProxy, client } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
-import { ProxyServer } from '../../proxy/server';
-import * as logging from '../../proxy/log';
+import { ProxyServer } from '../../proxy/server/server';
+import * as logging from '../../proxy/telemetry/log';
 import { errorOf } from '../helpers/reply-error';
 
 const { cluster, proxy, connect } = useProxy();

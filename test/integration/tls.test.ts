@@ -10,7 +10,7 @@ import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
 import { startProxy } from '../helpers/proxy';
 import { TestCerts, makeTestCerts } from '../helpers/certs';
-import { ProxyServer } from '../../proxy/server';
+import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { Config } from '../../config/schema';
 import { RedisNode } from '../../cmd/sandbox/redis-node';

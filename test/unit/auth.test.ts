@@ -1,6 +1,6 @@
 // ClientAuth: which credentials pass, and that a failure never signs a session out.
 
-import { ClientAuth, authenticate } from '../../proxy/auth';
+import { ClientAuth, authenticate } from '../../proxy/security/auth';
 import { ConfigError, parseConfig } from '../../config/load';
 
 const b = (s: string): Buffer => Buffer.from(s);

@@ -1,9 +1,9 @@
 // Where reads and writes go in each migration phase (sharding/migration.ts), and the converge
-// scripts' arguments (sharding/converge.ts). The scripts themselves run against real Redis in
+// scripts' arguments (proxy/migration/converge.ts). The scripts themselves run against real Redis in
 // test/integration/migration*.test.ts.
 import { Placement, SHARD_STRIDE } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
-import { FENCE_KEY, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, VERSIONS_KEY } from '../../sharding/converge';
+import { FENCE_KEY, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, VERSIONS_KEY } from '../../proxy/migration/converge';
 import { MIGRATION_PHASES } from '../../config/schema';
 import * as encode from '../../proxy/resp/encode';
 

@@ -1,7 +1,7 @@
 // The proxy's script store (bounded, LRU, preloaded scripts pinned) and the numkeys check of EVAL*.
 import { createHash } from 'node:crypto';
-import { ScriptStore, sha1 } from '../../proxy/scripts';
-import { numkeysError } from '../../proxy/script-call';
+import { ScriptStore, sha1 } from '../../proxy/scripts/store';
+import { numkeysError } from '../../proxy/dispatch/script-call';
 
 const b = (s: string): Buffer => Buffer.from(s);
 

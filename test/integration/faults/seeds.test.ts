@@ -7,7 +7,7 @@ import Redis from 'ioredis';
 import { useCluster } from '../../helpers/cluster';
 import { startProxy } from '../../helpers/proxy';
 import { ProxyProcess, killAllProxies, tempDir } from '../../helpers/cli';
-import { ProxyServer } from '../../../proxy/server';
+import { ProxyServer } from '../../../proxy/server/server';
 import { RedisNode } from '../../../cmd/sandbox/redis-node';
 import { freeClusterPorts, freePort } from '../../../cmd/sandbox/ports';
 

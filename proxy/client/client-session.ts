@@ -1,0 +1,29 @@
+/**
+ * What a command strategy (dispatch/) and a converging write (migration/) may ask of the client
+ * session it answers. server/session.ts implements it; split.ts's stand-in for one part of a split
+ * request does too. Strategies that keep per-client state (a transaction, a subscription) extend
+ * it with their own field in their own file, so this file depends on none of them.
+ */
+import { ReplyOwner, ReplySlot } from './reply-slot';
+
+/** Something a session must give back when its client goes away (a dedicated back-end connection). */
+export interface Releasable {
+  release(): void;
+}
+
+export interface ClientSession extends ReplyOwner {
+  name: Buffer | null;
+  /** Close the client after this reply has been written (QUIT). */
+  closeAfterReply: boolean;
+  /** False until AUTH when the proxy requires it (security/auth.ts). */
+  authenticated: boolean;
+  /** Appends a slot to the session's reply order. */
+  track<S extends ReplySlot>(slot: S): S;
+  /** Appends an already-answered slot. */
+  replyNow(reply: Buffer): void;
+  /** Dedicated back-end connections held for the client, released when it disconnects. */
+  readonly dedicated: Set<Releasable>;
+  /** Reply bytes not yet taken by the client (Pub/Sub closes a subscriber that lets them pile up); absent for stand-in sessions. */
+  readonly pendingOutputBytes?: number;
+  destroy?(): void;
+}

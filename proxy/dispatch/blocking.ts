@@ -1,0 +1,133 @@
+/**
+ * Blocking commands (BLPOP, BRPOP, BLMOVE, BRPOPLPUSH, BZPOPMIN/MAX, BLMPOP, BZMPOP, XREAD and
+ * XREADGROUP with BLOCK) and WAIT, each on a dedicated back-end connection: a blocked command on a
+ * shared lane would stall every client behind it. The connection is opened for the command, has
+ * no command timeout (the block is the command's own), and is closed when the reply arrives or
+ * when the client disconnects (the session releases what it holds), so the node drops the block.
+ *
+ * The client's later requests are held until the reply comes, as a single Redis does not read a
+ * blocked client's next commands: a pipelined `BLPOP q 0` + `LPUSH q x` must not unblock itself.
+ */
+import { ClientSession, Releasable } from '../client/client-session';
+import { ProxyContext } from '../context';
+import { ReplySlot } from '../client/reply-slot';
+import { BackendConnection, BackendRequest } from '../backend/connection';
+import { DedicatedLink } from './dedicated';
+import { ANY_MASTER } from './forward';
+import { decodeReply } from '../resp/decode-reply';
+import * as encode from '../resp/encode';
+import * as errors from '../resp/errors';
+
+/** Sends a blocking command on a connection of its own; resolves once it has its reply. */
+export function runBlocking(ctx: ProxyContext, session: ClientSession, payload: Buffer, shard: number): Promise<void> {
+  const cmd = session.track(new BlockingCommand(ctx, session, payload, shard));
+  cmd.start();
+  return cmd.done;
+}
+
+const RETRY_DELAY_MS = 100;
+
+/**
+ * Held in the session's `dedicated` set from start to reply, so a client that goes away closes the
+ * connection the command blocks on (and cancels a retry waiting to happen).
+ */
+class BlockingCommand extends ReplySlot implements BackendRequest, Releasable {
+  readonly done: Promise<void>;
+  private resolveDone: () => void = () => undefined;
+  private conn: BackendConnection | null = null;
+  private hops = 0;
+  private firstFailureAt = 0;
+  private released = false;
+
+  constructor(private readonly ctx: ProxyContext, private readonly session: ClientSession, readonly payload: Buffer, private readonly shard: number) {
+    super(session);
+    this.done = new Promise((resolve) => (this.resolveDone = resolve));
+    session.dedicated.add(this);
+  }
+
+  start(target?: string): void {
+    if (this.released) return;
+    let address = target ?? null;
+    if (address === null) {
+      const masters = this.ctx.router.masters();
+      address = this.shard === ANY_MASTER ? (masters[this.session.id % Math.max(1, masters.length)] ?? null) : this.ctx.router.nodeOf(this.shard);
+    }
+    if (address === null) return this.complete(encode.error(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED));
+    this.conn = this.ctx.pool.dedicated(address, 0, this.session.protocol);
+    this.conn.send(this);
+  }
+
+  /** The client went away: drop the connection, and with it the block on the node. */
+  release(): void {
+    this.released = true;
+    this.closeConnection();
+    this.complete(encode.error(errors.connectionLost('client')));
+  }
+
+  onReply(frame: Buffer): void {
+    // MOVED: the slot moved before the command blocked; follow it (bounded), nothing ran.
+    if (frame[0] === 45 && frame.toString('latin1', 1, 7) === 'MOVED ' && this.hops++ < this.ctx.forward.maxRedirects) {
+      const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
+      this.ctx.stats.moved++;
+      this.ctx.topology?.applyMoved(Number(slot), target);
+      this.closeConnection();
+      return this.start(target);
+    }
+    this.complete(frame);
+  }
+
+  onFailure(message: string, written: boolean): void {
+    // Never sent (the node is down, a failover under way): try again while the retry window lasts.
+    const now = Date.now();
+    if (this.firstFailureAt === 0) this.firstFailureAt = now;
+    if (!written && !this.released && now - this.firstFailureAt < this.ctx.forward.retryWindowMs) {
+      this.ctx.stats.retries++;
+      this.ctx.topology?.requestRefresh();
+      this.closeConnection();
+      setTimeout(() => this.start(), RETRY_DELAY_MS);
+      return;
+    }
+    this.complete(encode.error(message));
+  }
+
+  override complete(frame: Buffer): void {
+    if (this.reply !== null) return;
+    this.session.dedicated.delete(this);
+    this.closeConnection();
+    super.complete(frame);
+    this.resolveDone();
+  }
+
+  private closeConnection(): void {
+    const conn = this.conn;
+    this.conn = null;
+    conn?.close('blocking command done');
+  }
+}
+
+/**
+ * WAIT numreplicas timeout: on a dedicated connection to every master (WAIT blocks its connection),
+ * answered with the smallest count. A fresh connection has written nothing, so each master counts
+ * the replicas in sync with it, which bounds what reached the replicas of the client's writes.
+ */
+export function runWait(ctx: ProxyContext, session: ClientSession, payload: Buffer): Promise<void> {
+  const masters = ctx.router.masters();
+  const slot = session.track(new ReplySlot(session));
+  if (masters.length === 0) {
+    slot.complete(encode.error(errors.PROXY_NOT_READY));
+    return Promise.resolve();
+  }
+  const links = masters.map((m) => new DedicatedLink(m, ctx.pool.dedicated(m, 0, session.protocol), session.dedicated));
+  return new Promise<void>((resolve) => {
+    const frames: Buffer[] = [];
+    const collect = (frame: Buffer): void => {
+      frames.push(frame);
+      if (frames.length < links.length) return;
+      for (const l of links) l.release();
+      const err = frames.find((f) => f[0] === 45);
+      slot.complete(err ?? encode.integer(Math.min(...frames.map((f) => Number(decodeReply(f))))));
+      resolve();
+    };
+    for (const l of links) l.conn.send({ payload, onReply: collect, onFailure: (message) => collect(encode.error(message)) });
+  });
+}

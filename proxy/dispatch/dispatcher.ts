@@ -1,0 +1,325 @@
+/**
+ * One strategy per request: answer locally, route to the node owning its keys, fan out to every
+ * master, or refuse with an error naming the command. Checks happen in Redis's order: unknown
+ * command, arity, then keys (CROSSSLOT), so clients get the error a single Redis would give.
+ */
+import { ProxyContext } from '../context';
+import { CommandInfo } from '../commands/table';
+import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys';
+import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, strategyFor } from '../commands/policy';
+import { ANY_MASTER, ForwardedCommand } from './forward';
+import { FanoutCommand, ScanCommand, allOk, andArrays, anyOk, concatArrays, mergeInfo, sumIntegers } from './fanout';
+import { answerLocally } from './local';
+import { ReplySlot } from '../client/reply-slot';
+import { request } from '../backend/request';
+import { decodeReply } from '../resp/decode-reply';
+import * as encode from '../resp/encode';
+import * as errors from '../resp/errors';
+import { convergingWrite } from '../migration/start';
+import { isProxyCommand, proxyCommand } from '../migration/admin';
+import { movingKeysRefusal } from '../migration/guard';
+import { TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
+import { SUBSCRIBED_MODE_COMMANDS, SubscriberClient, pubsubCommand } from './pubsub';
+import { runBlocking, runWait } from './blocking';
+import { SCRIPT_CALLS, numkeysError, rememberingScripts, scriptCall } from './script-call';
+import { SPLIT_RULES, SplitCommand, SplitRule, splitByShard } from './split';
+
+/** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
+export interface DispatchSession extends TransactionClient, SubscriberClient {}
+
+const NOAUTH_REPLY = encode.error(errors.NOAUTH);
+
+const FANOUT_MERGES = new Map([
+  ['dbsize', sumIntegers],
+  ['keys', concatArrays],
+  ['flushall', allOk],
+  ['flushdb', allOk],
+  ['script|load', allOk],
+  ['script|flush', allOk],
+  ['script|exists', andArrays],
+  ['script|kill', anyOk],
+  ['function|load', allOk],
+  ['function|delete', allOk],
+  ['function|flush', allOk],
+  ['function|restore', allOk],
+  ['function|kill', anyOk],
+]);
+
+export class Dispatcher {
+  constructor(private readonly ctx: ProxyContext, private readonly proxyInfo: () => string) {}
+
+  /** New sessions start unauthenticated when the config has an `auth` section. */
+  get requiresAuth(): boolean {
+    return this.ctx.auth !== null;
+  }
+
+  /**
+   * Handles one request. Returns a promise when the keys can only be learned from a node
+   * (COMMAND GETKEYS): the session must hold its later requests until it settles, to keep order.
+   */
+  dispatch(session: DispatchSession, args: Buffer[], raw: Buffer | null): Promise<void> | undefined {
+    const ctx = this.ctx;
+    ctx.stats.commands++;
+    const top = ctx.table.lookup(args[0]);
+    if (top === undefined) {
+      // The proxy's own PROXY command is in no Redis's table: looked for only here, off the hot path.
+      if (isProxyCommand(args[0])) {
+        const reply = session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY;
+        if (Buffer.isBuffer(reply)) session.replyNow(reply);
+        else {
+          const slot = session.track(new ReplySlot(session));
+          void reply.then((r) => slot.complete(r));
+        }
+        return undefined;
+      }
+      flagTransaction(session);
+      session.replyNow(encode.error(errors.unknownCommand(args[0], args.slice(1))));
+      return undefined;
+    }
+    if (arityMismatch(top, args.length)) {
+      flagTransaction(session);
+      session.replyNow(encode.error(errors.wrongArity(top.name)));
+      return undefined;
+    }
+    let info = top;
+    let container: string | null = null;
+    if (top.subcommands !== null) {
+      const sub = resolveSubcommand(top, args);
+      if (Buffer.isBuffer(sub) && this.answersUnknownSubcommand(session, top.name, sub, args)) return undefined;
+      if (sub === null || Buffer.isBuffer(sub)) {
+        flagTransaction(session);
+        session.replyNow(encode.error(errors.unknownSubcommand(top.name, sub ?? Buffer.alloc(0))));
+        return undefined;
+      }
+      if (arityMismatch(sub, args.length)) {
+        flagTransaction(session);
+        session.replyNow(encode.error(errors.wrongArity(sub.name)));
+        return undefined;
+      }
+      info = sub;
+      container = top.name;
+    }
+    if (!session.authenticated && !info.flags.has('no_auth')) {
+      ctx.stats.noauthErrors++;
+      session.replyNow(NOAUTH_REPLY);
+      return undefined;
+    }
+    info.counters.calls++;
+
+    const strategy = strategyFor(info.name, container);
+    // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
+    // In RESP3, messages are push frames, so a subscribed client may run any command (as on Redis).
+    if (session.subscription !== null && (session.protocol === 2 || SUBSCRIBED_MODE_COMMANDS.has(info.name))) {
+      session.subscription.command(info, args);
+      return undefined;
+    }
+    const txn = session.transaction;
+    if (txn !== null && txn.inMulti && strategy?.kind !== 'transaction' && !RUN_INSIDE_MULTI.has(info.name)) {
+      queueInTransaction(ctx, session, txn, info, strategy, args, raw);
+      return undefined;
+    }
+    if (strategy !== undefined) {
+      switch (strategy.kind) {
+        case 'local':
+          // RESET also discards a transaction and its WATCH, as in Redis.
+          if (info.name === 'reset' && txn !== null) discardTransaction(session, txn);
+          session.replyNow(answerLocally(ctx, session, info.name, args));
+          return undefined;
+        case 'refuse':
+          session.replyNow(encode.error(errors.unsupported(container ?? info.name, strategy.why)));
+          return undefined;
+        case 'fanout':
+          this.fanout(session, info.name, args, raw);
+          return undefined;
+        case 'any-master':
+          return this.forward(session, args, raw, ANY_MASTER, info);
+        case 'transaction':
+          transactionCommand(ctx, session, info, args);
+          return undefined;
+        case 'pubsub':
+          pubsubCommand(ctx, session, info, args, raw);
+          return undefined;
+        case 'wait':
+          return runWait(ctx, session, raw ?? encode.command(args));
+      }
+    }
+    const positions = keyPositions(info, args);
+    if (positions === null) return this.routeWithNodeKeys(session, info, args, raw);
+    return this.route(session, info, args, raw, positions);
+  }
+
+  /**
+   * Subcommands the proxy answers itself even when the back end does not know them: CLIENT SETINFO
+   * came with Redis 7.2, and client libraries send it on connect to older servers too.
+   */
+  private answersUnknownSubcommand(session: DispatchSession, container: string, sub: Buffer, args: Buffer[]): boolean {
+    const name = `${container}|${sub.toString('latin1').toLowerCase()}`;
+    const strategy = strategyFor(name, null);
+    if (strategy?.kind !== 'local') return false;
+    if (!session.authenticated) {
+      this.ctx.stats.noauthErrors++;
+      session.replyNow(NOAUTH_REPLY);
+      return true;
+    }
+    const arity = LOCAL_SUBCOMMAND_ARITY.get(name);
+    session.replyNow(
+      arity !== undefined && args.length !== arity ? encode.error(errors.wrongArity(name)) : answerLocally(this.ctx, session, name, args),
+    );
+    return true;
+  }
+
+  private route(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: number[]): Promise<void> | undefined {
+    if (positions.length === 0) {
+      const script = SCRIPT_CALLS.get(info.name);
+      const badNumkeys = script === 'eval' || script === 'evalsha' ? numkeysError(args) : null;
+      if (badNumkeys !== null) {
+        session.replyNow(encode.error(badNumkeys));
+        return undefined;
+      }
+      if (!hasKeySpecs(info)) {
+        session.replyNow(encode.error(errors.unsupported(info.name, 'it has no key to route it by')));
+        return;
+      }
+      // Keys expected but none found (EVAL with numkeys 0, or malformed arguments): any master
+      // runs it, or answers with Redis's own error.
+      this.forward(session, args, raw, ANY_MASTER, info);
+      return;
+    }
+    const router = this.ctx.router;
+    const shard = router.shardOf(args[positions[0]]);
+    for (let i = 1; i < positions.length; i++) {
+      if (router.shardOf(args[positions[i]]) !== shard) {
+        const rule = this.ctx.crossSlot === 'split' && session.transaction === null ? SPLIT_RULES.get(info.name) : undefined;
+        if (rule !== undefined) return this.split(session, info, args, positions, rule);
+        this.ctx.stats.crossSlotErrors++;
+        session.replyNow(encode.error(errors.CROSSSLOT));
+        return;
+      }
+    }
+    const ring = this.ctx.ring;
+    if (ring !== null && !info.flags.has('readonly')) {
+      const placement = ring.placement;
+      // Keys whose owner does not change are written as usual (A and B are the same node).
+      if (placement.converges) {
+        const refusal = info.flags.has('blocking') && blocks(info, args) ? movingKeysRefusal(this.ctx, info.name, args, positions) : null;
+        if (refusal !== null) {
+          session.replyNow(encode.error(refusal));
+          return undefined;
+        }
+        const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
+        if (started !== null) return started.hold;
+      } else {
+        // Just switched to done: this proxy's double-writes finish before any B-only write.
+        const drained = ring.drained();
+        if (drained !== null) return drained.then(() => this.route(session, info, args, raw, positions));
+      }
+    }
+    return this.forward(session, args, raw, shard, info);
+  }
+
+  /** crossSlot: split: one request per shard, merged in key order (split.ts). */
+  private split(session: DispatchSession, info: CommandInfo, args: Buffer[], positions: number[], rule: SplitRule): Promise<void> | undefined {
+    if ((args.length - 1) % rule.stride !== 0) {
+      session.replyNow(encode.error(errors.wrongArity(info.name))); // MSET with a key and no value
+      return undefined;
+    }
+    this.ctx.stats.splitCommands++;
+    const router = this.ctx.router;
+    const parts = splitByShard(args, positions, rule.stride, (key) => router.shardOf(key));
+    const command = session.track(new SplitCommand(session, rule, parts, positions.length));
+    const holds: Promise<void>[] = [];
+    parts.forEach((part, i) => {
+      const partPositions = part.keyIndexes.map((_, j) => 1 + j * rule.stride);
+      const hold = this.route(command.partSession(i), info, part.args, null, partPositions);
+      if (hold !== undefined) holds.push(hold);
+    });
+    return holds.length === 0 ? undefined : Promise.all(holds).then(() => undefined);
+  }
+
+  /** Returns a promise when later requests must wait for this one (a blocking command). */
+  private forward(session: DispatchSession, args: Buffer[], raw: Buffer | null, shard: number, info: CommandInfo): Promise<void> | undefined {
+    const payload = raw ?? encode.command(args);
+    const txn = session.transaction;
+    if (txn !== null && txn.pinnedTo(shard)) {
+      txn.sendWatched(session, payload);
+      return undefined;
+    }
+    if (info.flags.has('blocking') && blocks(info, args)) return runBlocking(this.ctx, session, payload, shard);
+    const script = SCRIPT_CALLS.get(info.name);
+    if (script !== undefined) {
+      session.track(scriptCall(this.ctx, session, script, args, payload, shard, info.flags.has('readonly'))).start();
+      return undefined;
+    }
+    session.track(new ForwardedCommand(this.ctx, session, payload, shard, info.flags.has('readonly'))).start();
+    return undefined;
+  }
+
+  /** Keys that only the node can find (SORT ... BY, MIGRATE ... KEYS): ask COMMAND GETKEYS first. */
+  private async routeWithNodeKeys(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null): Promise<void> {
+    const masters = this.ctx.router.masters();
+    let positions: number[] = [];
+    if (masters.length > 0) {
+      try {
+        const frame = await request(this.ctx.pool.connection(masters[session.id % masters.length], session.id), ['COMMAND', 'GETKEYS', ...args]);
+        const reply = decodeReply(frame, true);
+        if (Array.isArray(reply)) {
+          // GETKEYS names the keys, not their positions; routing needs only the keys.
+          const keys = reply.filter((k): k is Buffer => Buffer.isBuffer(k));
+          const withKeys = [...args, ...keys];
+          positions = keys.map((_, i) => args.length + i);
+          await this.route(session, info, withKeys, raw ?? encode.command(args), positions);
+          return;
+        }
+      } catch {
+        // Fall through: the node will answer the command itself.
+      }
+    }
+    await this.route(session, info, args, raw, positions);
+  }
+
+  private fanout(session: DispatchSession, name: string, args: Buffer[], raw: Buffer | null): void {
+    const masters = this.ctx.router.masters();
+    if (name === 'scan') {
+      session.track(new ScanCommand(session, masters)).start(this.ctx, args);
+      return;
+    }
+    const merge = name === 'info' ? mergeInfo(() => this.infoProxySection(args)) : FANOUT_MERGES.get(name);
+    if (merge === undefined) {
+      session.replyNow(encode.error(`ERR slotproxy: no merge for '${name}'`));
+      return;
+    }
+    if (name === 'info' && onlyProxySection(args)) {
+      session.replyNow(encode.bulk(`${this.proxyInfo()}\r\n`));
+      return;
+    }
+    session.track(new FanoutCommand(session, masters, rememberingScripts(this.ctx.scripts, name, args, merge))).start(this.ctx, raw ?? encode.command(args));
+  }
+
+  private infoProxySection(args: Buffer[]): string {
+    if (args.length === 1) return this.proxyInfo();
+    const wanted = args.slice(1).map((a) => a.toString().toLowerCase());
+    return wanted.some((s) => s === 'all' || s === 'everything' || s === 'default' || s === 'proxy') ? this.proxyInfo() : '';
+  }
+}
+
+/** Run at once inside MULTI, as Redis does, instead of being queued. */
+const RUN_INSIDE_MULTI: ReadonlySet<string> = new Set(['quit', 'reset']);
+
+/** Unknown commands and arity errors inside MULTI make EXEC answer EXECABORT, as Redis does. */
+function flagTransaction(session: DispatchSession): void {
+  if (session.transaction !== null && session.transaction.inMulti) session.transaction.dirty = true;
+}
+
+function onlyProxySection(args: Buffer[]): boolean {
+  return args.length > 1 && args.slice(1).every((a) => a.toString().toLowerCase() === 'proxy');
+}
+
+function hasKeySpecs(info: CommandInfo): boolean {
+  return info.keySpecs.length > 0 || info.firstKey > 0;
+}
+
+/** XREAD and XREADGROUP carry the `blocking` flag but only block with a BLOCK argument. */
+function blocks(info: CommandInfo, args: Buffer[]): boolean {
+  if (!BLOCKS_ONLY_WITH_BLOCK_ARG.has(info.name)) return true;
+  return args.some((a) => a.length === 5 && a.toString('latin1').toLowerCase() === 'block');
+}

@@ -1,0 +1,193 @@
+/**
+ * Keyless commands whose honest answer covers the whole data set: sent to every master, and the
+ * replies merged into the one reply a single Redis would give (DBSIZE sums, KEYS concatenates, ...).
+ * SCAN is the exception: one master per call, with a cursor that walks every master in turn.
+ */
+import { BackendRequest } from '../backend/connection';
+import { ProxyContext } from '../context';
+import { ReplyOwner, ReplySlot } from '../client/reply-slot';
+import * as encode from '../resp/encode';
+import * as errors from '../resp/errors';
+import { decodeReply, errorText, asArray } from '../resp/decode-reply';
+import { ReplyError } from 'redis-errors';
+
+type Merge = (frames: Buffer[]) => Buffer;
+
+/** A request to every master whose replies are merged once all are in. */
+export class FanoutCommand extends ReplySlot {
+  private readonly frames: Buffer[];
+  private missing: number;
+
+  constructor(owner: ReplyOwner, private readonly masters: readonly string[], private readonly merge: Merge) {
+    super(owner);
+    this.frames = new Array<Buffer>(masters.length);
+    this.missing = masters.length;
+  }
+
+  start(ctx: ProxyContext, payload: Buffer): void {
+    if (this.masters.length === 0) {
+      this.complete(encode.error(errors.PROXY_NOT_READY));
+      return;
+    }
+    this.masters.forEach((address, i) => {
+      const part: BackendRequest = {
+        payload,
+        onReply: (frame) => this.collect(i, frame),
+        onFailure: (message) => this.collect(i, encode.error(message)),
+      };
+      ctx.pool.connection(address, this.owner.id).send(part);
+    });
+  }
+
+  private collect(i: number, frame: Buffer): void {
+    this.frames[i] = frame;
+    if (--this.missing > 0) return;
+    let merged: Buffer;
+    try {
+      merged = this.merge(this.frames);
+    } catch (err) {
+      merged = encode.error(`ERR slotproxy: cannot merge replies: ${(err as Error).message}`);
+    }
+    this.complete(merged);
+  }
+}
+
+function firstError(frames: Buffer[]): Buffer | undefined {
+  return frames.find((f) => f[0] === 45);
+}
+
+/** Integers added up (DBSIZE). */
+export const sumIntegers: Merge = (frames) => {
+  const err = firstError(frames);
+  if (err !== undefined) return err;
+  let total = 0;
+  for (const f of frames) total += Number(f.toString('latin1', 1, f.length - 2));
+  return encode.integer(total);
+};
+
+/** Arrays concatenated, elements forwarded untouched (KEYS). */
+export const concatArrays: Merge = (frames) => {
+  const err = firstError(frames);
+  if (err !== undefined) return err;
+  let count = 0;
+  const bodies: Buffer[] = [];
+  for (const f of frames) {
+    const headerEnd = f.indexOf('\r\n');
+    const n = Number(f.toString('latin1', 1, headerEnd));
+    if (n > 0) {
+      count += n;
+      bodies.push(f.subarray(headerEnd + 2));
+    }
+  }
+  return Buffer.concat([Buffer.from(`*${count}\r\n`), ...bodies]);
+};
+
+/** The first reply when every master agreed it worked, else the first error (FLUSHALL, SCRIPT LOAD). */
+export const allOk: Merge = (frames) => firstError(frames) ?? frames[0];
+
+/** Succeeds when any master succeeded (SCRIPT KILL: only the busy node can kill). */
+export const anyOk: Merge = (frames) => frames.find((f) => f[0] !== 45) ?? frames[0];
+
+/** Element-wise AND of integer arrays (SCRIPT EXISTS: 1 only where every master has the script). */
+export const andArrays: Merge = (frames) => {
+  const err = firstError(frames);
+  if (err !== undefined) return err;
+  const lists = frames.map((f) => asArray(decodeReply(f)) as number[]);
+  return encode.arrayOfFrames(lists[0].map((_, i) => encode.integer(lists.every((l) => l[i] === 1) ? 1 : 0)));
+};
+
+/**
+ * INFO: the first master's sections as Redis writes them (clients parse redis_version and the
+ * like), its Keyspace section replaced by the sum over every master, and the proxy's own section.
+ */
+export function mergeInfo(proxySection: () => string): Merge {
+  return (frames) => {
+    const err = firstError(frames);
+    if (err !== undefined) return err;
+    const texts = frames.map((f) => {
+      const r = decodeReply(f);
+      return Buffer.isBuffer(r) ? r.toString() : String(r);
+    });
+    const keyspace = new Map<string, { keys: number; expires: number }>();
+    let sawKeyspace = false;
+    for (const t of texts) {
+      const section = t.split('# Keyspace')[1];
+      if (section === undefined) continue;
+      sawKeyspace = true;
+      for (const line of section.split('\r\n')) {
+        const m = /^(db\d+):keys=(\d+),expires=(\d+)/.exec(line);
+        if (m === null) continue;
+        const e = keyspace.get(m[1]) ?? { keys: 0, expires: 0 };
+        e.keys += Number(m[2]);
+        e.expires += Number(m[3]);
+        keyspace.set(m[1], e);
+      }
+    }
+    let text = texts[0].replace(/\r\n$/, '');
+    if (sawKeyspace) {
+      const before = text.split('# Keyspace')[0].replace(/(\r\n)+$/, '');
+      const lines = [...keyspace].map(([db, e]) => `${db}:keys=${e.keys},expires=${e.expires},avg_ttl=0`);
+      text = `${before === '' ? '' : `${before}\r\n\r\n`}# Keyspace${lines.length > 0 ? '\r\n' + lines.join('\r\n') : ''}`;
+    }
+    const proxy = proxySection();
+    if (proxy !== '') text = text === '' ? proxy : `${text}\r\n\r\n${proxy}`;
+    return encode.bulk(`${text}\r\n`);
+  };
+}
+
+/** Masters are addressed in the low bits of the proxy's SCAN cursor. */
+const SCAN_MASTER_BITS = 1024n;
+
+/**
+ * SCAN through the proxy: the cursor encodes (node cursor, master index) as
+ * nodeCursor * 1024 + index, so it stays one unsigned 64-bit number as clients expect.
+ * When a master's own cursor returns to 0, the walk moves on to the next master.
+ */
+export class ScanCommand extends ReplySlot implements BackendRequest {
+  payload: Buffer = Buffer.alloc(0);
+  private masterIndex = 0;
+
+  constructor(owner: ReplyOwner, private readonly masters: readonly string[]) {
+    super(owner);
+  }
+
+  start(ctx: ProxyContext, args: Buffer[]): void {
+    let cursor: bigint;
+    try {
+      cursor = BigInt(args[1].toString('latin1'));
+      if (cursor < 0n || cursor >= 1n << 64n || !/^\d+$/.test(args[1].toString('latin1'))) throw new Error('range');
+    } catch {
+      this.complete(encode.error(errors.INVALID_CURSOR));
+      return;
+    }
+    this.masterIndex = Number(cursor % SCAN_MASTER_BITS);
+    if (this.masters.length === 0 || this.masterIndex >= this.masters.length) {
+      this.complete(this.masters.length === 0 ? encode.error(errors.PROXY_NOT_READY) : encode.error(errors.INVALID_CURSOR));
+      return;
+    }
+    const nodeCursor = cursor / SCAN_MASTER_BITS;
+    this.payload = encode.command([args[0], String(nodeCursor), ...args.slice(2)]);
+    ctx.pool.connection(this.masters[this.masterIndex], this.owner.id).send(this);
+  }
+
+  onReply(frame: Buffer): void {
+    const err = errorText(frame);
+    if (err !== null) {
+      this.complete(frame);
+      return;
+    }
+    const [nodeCursorRaw, keys] = asArray(decodeReply(frame, true));
+    const nodeCursor = BigInt(String(nodeCursorRaw));
+    let next: bigint;
+    if (nodeCursor !== 0n) next = nodeCursor * SCAN_MASTER_BITS + BigInt(this.masterIndex);
+    else if (this.masterIndex + 1 < this.masters.length) next = BigInt(this.masterIndex + 1);
+    else next = 0n;
+    const elements = asArray(keys).map((k) => (k instanceof ReplyError ? encode.error(k.message) : encode.bulk(k as Buffer)));
+    this.complete(encode.arrayOfFrames([encode.bulk(String(next)), encode.arrayOfFrames(elements)]));
+  }
+
+  onFailure(message: string): void {
+    this.complete(encode.error(message));
+  }
+}
+

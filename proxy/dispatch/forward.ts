@@ -1,0 +1,173 @@
+/**
+ * One client request sent to the node that owns its keys, and the bounded loop that gets it a
+ * reply: MOVED (patch the slot map, resend to the new owner), ASK (resend with ASKING first, on the
+ * same connection, map unchanged), TRYAGAIN / CLUSTERDOWN / unreachable node (retry with backoff
+ * until the retry window ends). Clients never see a redirection; they see the final reply, or the
+ * last error once the bounds are spent.
+ *
+ * A request that was written to a connection that then died may have run: it is retried only when
+ * the command is read-only, otherwise the client gets an error saying it may or may not have run.
+ */
+import { batchClock } from '../client/reply-flusher';
+import { BackendRequest } from '../backend/connection';
+import { ProxyContext } from '../context';
+import { ReplyOwner, ReplySlot } from '../client/reply-slot';
+import * as encode from '../resp/encode';
+import * as errors from '../resp/errors';
+import { splitAddress } from '../backend/connection';
+
+/** Sentinel shard: any master will do (keyless commands such as TIME, EVAL with no keys). */
+export const ANY_MASTER = -1;
+
+const ASKING = encode.command(['ASKING']);
+const RETRY_BASE_MS = 20;
+const RETRY_CAP_MS = 500;
+
+const M = 77;
+const A = 65;
+const T = 84;
+const C = 67;
+
+/** The reply to ASKING is dropped; the command right behind it on the same connection carries on. */
+const askingRequest: BackendRequest = { payload: ASKING, onReply: () => undefined, onFailure: () => undefined };
+
+export class ForwardedCommand extends ReplySlot implements BackendRequest {
+  private hops = 0;
+  private attempts = 0;
+  private firstFailureAt = 0;
+  /** readFrom replica: a replica was picked (or none was healthy) for this command. */
+  private triedReplica = false;
+  /** The command is on a replica now. */
+  private onReplica = false;
+  protected address = '';
+  /** For the latency histogram (/metrics): from dispatch to the final reply, retries included. */
+  private readonly startedAt = batchClock();
+
+  constructor(
+    protected readonly ctx: ProxyContext,
+    owner: ReplyOwner,
+    readonly payload: Buffer,
+    private readonly shard: number,
+    private readonly retrySafe: boolean,
+  ) {
+    super(owner);
+  }
+
+  start(): void {
+    const address = this.shard === ANY_MASTER ? this.anyMaster() : this.ctx.router.nodeOf(this.shard);
+    if (address === null) {
+      this.retry(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED);
+      return;
+    }
+    // readFrom replica: a read-only command goes to a healthy replica, once; any trouble there
+    // (lost connection, LOADING, MASTERDOWN) sends it to the master instead.
+    const replicas = this.ctx.replicaReads;
+    if (replicas !== null && this.retrySafe && !this.triedReplica && this.shard !== ANY_MASTER) {
+      this.triedReplica = true;
+      const replica = replicas.pick(address, this.owner.id);
+      if (replica !== null) {
+        this.onReplica = true;
+        this.sendTo(replica);
+        return;
+      }
+    }
+    this.sendTo(address);
+  }
+
+  /** Leaves a replica that could not serve the read: the master gets it now. */
+  private leaveReplica(): void {
+    this.onReplica = false;
+    this.ctx.replicaReads?.markDown(this.address);
+    this.start();
+  }
+
+  onReply(frame: Buffer): void {
+    if (frame[0] !== 45 /* - */) {
+      this.complete(frame);
+      return;
+    }
+    const b = frame[1];
+    if (this.onReplica && (frame.toString('latin1', 1, 8) === 'LOADING' || frame.toString('latin1', 1, 11) === 'MASTERDOWN')) {
+      return this.leaveReplica();
+    }
+    if (b === M && frame.toString('latin1', 1, 7) === 'MOVED ') return this.redirect(frame, false);
+    if (b === A && frame.toString('latin1', 1, 5) === 'ASK ') return this.redirect(frame, true);
+    if (b === T && frame.toString('latin1', 1, 9) === 'TRYAGAIN') return this.retry(frame);
+    if (b === C && frame.toString('latin1', 1, 12) === 'CLUSTERDOWN') {
+      this.ctx.topology?.requestRefresh();
+      return this.retry(frame);
+    }
+    this.complete(frame);
+  }
+
+  override complete(frame: Buffer): void {
+    if (this.reply !== null) return;
+    this.ctx.stats.latency.observe(batchClock() - this.startedAt);
+    if (frame[0] === 45 /* - */) this.ctx.stats.replyErrors++;
+    super.complete(frame);
+  }
+
+  onFailure(message: string, written: boolean): void {
+    this.ctx.stats.backendErrors++;
+    if (this.onReplica) return this.leaveReplica();
+    this.ctx.topology?.requestRefresh();
+    if (written && !this.retrySafe) {
+      this.complete(encode.error(message));
+      return;
+    }
+    this.retry(message);
+  }
+
+  private sendTo(address: string): void {
+    this.address = address;
+    this.ctx.pool.connection(address, this.owner.id, this.owner.protocol).send(this);
+  }
+
+  private anyMaster(): string | null {
+    const masters = this.ctx.router.masters();
+    return masters.length === 0 ? null : masters[this.owner.id % masters.length];
+  }
+
+  /** `-MOVED <slot> <host>:<port>` / `-ASK <slot> <host>:<port>`. */
+  private redirect(frame: Buffer, ask: boolean): void {
+    this.onReplica = false; // a replica's MOVED points at the master that serves the slot now
+    if (++this.hops > this.ctx.forward.maxRedirects) {
+      this.complete(encode.error(errors.tooManyRedirects(this.ctx.forward.maxRedirects)));
+      return;
+    }
+    const parts = frame.toString('latin1', 1, frame.length - 2).split(' ');
+    const slot = Number(parts[1]);
+    let target = parts[2] ?? '';
+    // Redis 7 leaves the host out when it does not know its own: it means "the node you asked".
+    if (target.startsWith(':')) target = splitAddress(this.address)[0] + target;
+    if (!(slot >= 0 && slot < 16384) || !/:\d+$/.test(target)) {
+      this.complete(frame);
+      return;
+    }
+    if (ask) {
+      this.ctx.stats.ask++;
+      const conn = this.ctx.pool.connection(target, this.owner.id, this.owner.protocol);
+      // Adjacent on one connection: nothing else can slip between ASKING and the command.
+      conn.send(askingRequest);
+      conn.send(this);
+      this.address = target;
+      return;
+    }
+    this.ctx.stats.moved++;
+    this.ctx.topology?.applyMoved(slot, target);
+    this.sendTo(target);
+  }
+
+  /** Tries again after a backoff, while the retry window lasts; then answers with `last`. */
+  private retry(last: Buffer | string): void {
+    const now = Date.now();
+    if (this.firstFailureAt === 0) this.firstFailureAt = now;
+    if (now - this.firstFailureAt >= this.ctx.forward.retryWindowMs) {
+      this.complete(typeof last === 'string' ? encode.error(last) : last);
+      return;
+    }
+    this.ctx.stats.retries++;
+    const delay = Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** this.attempts++);
+    setTimeout(() => this.start(), delay);
+  }
+}

@@ -1,0 +1,151 @@
+/**
+ * `crossSlot: split` (opt-in): MGET, MSET, DEL, UNLINK, EXISTS and TOUCH whose keys span slots (or
+ * ring nodes) are cut into one request per shard, each routed like any request (redirections,
+ * retries, double-write during a migration), and the replies merged in the client's key order:
+ * MGET's values in order, the integer replies summed, MSET OK only when every part said OK. The
+ * first error (in key order) wins. Nothing else is split: MSETNX and the rest stay CROSSSLOT.
+ *
+ * A split MSET is not atomic across shards: a reader may see some parts before others, and a failed
+ * part leaves the others written. The README says so.
+ *
+ * Each part runs through the dispatcher against a PartSession, a stand-in client whose only reply
+ * slot feeds the SplitCommand; the SplitCommand holds the client's place in its reply order.
+ */
+import { ReplyOwner, ReplySlot } from '../client/reply-slot';
+import { Releasable } from '../client/client-session';
+import { decodeReply } from '../resp/decode-reply';
+import * as encode from '../resp/encode';
+
+/** How each splittable command's keys sit in its arguments, and how part replies merge. */
+export interface SplitRule {
+  /** Arguments per key, the key first (MSET: key and value). */
+  stride: number;
+  merge: 'values' | 'sum' | 'ok';
+}
+
+export const SPLIT_RULES: ReadonlyMap<string, SplitRule> = new Map([
+  ['mget', { stride: 1, merge: 'values' }],
+  ['mset', { stride: 2, merge: 'ok' }],
+  ['del', { stride: 1, merge: 'sum' }],
+  ['unlink', { stride: 1, merge: 'sum' }],
+  ['exists', { stride: 1, merge: 'sum' }],
+  ['touch', { stride: 1, merge: 'sum' }],
+]);
+
+/** One part: the argument list to send and where its keys stand in the client's key order. */
+export interface SplitPart {
+  args: Buffer[];
+  /** Positions of this part's keys among the request's keys (0-based, in key order). */
+  keyIndexes: number[];
+}
+
+/** Groups the keys at `positions` by shard, keeping the first-seen order of shards and of keys. */
+export function splitByShard(
+  args: Buffer[],
+  positions: readonly number[],
+  stride: number,
+  shardOf: (key: Buffer) => number,
+): SplitPart[] {
+  const parts = new Map<number, SplitPart>();
+  positions.forEach((pos, keyIndex) => {
+    const shard = shardOf(args[pos]);
+    let part = parts.get(shard);
+    if (part === undefined) {
+      part = { args: [args[0]], keyIndexes: [] };
+      parts.set(shard, part);
+    }
+    for (let j = 0; j < stride; j++) part.args.push(args[pos + j]);
+    part.keyIndexes.push(keyIndex);
+  });
+  return [...parts.values()];
+}
+
+/** The client's reply: filled once every part has answered. */
+export class SplitCommand extends ReplySlot {
+  private readonly replies: (Buffer | null)[];
+  private missing: number;
+
+  constructor(owner: ReplyOwner, private readonly rule: SplitRule, private readonly parts: readonly SplitPart[], private readonly keyCount: number) {
+    super(owner);
+    this.replies = new Array<Buffer | null>(parts.length).fill(null);
+    this.missing = parts.length;
+  }
+
+  /** A stand-in session for part `i`, to dispatch the part against. */
+  partSession(i: number): PartSession {
+    return new PartSession(this.owner.id, (frame) => this.collect(i, frame));
+  }
+
+  private collect(i: number, frame: Buffer): void {
+    if (this.replies[i] !== null) return;
+    this.replies[i] = frame;
+    if (--this.missing === 0) this.complete(this.merge(this.replies as Buffer[]));
+  }
+
+  private merge(frames: Buffer[]): Buffer {
+    const err = this.firstError(frames);
+    if (err !== undefined) return err;
+    switch (this.rule.merge) {
+      case 'ok':
+        return encode.OK;
+      case 'sum': {
+        let total = 0;
+        for (const f of frames) total += Number(f.toString('latin1', 1, f.length - 2));
+        return encode.integer(total);
+      }
+      case 'values': {
+        const values = new Array<Buffer>(this.keyCount);
+        frames.forEach((f, i) => {
+          const decoded = decodeReply(f, true);
+          if (!Array.isArray(decoded)) throw new Error('MGET part reply is not an array');
+          this.parts[i].keyIndexes.forEach((k, j) => {
+            const v = decoded[j];
+            values[k] = Buffer.isBuffer(v) ? encode.bulk(v) : encode.NULL_BULK;
+          });
+        });
+        return encode.arrayOfFrames(values);
+      }
+    }
+  }
+
+  /** The error of the part holding the earliest key, if any part failed. */
+  private firstError(frames: Buffer[]): Buffer | undefined {
+    let best: Buffer | undefined;
+    let bestKey = Infinity;
+    frames.forEach((f, i) => {
+      if (f[0] === 45 && this.parts[i].keyIndexes[0] < bestKey) {
+        best = f;
+        bestKey = this.parts[i].keyIndexes[0];
+      }
+    });
+    return best;
+  }
+}
+
+/**
+ * What the dispatcher sees of a part: a signed-in RESP2 client outside MULTI and Pub/Sub whose one
+ * reply goes to the SplitCommand. RESP2, because the MGET merge decodes the parts' replies.
+ */
+export class PartSession implements ReplyOwner {
+  name: Buffer | null = null;
+  closeAfterReply = false;
+  authenticated = true;
+  protocol: 2 | 3 = 2;
+  transaction = null;
+  subscription = null;
+  readonly dedicated = new Set<Releasable>();
+
+  constructor(readonly id: number, private readonly onReply: (frame: Buffer) => void) {}
+
+  track<S extends ReplySlot>(slot: S): S {
+    return slot;
+  }
+
+  replyNow(reply: Buffer): void {
+    this.onReply(reply);
+  }
+
+  onSlotFilled(slot: ReplySlot): void {
+    if (slot.reply !== null) this.onReply(slot.reply);
+  }
+}

@@ -1,0 +1,285 @@
+/**
+ * MULTI / EXEC / DISCARD / WATCH / UNWATCH through the proxy, all keys in one shard (a hash slot in
+ * cluster mode, a node in ring mode), behaving as on a single Redis.
+ *
+ * - MULTI opens the transaction in the proxy; each command is checked as Redis would (unknown,
+ *   arity, numkeys, and CROSSSLOT against the transaction's shard), answered QUEUED, and kept. Any
+ *   error marks the transaction dirty: EXEC then answers EXECABORT and nothing is sent.
+ * - EXEC sends SCRIPT LOAD for every EVALSHA the proxy knows, then MULTI, the commands and EXEC,
+ *   in one burst on one connection: nothing of another client can run in between, and no EVALSHA
+ *   inside the EXEC reply can be NOSCRIPT. Without WATCH that connection is the client's shared
+ *   lane (the burst is atomic on it); with WATCH it is the dedicated connection the WATCH ran on.
+ * - WATCH needs a connection of its own from WATCH to EXEC/DISCARD/UNWATCH (the node tracks watched
+ *   keys per connection): a dedicated one, pinned only for that span and closed after. While it is
+ *   pinned, the client's other commands on the same shard use it too, so a read after WATCH sees
+ *   the node in WATCH order.
+ * - A redirection met while queuing (MOVED, TRYAGAIN: the node answers EXECABORT) sends the whole
+ *   unwatched transaction again, bounded; nothing of it ran.
+ */
+import { movingKeysRefusal } from '../migration/guard';
+import { ClientSession } from '../client/client-session';
+import { ProxyContext } from '../context';
+import { CommandInfo } from '../commands/table';
+import { keyPositions } from '../commands/keys';
+import { Strategy } from '../commands/policy';
+import { ReplySlot } from '../client/reply-slot';
+import { BackendRequest } from '../backend/connection';
+import { DedicatedLink, DirectCommand } from './dedicated';
+import { SCRIPT_CALLS, numkeysError, scriptLoadRequest } from './script-call';
+import * as encode from '../resp/encode';
+import * as errors from '../resp/errors';
+
+/** No key seen yet: the transaction is not bound to a shard. */
+const UNBOUND = -2;
+const QUEUED = encode.simple('QUEUED');
+const MULTI = encode.command(['MULTI']);
+const EXEC = encode.command(['EXEC']);
+const UNWATCH = encode.command(['UNWATCH']);
+const RETRY_DELAY_MS = 25;
+
+/** Local commands that mean the same on a node inside MULTI. */
+const NODE_ANSWERS_IN_MULTI = new Set(['ping', 'echo']);
+
+export class Transaction {
+  inMulti = false;
+  dirty = false;
+  shard = UNBOUND;
+  queued: Buffer[] = [];
+  shas: Buffer[] = [];
+  /** The WATCH connection, from WATCH to EXEC/DISCARD/UNWATCH. */
+  watch: DedicatedLink | null = null;
+
+  /** True when a command on `shard` must use the WATCH connection. */
+  pinnedTo(shard: number): boolean {
+    return this.watch !== null && shard === this.shard;
+  }
+
+  /** A command between WATCH and MULTI on the watched shard: on the WATCH connection, in order. */
+  sendWatched(session: TransactionClient, payload: Buffer): void {
+    this.watch?.conn.send(session.track(new DirectCommand(session, payload)));
+  }
+
+  release(): void {
+    this.watch?.release();
+    this.watch = null;
+  }
+}
+
+/** A session as the transaction commands see it: its open MULTI/WATCH, null outside one. */
+export interface TransactionClient extends ClientSession {
+  transaction: Transaction | null;
+}
+
+/** MULTI, EXEC, DISCARD, WATCH, UNWATCH. */
+export function transactionCommand(ctx: ProxyContext, session: TransactionClient, info: CommandInfo, args: Buffer[]): void {
+  const txn = session.transaction;
+  switch (info.name) {
+    case 'multi':
+      if (txn?.inMulti === true) return session.replyNow(encode.error(errors.MULTI_NESTED));
+      (txn ?? begin(session)).inMulti = true;
+      return session.replyNow(encode.OK);
+    case 'discard':
+      if (txn === null || !txn.inMulti) return session.replyNow(encode.error(errors.DISCARD_WITHOUT_MULTI));
+      end(session, txn);
+      return session.replyNow(encode.OK);
+    case 'exec':
+      if (txn === null || !txn.inMulti) return session.replyNow(encode.error(errors.EXEC_WITHOUT_MULTI));
+      if (txn.dirty) {
+        end(session, txn);
+        return session.replyNow(encode.error(errors.EXECABORT));
+      }
+      session.transaction = null;
+      session.track(new ExecCommand(ctx, session, txn)).start();
+      return;
+    case 'watch':
+      if (txn?.inMulti === true) return session.replyNow(encode.error(errors.WATCH_INSIDE_MULTI));
+      return watch(ctx, session, info, args);
+    case 'unwatch': {
+      if (txn?.inMulti === true) {
+        queue(session, txn, UNWATCH);
+        return;
+      }
+      const link = txn?.watch ?? null;
+      if (txn !== null) {
+        txn.watch = null;
+        end(session, txn);
+      }
+      if (link === null) return session.replyNow(encode.OK);
+      // Answered by the node, then the connection goes (its watches with it).
+      const slot = session.track(new DirectCommand(session, UNWATCH));
+      return link.conn.send({
+        payload: UNWATCH,
+        onReply: (frame) => {
+          link.release();
+          slot.complete(frame);
+        },
+        onFailure: (message) => {
+          link.release();
+          slot.complete(encode.error(message));
+        },
+      });
+    }
+  }
+}
+
+/** A command sent while MULTI is open: checked, then kept for EXEC (or refused, dirtying the transaction). */
+export function queueInTransaction(
+  ctx: ProxyContext,
+  session: TransactionClient,
+  txn: Transaction,
+  info: CommandInfo,
+  strategy: Strategy | undefined,
+  args: Buffer[],
+  raw: Buffer | null,
+): void {
+  const refuse = (message: string): void => {
+    txn.dirty = true;
+    session.replyNow(encode.error(message));
+  };
+  if (strategy !== undefined && !keylessInMulti(strategy, info.name)) {
+    return refuse(errors.unsupported(info.name, 'it cannot run inside a transaction through slotproxy'));
+  }
+  const positions = strategy === undefined ? keyPositions(info, args) : [];
+  if (positions === null) return refuse(errors.unsupported(info.name, 'its keys cannot be found before EXEC'));
+  // Ring migration: writes at EXEC could not be copied to the new ring (proxy/migration/guard.ts).
+  const moving = info.flags.has('readonly') ? null : movingKeysRefusal(ctx, info.name, args, positions);
+  if (moving !== null) return refuse(moving);
+  const script = SCRIPT_CALLS.get(info.name);
+  if (positions.length === 0 && (script === 'eval' || script === 'evalsha')) {
+    const bad = numkeysError(args);
+    if (bad !== null) return refuse(bad);
+  }
+  for (const p of positions) {
+    const shard = ctx.router.shardOf(args[p]);
+    if (txn.shard === UNBOUND) txn.shard = shard;
+    else if (shard !== txn.shard) {
+      ctx.stats.crossSlotErrors++;
+      return refuse(errors.CROSSSLOT);
+    }
+  }
+  if (script === 'eval') ctx.scripts.add(args[1]);
+  else if (script === 'evalsha') txn.shas.push(args[1]);
+  queue(session, txn, raw ?? encode.command(args));
+}
+
+/** Keyless commands a node can run inside the transaction; other special ones are refused there. */
+function keylessInMulti(strategy: Strategy, name: string): boolean {
+  switch (strategy.kind) {
+    case 'any-master':
+    case 'wait':
+      return true;
+    case 'local':
+      return NODE_ANSWERS_IN_MULTI.has(name);
+    case 'pubsub':
+      return name === 'publish';
+    default:
+      return false;
+  }
+}
+
+function queue(session: TransactionClient, txn: Transaction, payload: Buffer): void {
+  txn.queued.push(payload);
+  session.replyNow(QUEUED);
+}
+
+function begin(session: TransactionClient): Transaction {
+  const txn = new Transaction();
+  session.transaction = txn;
+  return txn;
+}
+
+/** RESET: the transaction and its WATCH are dropped. */
+export function discardTransaction(session: TransactionClient, txn: Transaction): void {
+  end(session, txn);
+}
+
+function end(session: TransactionClient, txn: Transaction): void {
+  txn.release();
+  if (session.transaction === txn) session.transaction = null;
+}
+
+function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo, args: Buffer[]): void {
+  const positions = keyPositions(info, args) ?? [];
+  let shard = session.transaction?.shard ?? UNBOUND;
+  for (const p of positions) {
+    const s = ctx.router.shardOf(args[p]);
+    if (shard === UNBOUND) shard = s;
+    else if (s !== shard) {
+      ctx.stats.crossSlotErrors++;
+      return session.replyNow(encode.error(errors.CROSSSLOT));
+    }
+  }
+  const txn = session.transaction ?? begin(session);
+  let link = txn.watch;
+  if (link === null) {
+    const address = ctx.router.nodeOf(shard);
+    if (address === null) {
+      end(session, txn);
+      return session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
+    }
+    link = new DedicatedLink(address, ctx.pool.dedicated(address, 0, session.protocol), session.dedicated);
+    txn.watch = link;
+  }
+  txn.shard = shard;
+  link.conn.send(session.track(new DirectCommand(session, encode.command(args))));
+}
+
+/** EXEC: the queued commands sent as one burst, the node's EXEC reply forwarded. */
+class ExecCommand extends ReplySlot {
+  private attempts = 0;
+
+  constructor(private readonly ctx: ProxyContext, private readonly session: TransactionClient, private readonly txn: Transaction) {
+    super(session);
+  }
+
+  start(): void {
+    const { ctx, txn } = this;
+    const link = txn.watch;
+    let address: string | null;
+    if (link !== null) address = link.address;
+    else if (txn.shard !== UNBOUND) address = ctx.router.nodeOf(txn.shard);
+    else {
+      const masters = ctx.router.masters();
+      address = masters.length === 0 ? null : masters[this.session.id % masters.length];
+    }
+    if (address === null) return this.finish(encode.error(errors.SLOT_NOT_SERVED));
+    const conn = link?.conn ?? ctx.pool.connection(address, this.session.id, this.session.protocol);
+    let redirected = false;
+    const noteQueuedReply = (frame: Buffer): void => {
+      if (frame[0] !== 45) return;
+      const text = frame.toString('latin1', 1, Math.min(frame.length, 40));
+      if (text.startsWith('MOVED ')) {
+        const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
+        ctx.topology?.applyMoved(Number(slot), target);
+        redirected = true;
+      } else if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN') || text.startsWith('ASK ')) {
+        ctx.topology?.requestRefresh();
+        redirected = true;
+      }
+    };
+    const ignore: BackendRequest = { payload: MULTI, onReply: noteQueuedReply, onFailure: () => undefined };
+    for (const sha of txn.shas) {
+      const body = ctx.scripts.get(sha);
+      if (body !== undefined) conn.send(scriptLoadRequest(body));
+    }
+    conn.send(ignore);
+    for (const payload of txn.queued) conn.send({ payload, onReply: noteQueuedReply, onFailure: () => undefined });
+    conn.send({
+      payload: EXEC,
+      onReply: (frame) => {
+        const aborted = frame[0] === 45 && frame.toString('latin1', 1, 10) === 'EXECABORT';
+        if (aborted && redirected && link === null && this.attempts++ < ctx.forward.maxRedirects + 3) {
+          setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
+          return;
+        }
+        this.finish(frame);
+      },
+      onFailure: (message) => this.finish(encode.error(message)),
+    });
+  }
+
+  private finish(frame: Buffer): void {
+    this.txn.release();
+    this.complete(frame);
+  }
+}

@@ -1,0 +1,150 @@
+/**
+ * How a key's state reaches its new owner during a migration, for the proxy's double-write and for
+ * `slotproxy migrate copy` alike: newest state wins, decided by a per-key version, never by timing.
+ *
+ *   1. SNAPSHOT on the key's node W in ring A, one Lua script, so atomic on W:
+ *        v = HINCRBY versions key 1;  payload = DUMP key;  ttl = PTTL key
+ *      The proxy queues it right behind the client's write in one MULTI/EXEC, so v is the state
+ *      right after that write (proxy/migration/converging-write.ts).
+ *   2. APPLY on the key's owner N in ring B, one Lua script, so atomic on N:
+ *        if v > HGET versions key: HSET versions key v; RESTORE key ttl payload REPLACE (or DEL
+ *        when the key did not exist at the snapshot); else do nothing.
+ *
+ * Why it converges: every write to the key on W (a client's, through any proxy) is followed by a
+ * snapshot taken after it, before the proxy acknowledges the write. Snapshots are numbered on W in
+ * the order W took them, and a later snapshot holds W's state after every write before it. N keeps
+ * only the highest-numbered snapshot it has seen, whatever order the APPLYs arrive in (two proxies,
+ * two clients, the copy tool, retries). So once writes stop, N holds W's final state. Nothing is
+ * replayed: INCR, LPUSH, APPEND, EXPIRE and DEL are never run twice, they are copied as results. A
+ * key deleted on W is deleted on N by a snapshot with no payload, so the copy tool can never
+ * resurrect it: its snapshot is older than the deletion's and is refused.
+ *
+ * Entering `done` (B only), a proxy first sets FENCE_KEY on every B node; from then on APPLY takes
+ * nothing and answers with the version N last took. A proxy still double-writing learns from that
+ * whether its write reached N (an applied snapshot numbered >= its own was taken after it) and,
+ * when it did not, runs the write once on N itself.
+ *
+ * The versions live in one hash per node (VERSIONS_KEY); `migrate cleanup` removes it and the fence.
+ */
+import { createHash } from 'node:crypto';
+import { Reply, decodeReply, errorText } from '../resp/decode-reply';
+
+/** Per-node hash: key -> version of the newest state this node has had (or taken) for it. */
+export const VERSIONS_KEY = '__slotproxy:migration:versions';
+/** Keys of slotproxy's own bookkeeping, never copied or compared. */
+export const BOOKKEEPING_PREFIX = '__slotproxy:migration:';
+/** Set on ring B's nodes when the first proxy enters `done`: from then on B takes no snapshot. */
+export const FENCE_KEY = `${BOOKKEEPING_PREFIX}fence`;
+
+export const SNAPSHOT_SCRIPT = `local v = redis.call('HINCRBY', KEYS[2], KEYS[1], 1)
+local d = redis.call('DUMP', KEYS[1])
+if not d then return {v, '', -2} end
+return {v, d, redis.call('PTTL', KEYS[1])}`;
+
+/** 1: applied; 0: B already had this version or a newer one; -1 - version: fenced (done). */
+export const APPLY_SCRIPT = `local cur = tonumber(redis.call('HGET', KEYS[2], KEYS[1]) or '0')
+if redis.call('EXISTS', KEYS[3]) == 1 then return -1 - cur end
+local v = tonumber(ARGV[1])
+if v <= cur then return 0 end
+redis.call('HSET', KEYS[2], KEYS[1], ARGV[1])
+if ARGV[2] == '0' then
+  redis.call('DEL', KEYS[1])
+else
+  redis.call('RESTORE', KEYS[1], ARGV[4], ARGV[3], 'REPLACE')
+end
+return 1`;
+
+export interface Snapshot {
+  version: number;
+  /** DUMP payload, or null when the key did not exist. */
+  payload: Buffer | null;
+  /** Remaining time to live in ms; 0 for none. */
+  ttlMs: number;
+}
+
+const SNAPSHOT_SHA = createHash('sha1').update(SNAPSHOT_SCRIPT).digest('hex');
+const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
+
+/** The script by body (EVAL), or by SHA1 (EVALSHA, once the script is loaded). */
+export function snapshotCommand(key: Buffer, bySha = false): (Buffer | string)[] {
+  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_SHA : SNAPSHOT_SCRIPT, '2', key, VERSIONS_KEY];
+}
+
+export function applyCommand(key: Buffer, s: Snapshot, bySha = false): (Buffer | string)[] {
+  return [
+    bySha ? 'EVALSHA' : 'EVAL', bySha ? APPLY_SHA : APPLY_SCRIPT, '3', key, VERSIONS_KEY, FENCE_KEY,
+    String(s.version), s.payload === null ? '0' : '1', s.payload ?? '', String(s.ttlMs),
+  ];
+}
+
+export type ApplyOutcome =
+  | { kind: 'applied' }
+  | { kind: 'older' }
+  /** Ring B is fenced (done); `version` is the last snapshot it took for the key. */
+  | { kind: 'fenced'; version: number };
+
+export function parseApply(frame: Buffer): ApplyOutcome {
+  const err = errorText(frame);
+  if (err !== null) throw new Error(err);
+  if (frame[0] !== 58 /* : */) throw new Error('unexpected apply reply');
+  const n = Number(frame.toString('latin1', 1, frame.length - 2));
+  if (n === 1) return { kind: 'applied' };
+  if (n === 0) return { kind: 'older' };
+  return { kind: 'fenced', version: -1 - n };
+}
+
+/**
+ * `*3 :version $payload :pttl`, read by hand (once per double-written key). A missing key comes as
+ * an empty payload with PTTL -2: no `false` in the script's reply, whose encoding would differ
+ * between RESP2 and RESP3 lanes.
+ */
+export function parseSnapshot(frame: Buffer): Snapshot {
+  const err = errorText(frame);
+  if (err !== null) throw new Error(err);
+  if (frame.toString('latin1', 0, 4) !== '*3\r\n') return parseSnapshotSlowly(frame);
+  let pos = 4;
+  const line = (): string => {
+    const end = frame.indexOf('\r\n', pos);
+    if (end < 0) throw new Error('unexpected snapshot reply');
+    const text = frame.toString('latin1', pos, end);
+    pos = end + 2;
+    return text;
+  };
+  const v = line();
+  if (v[0] !== ':') return parseSnapshotSlowly(frame);
+  const lenLine = line();
+  let payload: Buffer | null = null;
+  // `$-1` in RESP2, `_` (null) in RESP3: the key did not exist.
+  if (lenLine === '$-1' || lenLine === '_') payload = null;
+  else if (lenLine[0] === '$') {
+    const len = Number(lenLine.slice(1));
+    payload = frame.subarray(pos, pos + len);
+    pos += len + 2;
+  } else return parseSnapshotSlowly(frame);
+  const t = line();
+  if (t[0] !== ':') return parseSnapshotSlowly(frame);
+  const pttl = Number(t.slice(1));
+  return snapshotOf(Number(v.slice(1)), pttl === -2 ? null : payload, pttl);
+}
+
+function snapshotOf(version: number, payload: Buffer | null, pttl: number): Snapshot {
+  // PTTL -1: no expiry. 0 can be seen in the last millisecond; RESTORE's 0 would mean "forever".
+  return { version, payload, ttlMs: payload === null ? 0 : pttl === -1 ? 0 : Math.max(1, pttl) };
+}
+
+function parseSnapshotSlowly(frame: Buffer): Snapshot {
+  const r = decodeReply(frame, true);
+  if (!Array.isArray(r) || r.length !== 3) throw new Error('unexpected snapshot reply');
+  const pttl = toNumber(r[2]);
+  return snapshotOf(toNumber(r[0]), Buffer.isBuffer(r[1]) && pttl !== -2 ? r[1] : null, pttl);
+}
+
+function toNumber(r: Reply): number {
+  if (typeof r === 'number') return r;
+  if (Buffer.isBuffer(r)) return Number(r.toString('latin1'));
+  throw new Error('unexpected snapshot reply');
+}
+
+export function isBookkeepingKey(key: Buffer): boolean {
+  return key.length >= BOOKKEEPING_PREFIX.length && key.toString('latin1', 0, BOOKKEEPING_PREFIX.length) === BOOKKEEPING_PREFIX;
+}

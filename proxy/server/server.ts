@@ -1,0 +1,351 @@
+/**
+ * The proxy process's front door: loads what routing needs (topology, command table), then accepts
+ * clients (up to maxClients), each served by a Session over shared back-end connections.
+ *
+ *   m client sessions --(Dispatcher, Router)--> n shared back-end connections (lanes per node)
+ *
+ * Shutdown (SIGTERM via cmd/): stop accepting, let sessions finish their in-flight replies, close.
+ */
+import cluster from 'node:cluster';
+import net from 'node:net';
+import tls from 'node:tls';
+import { Config, LimitsConfig, parseHostPort } from '../../config/schema';
+import { Registry } from 'prom-client';
+import { BackendPool } from '../backend/pool';
+import { request } from '../backend/request';
+import { ClusterTopology } from '../cluster/topology';
+import { ClusterRouter } from '../cluster/router';
+import { ReplicaReads } from '../cluster/replica-reads';
+import { CommandTable } from '../commands/table';
+import { ProxyContext } from '../context';
+import { Dispatcher } from '../dispatch/dispatcher';
+import { Session } from './session';
+import { ScriptStore } from '../scripts/store';
+import { ScriptPreloader, readScriptFiles, startPreloading } from '../scripts/preloader';
+import { ProxyStats } from '../telemetry/stats';
+import { decodeReply, errorText } from '../resp/decode-reply';
+import * as encode from '../resp/encode';
+import { log, setLogLevel } from '../telemetry/log';
+
+import { VERSION } from './version';
+import { ClientAuth } from '../security/auth';
+import { backendTls, clientTlsOptions } from '../security/tls';
+import { MetricsServer, createRegistry, shareWithPrimary } from '../telemetry/metrics';
+import { restartOnlyChanges } from './reload';
+import { RingRouter } from '../ring/router';
+import { applyRingReload } from './ring-reload';
+import { fenceRingB } from '../migration/fence';
+import { NodeEjector } from '../ring/ejector';
+import { Placement } from '../../sharding/migration';
+import { readCopyProgress } from '../migration/copy-progress';
+
+/** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
+const RING_RETRY_WINDOW_MS = 1000;
+const MAX_CLIENTS_REACHED = encode.error('ERR max number of clients reached');
+
+export class ProxyServer {
+  private readonly sessions = new Set<Session>();
+  private readonly listener: net.Server | tls.Server;
+  private readonly dispatcher: Dispatcher;
+  /** The live limits: a reload (SIGHUP) updates this object in place, and sessions and decoders read it. */
+  private readonly limits: LimitsConfig;
+  private readonly reloadListeners: ((next: Config) => void)[] = [];
+  private metricsServer: MetricsServer | null = null;
+  /** Puts the config's scripts on every master, now and whenever one lacks them. */
+  private preloader: ScriptPreloader | null = null;
+  /** Every Prometheus metric; other parts of the proxy may register theirs (see metrics.ts). */
+  readonly metrics: Registry;
+
+  private constructor(readonly config: Config, private readonly ctx: ProxyContext) {
+    this.dispatcher = new Dispatcher(ctx, () => this.infoSection());
+    this.limits = { ...config.limits };
+    this.metrics = createRegistry({
+      stats: ctx.stats,
+      backendConnections: () => ctx.pool.openConnections,
+      commands: () => ctx.table.all(),
+      migrationPhase: () => ctx.ring?.placement.phase ?? null,
+      migrationCopy: () => readCopyProgress(ctx),
+    });
+    this.listener =
+      config.tls === undefined
+        ? net.createServer({ noDelay: true }, (socket) => this.accept(socket))
+        : tls.createServer({ ...clientTlsOptions(config.tls), noDelay: true }, (socket) => this.accept(socket));
+    // A failed handshake never becomes a session; count it, do not crash or log a stack per attempt.
+    this.listener.on('tlsClientError', () => ctx.stats.tlsHandshakeErrors++);
+  }
+
+  /** Starts a proxy: resolves once it is listening and has loaded its topology and command table. */
+  static async start(config: Config): Promise<ProxyServer> {
+    setLogLevel(config.log.level);
+    const pool = new BackendPool({
+      connectionsPerNode: config.backend.connectionsPerNode,
+      maxConnectsPerSecond: config.backend.maxConnectsPerSecond,
+      connectTimeoutMs: config.backend.connectTimeoutMs,
+      commandTimeoutMs: config.backend.commandTimeoutMs,
+      handshake: backendHandshake(config),
+      tls: backendTls(config.backend.tls),
+    });
+    const routing = config.mode === 'ring' ? await ringRouting(config, pool) : clusterRouting(config, pool);
+    const ctx: ProxyContext = {
+      mode: config.mode,
+      pool,
+      ...routing.parts,
+      table: CommandTable.fallback(),
+      stats: new ProxyStats(),
+      crossSlot: config.crossSlot,
+      backendVersion: '7.0.0',
+      auth: ClientAuth.fromConfig(config.auth),
+      scripts: new ScriptStore(config.limits.scriptStoreBytes),
+    };
+    await routing.start();
+    await loadBackendFacts(ctx);
+    const server = new ProxyServer(config, ctx);
+    const preloader = await startPreloading(ctx, config.scripts);
+    ctx.topology?.onChange(() => preloader.checkAll());
+    server.preloader = preloader;
+    await server.listen();
+    return server;
+  }
+
+  /** The address clients connect to (the real port when the config asked for port 0). */
+  get address(): { host: string; port: number } {
+    const a = this.listener.address() as net.AddressInfo;
+    return { host: a.address, port: a.port };
+  }
+
+  /**
+   * Applies a reloaded config's ring and migration settings (SIGHUP). Throws, changing nothing,
+   * when the new config cannot be applied without a restart.
+   */
+  reloadRing(next: Config): void {
+    applyRingReload(this.ctx, this.config, next);
+  }
+
+  get stats(): ProxyStats {
+    return this.ctx.stats;
+  }
+
+  /** The /metrics endpoint's port, or null without `metrics.listen`. */
+  get metricsPort(): number | null {
+    return this.metricsServer?.port ?? null;
+  }
+
+  /** Called with the new config on every accepted reload (scripts, migration phase ... hook in here). */
+  onReload(listener: (next: Config) => void): void {
+    this.reloadListeners.push(listener);
+  }
+
+  /**
+   * SIGHUP, step one: checks what `next` changes and reads the files it names; throws, changing
+   * nothing, when something cannot be applied. Returns step two, which applies it and cannot fail:
+   * limits (connected clients too, except idleClientTimeoutMs, which applies to new clients), log
+   * level, client users and passwords (for the next AUTH; signed-in clients stay signed in), the
+   * client TLS certificate (for new connections) and the back-end username and password (for
+   * back-end connections opened from then on). Other changes are reported as needing a restart.
+   */
+  prepareReload(next: Config): () => void {
+    const tlsOn = this.config.tls !== undefined;
+    if ((next.tls !== undefined) !== tlsOn) throw new Error('tls: turning TLS on or off needs a restart');
+    // Read and parse the certificate now, so that a bad one refuses the reload before anything changes.
+    const tlsOptions = next.tls === undefined ? null : clientTlsOptions(next.tls);
+    if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
+    const auth = ClientAuth.fromConfig(next.auth);
+    const handshake = backendHandshake(next);
+    // Read the script files now too: one that is missing refuses the reload. (Always reloaded: the
+    // files may have changed under the same names, and loading what a master has is a no-op.)
+    const scripts = readScriptFiles(next.scripts);
+    const needRestart = restartOnlyChanges(this.config, next);
+    return () => {
+      Object.assign(this.limits, next.limits);
+      setLogLevel(next.log.level);
+      this.ctx.auth = auth;
+      this.ctx.pool.setHandshake(handshake);
+      void this.preloader?.reload(scripts);
+      if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
+      for (const l of this.reloadListeners) l(next);
+      if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');
+    };
+  }
+
+  /** Stops accepting, waits (up to `graceMs`) for in-flight replies, then closes everything. */
+  async close(graceMs = 5000): Promise<void> {
+    const closed = new Promise<void>((resolve) => this.listener.close(() => resolve()));
+    const deadline = Date.now() + graceMs;
+    for (const s of this.sessions) s.drainThenClose();
+    while (this.sessions.size > 0 && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 10));
+    }
+    for (const s of this.sessions) s.destroy();
+    await this.metricsServer?.close();
+    this.ctx.topology?.stop();
+    this.ctx.replicaReads?.stop();
+    this.preloader?.stop();
+    this.ctx.pool.closeAll();
+    await closed;
+  }
+
+  private listen(): Promise<void> {
+    const { host, port } = parseHostPort(this.config.listen);
+    return new Promise<void>((resolve, reject) => {
+      this.listener.once('error', reject);
+      this.listener.listen(port, host, () => {
+        this.listener.off('error', reject);
+        log.info({ listen: this.address, mode: this.config.mode, tls: this.config.tls !== undefined }, 'slotproxy is listening');
+        resolve();
+      });
+    }).then(async () => {
+      if (this.config.metrics === undefined) return;
+      // A worker's metrics are served, summed with its siblings', by the primary (cmd/workers.ts).
+      if (cluster.isWorker) shareWithPrimary(this.metrics);
+      else this.metricsServer = await MetricsServer.start(this.config.metrics.listen, this.metrics);
+    });
+  }
+
+  private accept(socket: net.Socket): void {
+    const stats = this.ctx.stats;
+    if (this.sessions.size >= this.limits.maxClients) {
+      stats.rejectedConnections++;
+      socket.on('error', () => undefined);
+      socket.end(MAX_CLIENTS_REACHED);
+      return;
+    }
+    stats.totalConnections++;
+    stats.connectedClients++;
+    const session = new Session(socket, this.dispatcher, stats, this.limits, (s) => {
+      stats.connectedClients--;
+      this.sessions.delete(s);
+    });
+    this.sessions.add(session);
+  }
+
+  private infoSection(): string {
+    const s = this.ctx.stats;
+    const map = this.ctx.topology?.current;
+    const lines = [
+      '# Proxy',
+      `proxy_name:slotproxy`,
+      `proxy_version:${VERSION}`,
+      `proxy_mode:${this.ctx.mode}`,
+      `process_id:${process.pid}`,
+      `uptime_in_seconds:${Math.floor((Date.now() - s.startedAt) / 1000)}`,
+      `connected_clients:${s.connectedClients}`,
+      `total_connections_received:${s.totalConnections}`,
+      `rejected_connections:${s.rejectedConnections}`,
+      `total_commands_processed:${s.commands}`,
+      `protocol_errors:${s.protocolErrors}`,
+      `crossslot_errors:${s.crossSlotErrors}`,
+      `split_commands:${s.splitCommands}`,
+      `redirections_moved:${s.moved}`,
+      `redirections_ask:${s.ask}`,
+      `retries:${s.retries}`,
+      `backend_errors:${s.backendErrors}`,
+      `reply_errors:${s.replyErrors}`,
+      `auth_failures:${s.authFailures}`,
+      `noauth_errors:${s.noauthErrors}`,
+      `tls_handshake_errors:${s.tlsHandshakeErrors}`,
+      `backend_connections:${this.ctx.pool.openConnections}`,
+      `backend_connects_started:${this.ctx.pool.connectsStarted}`,
+      `command_table:${this.ctx.table.source}`,
+      ...memoryLines(),
+      ...this.ctx.scripts.infoLines(),
+    ];
+    if (map !== undefined) {
+      lines.push(`cluster_masters:${map.masters.length}`, `cluster_slots_served:${map.servedSlots}`);
+    }
+    const replicas = this.ctx.replicaReads;
+    if (replicas !== null) {
+      lines.push(
+        `read_from:${this.config.mode === 'cluster' ? this.config.cluster.readFrom : 'master'}`,
+        `healthy_replicas:${replicas.healthyCount}`,
+        `replica_reads:${replicas.replicaReads}`,
+        `replica_master_fallbacks:${replicas.masterFallbacks}`,
+      );
+    }
+    return lines.join('\r\n');
+  }
+}
+
+function memoryLines(): string[] {
+  const m = process.memoryUsage();
+  return [`used_memory_rss:${m.rss}`, `used_memory_heap:${m.heapUsed}`, `used_memory_buffers:${m.arrayBuffers}`];
+}
+
+/** What routing needs in one mode: the context's mode-specific fields, and what to await before serving. */
+interface Routing {
+  parts: Pick<ProxyContext, 'router' | 'ring' | 'topology' | 'replicaReads' | 'forward'>;
+  start(): Promise<void>;
+}
+
+/** Ring mode has no topology to discover: the ring is the config (proxy/ring/). */
+async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: BackendPool): Promise<Routing> {
+  const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration));
+  // Started in done: ring B must refuse late copies from proxies still double-writing.
+  if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
+  // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
+  if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool);
+  return {
+    parts: { router: ring, ring, topology: null, replicaReads: null, forward: { maxRedirects: 0, retryWindowMs: RING_RETRY_WINDOW_MS } },
+    start: () => Promise.resolve(),
+  };
+}
+
+/** Cluster mode: the slot map from the seeds, kept fresh, and optionally the replicas' health. */
+function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool: BackendPool): Routing {
+  const topology = new ClusterTopology(pool, {
+    seeds: config.cluster.seeds,
+    refreshIntervalMs: config.cluster.refreshIntervalMs,
+    queryTimeoutMs: config.backend.commandTimeoutMs,
+  });
+  pool.onConnectionLost(() => topology.requestRefresh());
+  topology.onChange((map) => pool.retain(new Set([...map.addresses(), ...config.cluster.seeds])));
+  const replicaReads =
+    config.cluster.readFrom === 'master'
+      ? null
+      : new ReplicaReads(pool, topology, {
+          checkIntervalMs: config.cluster.replicaCheckIntervalMs,
+          maxLagSeconds: config.cluster.replicaMaxLagSeconds,
+          queryTimeoutMs: config.backend.commandTimeoutMs,
+        });
+  return {
+    parts: {
+      router: new ClusterRouter(topology),
+      ring: null,
+      topology,
+      replicaReads,
+      forward: { maxRedirects: config.cluster.maxRedirects, retryWindowMs: config.cluster.retryWindowMs },
+    },
+    start: async () => {
+      await topology.start();
+      await replicaReads?.start();
+    },
+  };
+}
+
+function backendHandshake(config: Config): Buffer[] {
+  const { username, password } = config.backend;
+  const out: Buffer[] = [];
+  if (password !== undefined) out.push(encode.command(username === undefined ? ['AUTH', password] : ['AUTH', username, password]));
+  // A replica serves reads of its master's slots only on a READONLY connection; masters ignore it.
+  if (config.mode === 'cluster' && config.cluster.readFrom !== 'master') out.push(encode.command(['READONLY']));
+  return out;
+}
+
+/** The command table and version of the back end; the recorded table stays if no master answers. */
+async function loadBackendFacts(ctx: ProxyContext): Promise<void> {
+  for (const address of ctx.router.masters()) {
+    try {
+      const conn = ctx.pool.connection(address, 0);
+      const table = await request(conn, ['COMMAND'], 10_000);
+      if (errorText(table) !== null) throw new Error(errorText(table) ?? '');
+      ctx.table = CommandTable.fromCommandReply(decodeReply(table));
+      const info = decodeReply(await request(conn, ['INFO', 'server'], 10_000));
+      const m = /redis_version:([^\r\n]+)/.exec(Buffer.isBuffer(info) ? info.toString() : String(info));
+      if (m !== null) ctx.backendVersion = m[1];
+      log.info({ node: address, commands: ctx.table.size, redisVersion: ctx.backendVersion }, 'command table loaded from the back end');
+      return;
+    } catch (err) {
+      log.warn({ node: address, err: (err as Error).message }, 'cannot load COMMAND from this master');
+    }
+  }
+  log.warn('no master answered COMMAND; using the table recorded from Redis 7.0');
+}

@@ -1,0 +1,202 @@
+/**
+ * One client connection.
+ *
+ *   socket bytes -> RequestDecoder -> Dispatcher -> reply slot appended to `slots` (request order)
+ *   slot filled (by a node, a merge, or the proxy) -> flush from the head -> socket
+ *
+ * Invariants:
+ * - `slots` holds one slot per request, in request order; replies are written strictly from the
+ *   head, so they come back in request order whatever order the nodes answer in.
+ * - While a request waits for a node to name its keys (COMMAND GETKEYS), later requests are held,
+ *   so a client's commands reach the nodes in the order it sent them.
+ * - Back-pressure: when the client does not read its replies (socket buffer above the high-water
+ *   mark) or has too many replies outstanding, the session stops reading from the client. It never
+ *   stalls a shared back-end connection.
+ * - After QUIT or a protocol error, nothing more is read; the connection closes once every earlier
+ *   reply has been written.
+ */
+import net from 'node:net';
+import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
+import { Dispatcher, DispatchSession } from '../dispatch/dispatcher';
+import { Transaction } from '../dispatch/transaction';
+import { Subscription } from '../dispatch/pubsub';
+import { Releasable } from '../client/client-session';
+import { ReplySlot } from '../client/reply-slot';
+import { Queue } from '../client/queue';
+import { Flushable, inBatch, markReady } from '../client/reply-flusher';
+import { ProxyStats } from '../telemetry/stats';
+import * as encode from '../resp/encode';
+
+export interface SessionLimits extends DecoderLimits {
+  /** Stop reading from a client whose unread replies exceed this many bytes. */
+  clientOutputHighWaterBytes: number;
+  /** Close a client idle this long (0: never). */
+  idleClientTimeoutMs: number;
+}
+
+/** Stop reading from a client with this many replies outstanding; resume below half of it. */
+const MAX_OUTSTANDING_REPLIES = 16384;
+
+let nextSessionId = 1;
+
+export class Session implements DispatchSession, Flushable {
+  readonly id = nextSessionId++;
+  name: Buffer | null = null;
+  protocol: 2 | 3 = 2;
+  closeAfterReply = false;
+  /** The one auth check on the hot path (security/auth.ts). */
+  authenticated: boolean;
+  /** MULTI/WATCH state (dispatch/transaction.ts); null outside a transaction. */
+  transaction: Transaction | null = null;
+  /** Subscribed mode (dispatch/pubsub.ts); null when not subscribed. */
+  subscription: Subscription | null = null;
+  /** Back-end connections held for this client (WATCH, blocking commands, Pub/Sub): released when it goes. */
+  readonly dedicated = new Set<Releasable>();
+
+  private readonly slots = new Queue<ReplySlot>();
+  private readonly decoder: RequestDecoder;
+  private held: { args: Buffer[]; raw: Buffer | null }[] | null = null;
+  private flushScheduled = false;
+  private closed = false;
+  private readPaused = false;
+
+  constructor(
+    private readonly socket: net.Socket,
+    private readonly dispatcher: Dispatcher,
+    private readonly stats: ProxyStats,
+    private readonly limits: SessionLimits,
+    private readonly onClosed: (session: Session) => void,
+  ) {
+    this.authenticated = !dispatcher.requiresAuth;
+    this.decoder = new RequestDecoder(limits, this);
+    socket.setNoDelay(true);
+    if (limits.idleClientTimeoutMs > 0) {
+      // As in Redis, a blocked or subscribed client is not idle (it holds a dedicated connection).
+      socket.setTimeout(limits.idleClientTimeoutMs, () => {
+        if (this.dedicated.size === 0) socket.destroy();
+      });
+    }
+    socket.on('data', (chunk: Buffer) => {
+      inBatch(() => this.decoder.push(chunk));
+      this.applyBackPressure();
+    });
+    socket.on('drain', () => this.applyBackPressure());
+    socket.on('error', () => undefined); // 'close' follows; a client's socket error is not ours to log
+    socket.on('close', () => {
+      this.closed = true;
+      for (const held of [...this.dedicated]) held.release();
+      this.onClosed(this);
+    });
+  }
+
+  /** Shutdown: read nothing more; close once every reply already owed has been written. */
+  drainThenClose(): void {
+    this.closeAfterReply = true;
+    this.applyBackPressure();
+    if (this.slots.length === 0) this.socket.end();
+  }
+
+  destroy(): void {
+    this.socket.destroy();
+  }
+
+  /** Reply bytes written to the client's socket and not yet sent (a subscriber that does not read). */
+  get pendingOutputBytes(): number {
+    return this.socket.writableLength;
+  }
+
+  // RequestSink
+
+  onRequest(args: Buffer[], raw: Buffer | null): void {
+    if (this.closeAfterReply || this.closed) return;
+    if (this.held !== null) {
+      this.held.push({ args, raw });
+      return;
+    }
+    this.run(args, raw);
+  }
+
+  onProtocolError(message: string): void {
+    this.stats.protocolErrors++;
+    if (this.closeAfterReply) return;
+    this.replyNow(encode.error(`ERR ${message}`));
+    this.closeAfterReply = true;
+  }
+
+  // DispatchSession
+
+  track<S extends ReplySlot>(slot: S): S {
+    this.slots.push(slot);
+    return slot;
+  }
+
+  replyNow(reply: Buffer): void {
+    const slot = new ReplySlot(this);
+    this.slots.push(slot);
+    slot.complete(reply);
+  }
+
+  onSlotFilled(slot: ReplySlot): void {
+    if (slot !== this.slots.peek() || this.flushScheduled) return;
+    // After the current batch: every reply of one back-end read is written with one client write.
+    this.flushScheduled = true;
+    markReady(this);
+  }
+
+  private run(args: Buffer[], raw: Buffer | null): void {
+    const pending = this.dispatcher.dispatch(this, args, raw);
+    if (pending === undefined) return;
+    this.held = [];
+    void pending.finally(() => this.release());
+  }
+
+  private release(): void {
+    const held = this.held ?? [];
+    this.held = null;
+    for (let i = 0; i < held.length; i++) {
+      if (this.held !== null) {
+        // A held request needed GETKEYS too: keep the rest behind it.
+        (this.held as { args: Buffer[]; raw: Buffer | null }[]).push(...held.slice(i));
+        return;
+      }
+      this.run(held[i].args, held[i].raw);
+    }
+  }
+
+  flushReplies(): void {
+    this.flush();
+  }
+
+  private readonly flush = (): void => {
+    this.flushScheduled = false;
+    const out: Buffer[] = [];
+    let head = this.slots.peek();
+    while (head !== undefined && head.reply !== null) {
+      out.push(head.reply);
+      this.slots.shift();
+      head = this.slots.peek();
+    }
+    if (this.closed) return;
+    if (out.length === 1) this.socket.write(out[0]);
+    else if (out.length > 1) this.socket.write(Buffer.concat(out));
+    if (this.closeAfterReply && this.slots.length === 0) {
+      this.socket.end();
+      return;
+    }
+    this.applyBackPressure();
+  };
+
+  private applyBackPressure(): void {
+    if (this.closed) return;
+    const tooMuch = this.socket.writableLength > this.limits.clientOutputHighWaterBytes || this.slots.length > MAX_OUTSTANDING_REPLIES;
+    if (tooMuch || this.closeAfterReply) {
+      if (!this.readPaused) {
+        this.readPaused = true;
+        this.socket.pause();
+      }
+    } else if (this.readPaused && this.slots.length < MAX_OUTSTANDING_REPLIES / 2) {
+      this.readPaused = false;
+      this.socket.resume();
+    }
+  }
+}

@@ -1,0 +1,245 @@
+/**
+ * Prometheus metrics (SPEC section 7): a prom-client registry filled at scrape time from the plain
+ * counters the hot path increments (ProxyStats, LatencyHistogram), and the HTTP endpoint serving it
+ * on `metrics.listen` at /metrics.
+ *
+ * Nothing here runs per command: every metric has a collect() that copies the current value of a
+ * counter when Prometheus scrapes. Other parts of the proxy add their own metrics the same way: a
+ * Gauge or Counter with a collect(), registered on ProxyServer.metrics.
+ */
+import http from 'node:http';
+import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { MIGRATION_PHASES, MigrationPhase, parseHostPort } from '../../config/schema';
+import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
+import { ProxyStats } from './stats';
+import { CommandInfo } from '../commands/table';
+import { log } from './log';
+
+/** What the metrics read; all of it is cheap to read at scrape time. */
+export interface MetricsSources {
+  readonly stats: ProxyStats;
+  backendConnections(): number;
+  /** The command table in use (its entries carry the call counters). */
+  commands(): Iterable<CommandInfo>;
+  /** Ring mode: the migration phase, or null when no migration is configured. */
+  migrationPhase(): MigrationPhase | null;
+  /** Ring mode during a migration: the history copy's progress as saved on ring A's nodes, read at scrape time. */
+  migrationCopy(): Promise<MigrationCopyProgress | null>;
+}
+
+export interface MigrationCopyProgress {
+  /** Keys `slotproxy migrate copy` has copied to ring B, over every node of ring A. */
+  copied: number;
+  /** Ring A nodes whose copy has finished, and all of them. */
+  nodesDone: number;
+  nodes: number;
+}
+
+interface SnapshotValue {
+  labels: Record<string, string | number>;
+  sharedLabels: Record<string, string>;
+  value: number;
+  metricName: string;
+}
+
+/**
+ * A histogram whose buckets are a LatencyHistogram's, read at scrape time instead of observed here.
+ * prom-client's Registry (and Histogram.get()) read a histogram through getForPromString(), so that
+ * is the one method replaced; observe() is never called.
+ */
+class SnapshotHistogram extends Histogram<string> {
+  constructor(
+    private readonly source: LatencyHistogram,
+    private readonly metricName: string,
+    private readonly metricHelp: string,
+    registry: Registry,
+  ) {
+    super({ name: metricName, help: metricHelp, buckets: [...LATENCY_BUCKETS_SECONDS], registers: [registry] });
+  }
+
+  async getForPromString(): Promise<{ name: string; help: string; type: string; aggregator: string; values: SnapshotValue[] }> {
+    const cumulative = this.source.cumulative();
+    const bounds: (number | string)[] = [...LATENCY_BUCKETS_SECONDS, '+Inf'];
+    const value = (labels: Record<string, string | number>, v: number, suffix: string): SnapshotValue => ({
+      labels,
+      sharedLabels: {},
+      value: v,
+      metricName: `${this.metricName}${suffix}`,
+    });
+    const values = bounds.map((le, i) => value({ le }, cumulative[i], '_bucket'));
+    values.push(value({}, this.source.sumMs / 1000, '_sum'), value({}, this.source.count, '_count'));
+    return { name: this.metricName, help: this.metricHelp, type: 'histogram', aggregator: 'sum', values };
+  }
+}
+
+/** The registry with every slotproxy metric; process metrics (CPU, memory, event-loop lag) included. */
+export function createRegistry(sources: MetricsSources): Registry {
+  const registry = new Registry();
+  const { stats } = sources;
+  collectDefaultMetrics({ register: registry, prefix: 'slotproxy_' });
+  new Counter({
+    name: 'slotproxy_commands_total',
+    help: 'Commands received, by command name (subcommands as container|sub).',
+    labelNames: ['command'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const info of sources.commands()) if (info.counters.calls > 0) this.inc({ command: info.name }, info.counters.calls);
+    },
+  });
+  new SnapshotHistogram(stats.latency, 'slotproxy_command_duration_seconds', 'Time from receiving a command to its reply being ready, for commands sent to a node (retries and redirections included).', registry);
+  new Counter({
+    name: 'slotproxy_errors_total',
+    help: 'Errors, by kind: protocol, crossslot, backend (connection lost/timeout), reply (error replies to forwarded commands), auth (wrong password), noauth, tls_handshake, maxclients.',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ kind: 'protocol' }, stats.protocolErrors);
+      this.inc({ kind: 'crossslot' }, stats.crossSlotErrors);
+      this.inc({ kind: 'backend' }, stats.backendErrors);
+      this.inc({ kind: 'reply' }, stats.replyErrors);
+      this.inc({ kind: 'auth' }, stats.authFailures);
+      this.inc({ kind: 'noauth' }, stats.noauthErrors);
+      this.inc({ kind: 'tls_handshake' }, stats.tlsHandshakeErrors);
+      this.inc({ kind: 'maxclients' }, stats.rejectedConnections);
+    },
+  });
+  new Counter({
+    name: 'slotproxy_redirections_total',
+    help: 'Cluster redirections followed, by type (moved, ask), and retries (tryagain, clusterdown, unreachable node).',
+    labelNames: ['type'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc({ type: 'moved' }, stats.moved);
+      this.inc({ type: 'ask' }, stats.ask);
+      this.inc({ type: 'retry' }, stats.retries);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_backend_connections',
+    help: 'Open shared connections to the Redis nodes.',
+    registers: [registry],
+    collect() {
+      this.set(sources.backendConnections());
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_phase',
+    help: 'The ring migration phase the proxy routes by: 1 for the current phase (none: no migration).',
+    labelNames: ['phase'],
+    registers: [registry],
+    aggregator: 'max', // every worker routes by the same phase: with --workers, 1 and not N
+    collect() {
+      const current = sources.migrationPhase() ?? 'none';
+      for (const phase of ['none', ...MIGRATION_PHASES]) this.set({ phase }, phase === current ? 1 : 0);
+    },
+  });
+  // The copy runs as its own process (`slotproxy migrate copy`) and saves its progress on ring A's
+  // nodes; the proxy reads it back when Prometheus scrapes, so a dashboard can follow the migration.
+  let copyProgress: Promise<MigrationCopyProgress | null> | null = null;
+  const readCopyProgress = (): Promise<MigrationCopyProgress | null> => (copyProgress ??= sources.migrationCopy().finally(() => (copyProgress = null)));
+  new Gauge({
+    name: 'slotproxy_migration_copied_keys',
+    help: 'Ring migration: keys `slotproxy migrate copy` has copied to ring B so far (saved on ring A\'s nodes); 0 without a migration.',
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      this.set((await readCopyProgress())?.copied ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_copy_nodes',
+    help: 'Ring migration: ring A nodes whose history copy is done, and all of them (state="done" / "total"); 0 without a migration.',
+    labelNames: ['state'],
+    registers: [registry],
+    aggregator: 'max',
+    async collect() {
+      const p = await readCopyProgress();
+      this.set({ state: 'done' }, p?.nodesDone ?? 0);
+      this.set({ state: 'total' }, p?.nodes ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_connected_clients',
+    help: 'Connected clients.',
+    registers: [registry],
+    collect() {
+      this.set(stats.connectedClients);
+    },
+  });
+  new Counter({
+    name: 'slotproxy_connections_received_total',
+    help: 'Client connections accepted.',
+    registers: [registry],
+    collect() {
+      this.reset();
+      this.inc(stats.totalConnections);
+    },
+  });
+  return registry;
+}
+
+/** What the endpoint serves: one process's registry, or the workers' metrics summed by the primary. */
+export interface MetricsSource {
+  metrics(): Promise<string>;
+  readonly contentType: string;
+}
+
+/**
+ * With `--workers N` each worker has its own registry; the primary serves /metrics and sums the
+ * workers' (prom-client's AggregatorRegistry asks them over the cluster IPC channel at scrape time).
+ * A worker calls this instead of listening itself: workers share ports, so each scrape would
+ * otherwise reach one worker at random.
+ */
+export function shareWithPrimary(registry: Registry): void {
+  new AggregatorRegistry(); // installs the worker's answer to the primary's requests
+  AggregatorRegistry.setRegistries([registry]);
+}
+
+/** The primary's source: every worker's metrics, summed (gauges too: clients, connections). */
+export function workersMetrics(): MetricsSource {
+  const aggregator = new AggregatorRegistry();
+  return { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType };
+}
+
+/** The HTTP endpoint: GET /metrics; anything else 404. */
+export class MetricsServer {
+  private constructor(private readonly server: http.Server) {}
+
+  static start(listen: string, registry: MetricsSource): Promise<MetricsServer> {
+    const server = http.createServer((req, res) => {
+      if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
+        res.writeHead(404, { 'content-type': 'text/plain' }).end('slotproxy: metrics are at GET /metrics\n');
+        return;
+      }
+      registry.metrics().then(
+        (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
+        (err: Error) => {
+          log.error({ err: err.message }, 'metrics collection failed');
+          res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed\n');
+        },
+      );
+    });
+    const { host, port } = parseHostPort(listen);
+    return new Promise((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(port, host, () => {
+        server.off('error', reject);
+        log.info({ metrics: server.address() }, 'metrics endpoint is listening');
+        resolve(new MetricsServer(server));
+      });
+    });
+  }
+
+  get port(): number {
+    const a = this.server.address();
+    return typeof a === 'object' && a !== null ? a.port : 0;
+  }
+
+  close(): Promise<void> {
+    this.server.closeAllConnections();
+    return new Promise((resolve) => this.server.close(() => resolve()));
+  }
+}

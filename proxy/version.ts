@@ -1,4 +1,0 @@
-import pkg from '../package.json';
-
-/** slotproxy's own version, from package.json. */
-export const VERSION: string = pkg.version;

@@ -3,7 +3,7 @@
  * command table and the counters. One per proxy process; sessions hold a reference to it.
  * The one file at the top of proxy/: above the parts it gathers, below those that use it.
  *
- * May import: backend, cluster, commands, ring, scripts, security, telemetry, sharding.
+ * May import: backend, client, cluster, commands, ring, scripts, security, telemetry, sharding.
  */
 import { BackendPool } from './backend/pool';
 import { CommandTable } from './commands/table';
@@ -14,6 +14,7 @@ import { ClusterTopology } from './cluster/topology';
 import { ReplicaReads } from './cluster/replica-reads';
 import { ScriptStore } from './scripts/store';
 import { ClientAuth } from './security/auth';
+import { ClientList } from './client/client-list';
 
 export interface ForwardOptions {
   /** MOVED/ASK hops before a request is answered with an error. */
@@ -41,6 +42,8 @@ export interface ProxyContext {
   readonly crossSlot?: 'refuse' | 'split';
   /** `redis_version` of the back end, for HELLO. */
   backendVersion: string;
+  /** The proxy's clients (CLIENT LIST, KILL, UNBLOCK). */
+  readonly clients: ClientList;
   /** Client credentials; null: no AUTH needed. Replaced whole by a reload (SIGHUP). */
   auth: ClientAuth | null;
 }

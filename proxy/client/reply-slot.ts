@@ -13,6 +13,8 @@ export interface ReplyOwner {
 
 export class ReplySlot {
   reply: Buffer | null = null;
+  /** CLIENT REPLY OFF or SKIP: the reply keeps its place in the order but is not written. */
+  silent = false;
 
   constructor(readonly owner: ReplyOwner) {}
 

@@ -6,6 +6,8 @@
  * - fanout:     sent to every master, replies merged (dispatch/fanout.ts)
  * - any-master: keyless and node-independent, so any master gives the right answer
  *   (commands whose key specs find no key in a request, e.g. EVAL with numkeys 0, also go to any master)
+ * - client:     a CLIENT subcommand about the client's own connection, answered by the proxy
+ *   (dispatch/client-command.ts)
  * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error
  * - transaction, pubsub, wait: need a back-end connection of the client's own (transaction.ts,
  *   pubsub.ts, blocking.ts); blocking commands go there too, found by their `blocking` flag
@@ -15,6 +17,7 @@
  */
 export type Strategy =
   | { readonly kind: 'local' }
+  | { readonly kind: 'client' }
   | { readonly kind: 'fanout' }
   | { readonly kind: 'any-master' }
   | { readonly kind: 'refuse'; readonly why: string }
@@ -23,6 +26,7 @@ export type Strategy =
   | { readonly kind: 'wait' };
 
 const local: Strategy = { kind: 'local' };
+const client: Strategy = { kind: 'client' };
 const fanout: Strategy = { kind: 'fanout' };
 const anyMaster: Strategy = { kind: 'any-master' };
 const refuse = (why: string): Strategy => ({ kind: 'refuse', why });
@@ -44,11 +48,24 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['readonly', local],
   ['readwrite', local],
   ['asking', local],
-  ['client|setname', local],
-  ['client|getname', local],
-  ['client|id', local],
-  ['client|setinfo', local],
-  ['client', refuse('only CLIENT SETNAME, GETNAME, ID and SETINFO have a meaning through a proxy')],
+  ['client|setname', client],
+  ['client|getname', client],
+  ['client|id', client],
+  ['client|setinfo', client],
+  ['client|info', client],
+  ['client|list', client],
+  ['client|kill', client],
+  ['client|reply', client],
+  ['client|no-evict', client],
+  ['client|tracking', client],
+  ['client|caching', client],
+  ['client|getredir', client],
+  ['client|trackinginfo', client],
+  ['client|unblock', client],
+  ['client|pause', fanout],
+  ['client|unpause', fanout],
+  ['client|help', anyMaster],
+  ['client', refuse("slotproxy answers CLIENT about the client's connection to the proxy; this subcommand is not one of those")],
   ['cluster|keyslot', local],
   ['cluster', refuse('slotproxy presents the cluster as one server; only CLUSTER KEYSLOT is answered')],
 

@@ -7,8 +7,13 @@
  *
  * The client's later requests are held until the reply comes, as a single Redis does not read a
  * blocked client's next commands: a pipelined `BLPOP q 0` + `LPUSH q x` must not unblock itself.
+ *
+ * CLIENT UNBLOCK of a proxy client is passed on as CLIENT UNBLOCK of the dedicated connection on
+ * its node (whose id a `CLIENT ID` written just before the command tells), so the node ends the
+ * block itself and nothing it popped is lost.
  */
-import { ClientSession, Releasable } from '../client/client-session';
+import { ClientSession, Releasable, Unblockable } from '../client/client-session';
+import { request } from '../backend/request';
 import { ProxyContext } from '../context';
 import { ReplySlot } from '../client/reply-slot';
 import { BackendConnection, BackendRequest } from '../backend/connection';
@@ -26,18 +31,22 @@ export function runBlocking(ctx: ProxyContext, session: ClientSession, payload: 
 }
 
 const RETRY_DELAY_MS = 100;
+const CLIENT_ID = encode.command(['CLIENT', 'ID']);
 
 /**
  * Held in the session's `dedicated` set from start to reply, so a client that goes away closes the
  * connection the command blocks on (and cancels a retry waiting to happen).
  */
-class BlockingCommand extends ReplySlot implements BackendRequest, Releasable {
+class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, Unblockable {
   readonly done: Promise<void>;
   private resolveDone: () => void = () => undefined;
   private conn: BackendConnection | null = null;
   private hops = 0;
   private firstFailureAt = 0;
   private released = false;
+  /** The node's id for the dedicated connection, once its CLIENT ID answered. */
+  private nodeClientId: string | null = null;
+  private address: string | null = null;
 
   constructor(private readonly ctx: ProxyContext, private readonly session: ClientSession, readonly payload: Buffer, private readonly shard: number) {
     super(session);
@@ -54,7 +63,32 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable {
     }
     if (address === null) return this.complete(encode.error(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED));
     this.conn = this.ctx.pool.dedicated(address, 0, this.session.protocol);
+    this.address = address;
+    this.nodeClientId = null;
+    this.conn.send({
+      payload: CLIENT_ID,
+      onReply: (frame) => {
+        if (frame[0] !== 58 || this.reply !== null) return;
+        // The command was in the same write, so the node has read it: the client is blocked now.
+        this.nodeClientId = frame.toString('latin1', 1, frame.length - 2);
+        this.session.blocked = this;
+      },
+      onFailure: () => undefined, // the command behind it fails the same way and says so
+    });
     this.conn.send(this);
+  }
+
+  /** CLIENT UNBLOCK: asks the node to end the block; the command's own reply then comes as usual. */
+  async unblock(reason: 'timeout' | 'error'): Promise<boolean> {
+    const id = this.nodeClientId;
+    const address = this.address;
+    if (id === null || address === null || this.reply !== null) return false;
+    try {
+      const frame = await request(this.ctx.pool.connection(address, this.session.id), ['CLIENT', 'UNBLOCK', id, reason.toUpperCase()]);
+      return frame.toString('latin1') === ':1\r\n';
+    } catch {
+      return false;
+    }
   }
 
   /** The client went away: drop the connection, and with it the block on the node. */
@@ -93,6 +127,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable {
   override complete(frame: Buffer): void {
     if (this.reply !== null) return;
     this.session.dedicated.delete(this);
+    if (this.session.blocked === this) this.session.blocked = null;
     this.closeConnection();
     super.complete(frame);
     this.resolveDone();

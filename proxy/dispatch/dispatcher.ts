@@ -10,6 +10,7 @@ import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, strategyFor } from 
 import { ANY_MASTER, ForwardedCommand } from './forward';
 import { FanoutCommand, ScanCommand, allOk, andArrays, anyOk, concatArrays, mergeInfo, sumIntegers } from './fanout';
 import { answerLocally } from './local';
+import { clientCommand } from './client-command';
 import { ReplySlot } from '../client/reply-slot';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
@@ -43,6 +44,8 @@ const FANOUT_MERGES = new Map([
   ['function|flush', allOk],
   ['function|restore', allOk],
   ['function|kill', anyOk],
+  ['client|pause', allOk],
+  ['client|unpause', allOk],
 ]);
 
 export class Dispatcher {
@@ -64,12 +67,7 @@ export class Dispatcher {
     if (top === undefined) {
       // The proxy's own PROXY command is in no Redis's table: looked for only here, off the hot path.
       if (isProxyCommand(args[0])) {
-        const reply = session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY;
-        if (Buffer.isBuffer(reply)) session.replyNow(reply);
-        else {
-          const slot = session.track(new ReplySlot(session));
-          void reply.then((r) => slot.complete(r));
-        }
+        replyEventually(session, session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY);
         return undefined;
       }
       flagTransaction(session);
@@ -77,6 +75,12 @@ export class Dispatcher {
       return undefined;
     }
     if (arityMismatch(top, args.length)) {
+      if (top.name === 'exec') {
+        // Redis rejects a malformed EXEC as an aborted transaction, even outside MULTI.
+        if (session.transaction !== null) discardTransaction(session, session.transaction);
+        session.replyNow(encode.error(errors.execAbort(errors.wrongArity(top.name))));
+        return undefined;
+      }
       flagTransaction(session);
       session.replyNow(encode.error(errors.wrongArity(top.name)));
       return undefined;
@@ -105,6 +109,7 @@ export class Dispatcher {
       return undefined;
     }
     info.counters.calls++;
+    session.command = info.name;
 
     const strategy = strategyFor(info.name, container);
     // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
@@ -124,6 +129,9 @@ export class Dispatcher {
           // RESET also discards a transaction and its WATCH, as in Redis.
           if (info.name === 'reset' && txn !== null) discardTransaction(session, txn);
           session.replyNow(answerLocally(ctx, session, info.name, args));
+          return undefined;
+        case 'client':
+          replyEventually(session, clientCommand(ctx, session, info.name, args));
           return undefined;
         case 'refuse':
           session.replyNow(encode.error(errors.unsupported(container ?? info.name, strategy.why)));
@@ -154,17 +162,15 @@ export class Dispatcher {
    */
   private answersUnknownSubcommand(session: DispatchSession, container: string, sub: Buffer, args: Buffer[]): boolean {
     const name = `${container}|${sub.toString('latin1').toLowerCase()}`;
-    const strategy = strategyFor(name, null);
-    if (strategy?.kind !== 'local') return false;
+    const arity = LOCAL_SUBCOMMAND_ARITY.get(name);
+    if (arity === undefined) return false;
     if (!session.authenticated) {
       this.ctx.stats.noauthErrors++;
       session.replyNow(NOAUTH_REPLY);
       return true;
     }
-    const arity = LOCAL_SUBCOMMAND_ARITY.get(name);
-    session.replyNow(
-      arity !== undefined && args.length !== arity ? encode.error(errors.wrongArity(name)) : answerLocally(this.ctx, session, name, args),
-    );
+    if (args.length !== arity) session.replyNow(encode.error(errors.wrongArity(name)));
+    else replyEventually(session, clientCommand(this.ctx, session, name, args));
     return true;
   }
 
@@ -299,6 +305,15 @@ export class Dispatcher {
     if (args.length === 1) return this.proxyInfo();
     const wanted = args.slice(1).map((a) => a.toString().toLowerCase());
     return wanted.some((s) => s === 'all' || s === 'everything' || s === 'default' || s === 'proxy') ? this.proxyInfo() : '';
+  }
+}
+
+/** A reply now, or a slot in the client's order filled when the answer comes. */
+function replyEventually(session: DispatchSession, reply: Buffer | Promise<Buffer>): void {
+  if (Buffer.isBuffer(reply)) session.replyNow(reply);
+  else {
+    const slot = session.track(new ReplySlot(session));
+    void reply.then((r) => slot.complete(r));
   }
 }
 

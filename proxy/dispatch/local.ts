@@ -1,24 +1,15 @@
 /**
  * Commands the proxy answers itself, because the honest answer needs no node: PING, ECHO, SELECT 0,
- * HELLO, CLIENT SETNAME/GETNAME/ID/SETINFO, CLUSTER KEYSLOT ... Texts follow Redis 7.
+ * HELLO, AUTH, RESET, CLUSTER KEYSLOT ... Texts and argument checks follow Redis 7.0 (CLIENT
+ * subcommands: client-command.ts).
  */
 import { keySlot } from '../../sharding/slot';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { parseInteger } from '../commands/keys';
-import { AuthCounters, ClientAuth, authenticate } from '../security/auth';
-
-/** What a local answer may read or change of its session. */
-export interface LocalSession {
-  readonly id: number;
-  name: Buffer | null;
-  /** Close the client after this reply has been written (QUIT). */
-  closeAfterReply: boolean;
-  /** False until AUTH when the proxy requires it (security/auth.ts). */
-  authenticated: boolean;
-  /** RESP version chosen with HELLO; 2 until then. */
-  protocol: 2 | 3;
-}
+import { AuthCounters, ClientAuth, DEFAULT_USER, authenticate } from '../security/auth';
+import { ClientSession } from '../client/client-session';
+import { setName } from './client-command';
 
 export interface LocalServer {
   readonly backendVersion: string;
@@ -28,9 +19,10 @@ export interface LocalServer {
 }
 
 /** `name` is the command's lower-case name, `container|sub` for subcommands. */
-export function answerLocally(server: LocalServer, session: LocalSession, name: string, args: Buffer[]): Buffer {
+export function answerLocally(server: LocalServer, session: ClientSession, name: string, args: Buffer[]): Buffer {
   switch (name) {
     case 'ping':
+      if (args.length > 2) return encode.error(errors.wrongArity('ping'));
       return args.length > 1 ? encode.bulk(args[1]) : encode.PONG;
     case 'echo':
       return encode.bulk(args[1]);
@@ -46,20 +38,14 @@ export function answerLocally(server: LocalServer, session: LocalSession, name: 
     case 'reset':
       session.name = null;
       session.protocol = 2;
+      session.setReplyMode('on');
+      session.user = DEFAULT_USER;
       // RESET signs the client out back to the default user, as on Redis.
       session.authenticated = server.auth === null;
       return encode.simple('RESET');
     case 'readonly':
     case 'readwrite':
     case 'asking':
-      return encode.OK;
-    case 'client|setname':
-      return setName(session, args[2]);
-    case 'client|getname':
-      return encode.bulk(session.name);
-    case 'client|id':
-      return encode.integer(session.id);
-    case 'client|setinfo':
       return encode.OK;
     case 'cluster|keyslot':
       return encode.integer(keySlot(args[2]));
@@ -69,7 +55,7 @@ export function answerLocally(server: LocalServer, session: LocalSession, name: 
 }
 
 /** AUTH [username] password */
-function auth(server: LocalServer, session: LocalSession, args: Buffer[]): Buffer {
+function auth(server: LocalServer, session: ClientSession, args: Buffer[]): Buffer {
   if (args.length > 3) return encode.error(errors.SYNTAX_ERROR);
   if (args.length === 2 && server.auth === null) return encode.error(errors.AUTH_NOT_CONFIGURED);
   const user = args.length === 3 ? args[1] : null;
@@ -79,22 +65,14 @@ function auth(server: LocalServer, session: LocalSession, args: Buffer[]): Buffe
 
 function select(index: Buffer): Buffer {
   const db = parseInteger(index);
-  if (db === null || db > 0x7fffffff || db < -0x80000000) return encode.error(errors.NOT_INTEGER);
+  if (db === null) return encode.error(errors.NOT_INTEGER);
+  if (db > 0x7fffffff || db < -0x80000000) return encode.error('ERR value is out of range, value must between -2147483648 and 2147483647');
   if (db === 0) return encode.OK;
   return encode.error(errors.SELECT_NOT_ALLOWED);
 }
 
-function setName(session: LocalSession, name: Buffer): Buffer {
-  // Redis refuses spaces, newlines and other special characters in connection names.
-  for (const c of name) {
-    if (c < 33 || c > 126) return encode.error('ERR Client names cannot contain spaces, newlines or special characters.');
-  }
-  session.name = name.length === 0 ? null : name;
-  return encode.OK;
-}
-
 /** HELLO [protover [AUTH username password] [SETNAME clientname]]: RESP2 or RESP3. */
-function hello(server: LocalServer, session: LocalSession, args: Buffer[]): Buffer {
+function hello(server: LocalServer, session: ClientSession, args: Buffer[]): Buffer {
   let i = 1;
   let protocol = session.protocol;
   if (args.length > 1) {

@@ -279,6 +279,11 @@ export class Subscription implements Releasable {
     return encode.arrayOfFrames([encode.bulk(kind), encode.bulk(channel), encode.integer(count)]);
   }
 
+  /** CLIENT LIST's sub, psub and ssub. */
+  counts(): { sub: number; psub: number; ssub: number } {
+    return { sub: this.confirmed.channel.size, psub: this.confirmed.pattern.size, ssub: this.confirmed.shard.size };
+  }
+
   /** Regular counts cover channels and patterns; shard channels are counted apart, as Redis does. */
   private count(kind: Kind): number {
     return kind === 'shard' ? this.confirmed.shard.size : this.confirmed.channel.size + this.confirmed.pattern.size;

@@ -131,6 +131,9 @@ export class PartSession implements ReplyOwner {
   closeAfterReply = false;
   authenticated = true;
   protocol: 2 | 3 = 2;
+  user = 'default';
+  command = 'NULL';
+  blocked = null;
   transaction = null;
   subscription = null;
   readonly dedicated = new Set<Releasable>();
@@ -143,6 +146,10 @@ export class PartSession implements ReplyOwner {
 
   replyNow(reply: Buffer): void {
     this.onReply(reply);
+  }
+
+  setReplyMode(): void {
+    // A part is never a CLIENT REPLY.
   }
 
   onSlotFilled(slot: ReplySlot): void {

@@ -58,3 +58,10 @@ export function command(args: readonly (Buffer | string)[]): Buffer {
   }
   return Buffer.concat(parts);
 }
+
+/** Text a client reads as a document (CLIENT LIST, CLIENT INFO): a bulk string, or RESP3's verbatim `txt` string. */
+export function verbatim(text: string, protocol: 2 | 3): Buffer {
+  if (protocol === 2) return bulk(text);
+  const body = Buffer.from(`txt:${text}`);
+  return Buffer.concat([Buffer.from(`=${body.length}${CRLF}`), body, Buffer.from(CRLF)]);
+}

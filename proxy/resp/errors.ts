@@ -5,7 +5,7 @@
  */
 
 export const CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot";
-export const NOPROTO = 'NOPROTO sorry, this protocol version is not supported.';
+export const NOPROTO = 'NOPROTO unsupported protocol version';
 export const SELECT_NOT_ALLOWED = 'ERR SELECT is not allowed in cluster mode';
 export const NOT_INTEGER = 'ERR value is not an integer or out of range';
 export const INVALID_DB = 'ERR DB index is out of range';
@@ -14,6 +14,9 @@ export const AUTH_NOT_CONFIGURED =
   'ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?';
 export const INVALID_CURSOR = 'ERR invalid cursor';
 export const SYNTAX_ERROR = 'ERR syntax error';
+/** CLIENT TRACKING ON (dispatch/client-command.ts says why). */
+export const TRACKING_UNSUPPORTED =
+  'ERR slotproxy does not support CLIENT TRACKING: invalidations come from the node holding each key, and the proxy does not relay them';
 export const NOAUTH = 'NOAUTH Authentication required.';
 export const NOAUTH_HELLO =
   'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';
@@ -30,6 +33,11 @@ export const EXECABORT = 'EXECABORT Transaction discarded because of previous er
 /** A command other than (P|S)(UN)SUBSCRIBE, PING, QUIT, RESET from a client in subscribed mode. */
 export function notAllowedWhileSubscribed(fullName: string): string {
   return `ERR Can't execute '${fullName}': only (P|S)SUBSCRIBE / (P|S)UNSUBSCRIBE / PING / QUIT / RESET are allowed in this context`;
+}
+
+/** EXEC refused before it runs (wrong arity): Redis aborts the transaction and names the error, without its code. */
+export function execAbort(error: string): string {
+  return `EXECABORT Transaction discarded because of: ${error.replace(/^ERR /, '')}`;
 }
 
 export function wrongArity(fullName: string): string {

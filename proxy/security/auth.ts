@@ -36,6 +36,11 @@ export class ClientAuth {
     return config === undefined ? null : new ClientAuth(config);
   }
 
+  /** CLIENT KILL USER: the default user always exists, as in Redis. */
+  hasUser(name: string): boolean {
+    return name === DEFAULT_USER || this.users.has(name);
+  }
+
   /** True when `password` is `user`'s (user null: the default user). */
   check(user: Buffer | null, password: Buffer): boolean {
     const name = user === null ? DEFAULT_USER : user.toString('utf8');
@@ -49,6 +54,8 @@ export class ClientAuth {
 export interface AuthSession {
   /** False until a good AUTH when the proxy requires one; the only thing the hot path reads. */
   authenticated: boolean;
+  /** The user signed in as (CLIENT LIST's `user`). */
+  user: string;
 }
 
 /** Counts failed attempts (for INFO and /metrics). */
@@ -69,7 +76,10 @@ export function authenticate(
   password: Buffer,
 ): boolean {
   const ok = auth === null ? user === null || user.toString('utf8') === DEFAULT_USER : auth.check(user, password);
-  if (ok) session.authenticated = true;
+  if (ok) {
+    session.authenticated = true;
+    session.user = user === null ? DEFAULT_USER : user.toString('utf8');
+  }
   else counters.authFailures++;
   return ok;
 }

@@ -20,6 +20,7 @@ import { CommandTable } from '../commands/table';
 import { ProxyContext } from '../context';
 import { Dispatcher } from '../dispatch/dispatcher';
 import { Session } from './session';
+import { ClientList } from '../client/client-list';
 import { ScriptStore } from '../scripts/store';
 import { ScriptPreloader, readScriptFiles, startPreloading } from '../scripts/preloader';
 import { ProxyStats } from '../telemetry/stats';
@@ -44,7 +45,8 @@ const RING_RETRY_WINDOW_MS = 1000;
 const MAX_CLIENTS_REACHED = encode.error('ERR max number of clients reached');
 
 export class ProxyServer {
-  private readonly sessions = new Set<Session>();
+  /** Every client, for CLIENT LIST/KILL (ctx.clients) and the shutdown drain. */
+  private readonly sessions: ClientList<Session>;
   private readonly listener: net.Server | tls.Server;
   private readonly dispatcher: Dispatcher;
   /** The live limits: a reload (SIGHUP) updates this object in place, and sessions and decoders read it. */
@@ -56,7 +58,8 @@ export class ProxyServer {
   /** Every Prometheus metric; other parts of the proxy may register theirs (see metrics.ts). */
   readonly metrics: Registry;
 
-  private constructor(readonly config: Config, private readonly ctx: ProxyContext) {
+  private constructor(readonly config: Config, private readonly ctx: ProxyContext, sessions: ClientList<Session>) {
+    this.sessions = sessions;
     this.dispatcher = new Dispatcher(ctx, () => this.infoSection());
     this.limits = { ...config.limits };
     this.metrics = createRegistry({
@@ -86,6 +89,7 @@ export class ProxyServer {
       tls: backendTls(config.backend.tls),
     });
     const routing = config.mode === 'ring' ? await ringRouting(config, pool) : clusterRouting(config, pool);
+    const clients = new ClientList<Session>();
     const ctx: ProxyContext = {
       mode: config.mode,
       pool,
@@ -96,10 +100,11 @@ export class ProxyServer {
       backendVersion: '7.0.0',
       auth: ClientAuth.fromConfig(config.auth),
       scripts: new ScriptStore(config.limits.scriptStoreBytes),
+      clients,
     };
     await routing.start();
     await loadBackendFacts(ctx);
-    const server = new ProxyServer(config, ctx);
+    const server = new ProxyServer(config, ctx, clients);
     const preloader = await startPreloading(ctx, config.scripts);
     ctx.topology?.onChange(() => preloader.checkAll());
     server.preloader = preloader;

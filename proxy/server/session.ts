@@ -20,7 +20,9 @@ import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
 import { Dispatcher, DispatchSession } from '../dispatch/dispatcher';
 import { Transaction } from '../dispatch/transaction';
 import { Subscription } from '../dispatch/pubsub';
-import { Releasable } from '../client/client-session';
+import { ReplyMode, Releasable, Unblockable } from '../client/client-session';
+import { ClientType, ListedClient, clientInfoLine } from '../client/client-list';
+import { DEFAULT_USER } from '../security/auth';
 import { ReplySlot } from '../client/reply-slot';
 import { Queue } from '../client/queue';
 import { Flushable, inBatch, markReady } from '../client/reply-flusher';
@@ -39,9 +41,15 @@ const MAX_OUTSTANDING_REPLIES = 16384;
 
 let nextSessionId = 1;
 
-export class Session implements DispatchSession, Flushable {
+export class Session implements DispatchSession, ListedClient, Flushable {
   readonly id = nextSessionId++;
   name: Buffer | null = null;
+  user = DEFAULT_USER;
+  blocked: Unblockable | null = null;
+  /** The last command's full name, CLIENT LIST's `cmd` (set by the dispatcher). */
+  command = 'NULL';
+  readonly addr: string;
+  readonly laddr: string;
   protocol: 2 | 3 = 2;
   closeAfterReply = false;
   /** The one auth check on the hot path (security/auth.ts). */
@@ -59,6 +67,12 @@ export class Session implements DispatchSession, Flushable {
   private flushScheduled = false;
   private closed = false;
   private readPaused = false;
+  private readonly createdAt = Date.now();
+  private lastActiveAt = this.createdAt;
+  /** CLIENT REPLY OFF / SKIP: replies of requests dispatched while `silent` are never written. */
+  private replyOff = false;
+  private skipNext = false;
+  private silent = false;
 
   constructor(
     private readonly socket: net.Socket,
@@ -69,6 +83,8 @@ export class Session implements DispatchSession, Flushable {
   ) {
     this.authenticated = !dispatcher.requiresAuth;
     this.decoder = new RequestDecoder(limits, this);
+    this.addr = formatPeer(socket.remoteAddress, socket.remotePort);
+    this.laddr = formatPeer(socket.localAddress, socket.localPort);
     socket.setNoDelay(true);
     if (limits.idleClientTimeoutMs > 0) {
       // As in Redis, a blocked or subscribed client is not idle (it holds a dedicated connection).
@@ -77,6 +93,7 @@ export class Session implements DispatchSession, Flushable {
       });
     }
     socket.on('data', (chunk: Buffer) => {
+      this.lastActiveAt = Date.now();
       inBatch(() => this.decoder.push(chunk));
       this.applyBackPressure();
     });
@@ -98,6 +115,56 @@ export class Session implements DispatchSession, Flushable {
 
   destroy(): void {
     this.socket.destroy();
+  }
+
+  // ListedClient (CLIENT LIST, INFO, KILL)
+
+  kill(): void {
+    this.socket.destroy();
+  }
+
+  get type(): ClientType {
+    return this.subscription !== null ? 'pubsub' : 'normal';
+  }
+
+  describe(): string {
+    const now = Date.now();
+    const txn = this.transaction;
+    const counts = this.subscription?.counts() ?? { sub: 0, psub: 0, ssub: 0 };
+    let flags = '';
+    if (this.subscription !== null) flags += 'P';
+    if (txn !== null && txn.inMulti) flags += 'x';
+    if (this.blocked !== null) flags += 'b';
+    return clientInfoLine({
+      id: this.id,
+      addr: this.addr,
+      laddr: this.laddr,
+      fd: (this.socket as unknown as { _handle?: { fd?: number } })._handle?.fd ?? -1,
+      name: this.name?.toString() ?? '',
+      ageSeconds: Math.floor((now - this.createdAt) / 1000),
+      idleSeconds: Math.floor((now - this.lastActiveAt) / 1000),
+      flags: flags === '' ? 'N' : flags,
+      ...counts,
+      multi: txn !== null && txn.inMulti ? txn.queued.length : -1,
+      omem: this.socket.writableLength,
+      oll: this.slots.length,
+      cmd: this.command,
+      user: this.user,
+      resp: this.protocol,
+    });
+  }
+
+  setReplyMode(mode: ReplyMode): void {
+    if (mode === 'on') {
+      this.replyOff = false;
+      this.skipNext = false;
+      this.silent = false;
+    } else {
+      // OFF's and SKIP's own replies are never sent; SKIP then drops the next request's reply.
+      if (mode === 'off') this.replyOff = true;
+      else if (!this.replyOff) this.skipNext = true;
+      this.silent = true;
+    }
   }
 
   /** Reply bytes written to the client's socket and not yet sent (a subscriber that does not read). */
@@ -126,14 +193,13 @@ export class Session implements DispatchSession, Flushable {
   // DispatchSession
 
   track<S extends ReplySlot>(slot: S): S {
+    if (this.silent) slot.silent = true;
     this.slots.push(slot);
     return slot;
   }
 
   replyNow(reply: Buffer): void {
-    const slot = new ReplySlot(this);
-    this.slots.push(slot);
-    slot.complete(reply);
+    this.track(new ReplySlot(this)).complete(reply);
   }
 
   onSlotFilled(slot: ReplySlot): void {
@@ -144,7 +210,10 @@ export class Session implements DispatchSession, Flushable {
   }
 
   private run(args: Buffer[], raw: Buffer | null): void {
+    this.silent = this.replyOff || this.skipNext;
+    this.skipNext = false;
     const pending = this.dispatcher.dispatch(this, args, raw);
+    this.silent = false;
     if (pending === undefined) return;
     this.held = [];
     void pending.finally(() => this.release());
@@ -172,7 +241,7 @@ export class Session implements DispatchSession, Flushable {
     const out: Buffer[] = [];
     let head = this.slots.peek();
     while (head !== undefined && head.reply !== null) {
-      out.push(head.reply);
+      if (!head.silent) out.push(head.reply);
       this.slots.shift();
       head = this.slots.peek();
     }
@@ -199,4 +268,10 @@ export class Session implements DispatchSession, Flushable {
       this.socket.resume();
     }
   }
+}
+
+/** `ip:port`, with an IPv6 address in brackets, as Redis writes a peer. */
+function formatPeer(ip: string | undefined, port: number | undefined): string {
+  const host = ip ?? '?';
+  return host.includes(':') ? `[${host}]:${port ?? 0}` : `${host}:${port ?? 0}`;
 }

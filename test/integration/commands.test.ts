@@ -670,7 +670,7 @@ describe('commands through slotproxy (cluster mode)', () => {
           id: fields.get('id'),
         }).toEqual({ server: 'redis', version: REDIS_VERSION, proto: 2, id });
       }
-      expect(await errorOf(c.call('HELLO', '4'))).toEqual('NOPROTO sorry, this protocol version is not supported.');
+      expect(await errorOf(c.call('HELLO', '4'))).toEqual('NOPROTO unsupported protocol version');
       expect(await c.call('PING')).toEqual('PONG');
     });
 

@@ -153,7 +153,7 @@ describe('RESP3', () => {
     const port = env.proxy().address.port;
     const c = new RawClient(port);
     try {
-      const want = '-NOPROTO sorry, this protocol version is not supported.\r\n';
+      const want = '-NOPROTO unsupported protocol version\r\n';
       expect(await c.send('HELLO 4', exactly(want))).toBe(want);
       await c.send('HELLO 3', (s) => s.endsWith('*0\r\n'));
       expect(await c.send('RESET', exactly('+RESET\r\n'))).toBe('+RESET\r\n');

@@ -35,18 +35,18 @@ describe('authenticate', () => {
   test('counts failures; a failure leaves an authenticated session authenticated', () => {
     const auth = new ClientAuth({ password: 'pw' });
     const counters = { authFailures: 0 };
-    const session = { authenticated: false };
+    const session = { authenticated: false, user: 'default' };
     expect(authenticate(auth, counters, session, null, b('no'))).toBe(false);
     expect(session.authenticated).toBe(false);
     expect(authenticate(auth, counters, session, null, b('pw'))).toBe(true);
     expect(authenticate(auth, counters, session, null, b('no'))).toBe(false);
-    expect(session).toEqual({ authenticated: true });
+    expect(session).toEqual({ authenticated: true, user: 'default' });
     expect(counters.authFailures).toBe(2);
   });
 
   test('without an auth section the default user takes any password and no other user exists', () => {
     const counters = { authFailures: 0 };
-    const session = { authenticated: true };
+    const session = { authenticated: true, user: 'default' };
     expect(authenticate(null, counters, session, b('default'), b('anything'))).toBe(true);
     expect(authenticate(null, counters, session, b('app'), b('anything'))).toBe(false);
   });

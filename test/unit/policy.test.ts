@@ -22,7 +22,7 @@ describe('POLICY entries', () => {
     expect(container?.subcommands).not.toBeNull();
     // Answered locally even where the back end's table lacks it (the dispatcher checks this list).
     if (LOCAL_SUBCOMMAND_ARITY.has(name)) {
-      expect(POLICY.get(name)?.kind).toBe('local');
+      expect(POLICY.get(name)?.kind).toBe('client');
       return;
     }
     // The dispatcher only reaches a `container|sub` entry when the table resolves the subcommand.
@@ -41,7 +41,7 @@ describe('POLICY entries', () => {
   });
 
   test.each(entries)('%s has a known strategy kind', (_name, strategy) => {
-    expect(['local', 'fanout', 'any-master', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
+    expect(['local', 'client', 'fanout', 'any-master', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
   });
 });
 
@@ -58,11 +58,12 @@ describe('strategyFor', () => {
     ['get', null, undefined],
     ['eval', null, undefined],
     // a listed subcommand wins over its container
-    ['client|setname', 'client', 'local'],
+    ['client|setname', 'client', 'client'],
+    ['client|pause', 'client', 'fanout'],
     ['cluster|keyslot', 'cluster', 'local'],
     ['script|load', 'script', 'fanout'],
     // an unlisted subcommand falls back to its container
-    ['client|kill', 'client', 'refuse'],
+    ['client|no-touch', 'client', 'refuse'],
     ['cluster|nodes', 'cluster', 'refuse'],
     ['script|debug', 'script', 'refuse'],
     ['config|get', 'config', 'refuse'],
@@ -75,12 +76,12 @@ describe('strategyFor', () => {
   });
 
   test('a subcommand falls back to exactly its container entry', () => {
-    expect(strategyFor('client|kill', 'client')).toBe(POLICY.get('client'));
+    expect(strategyFor('client|no-touch', 'client')).toBe(POLICY.get('client'));
     expect(strategyFor('client|setname', 'client')).toBe(POLICY.get('client|setname'));
   });
 
   test('a subcommand name without its container is not looked up by container', () => {
-    expect(strategyFor('client|kill', null)).toBeUndefined();
+    expect(strategyFor('client|no-touch', null)).toBeUndefined();
   });
 
   test.each(entries)('%s resolves to its own entry', (name, strategy) => {

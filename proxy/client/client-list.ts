@@ -1,0 +1,78 @@
+/**
+ * The proxy's own clients, as CLIENT LIST, CLIENT INFO, CLIENT KILL and CLIENT UNBLOCK see them: a
+ * client of slotproxy is one of these, never a connection the proxy holds to a node. The server
+ * adds a session when it accepts it and removes it when it closes.
+ */
+import { ClientSession } from './client-session';
+
+/** Redis's client types (CLIENT LIST TYPE, CLIENT KILL TYPE); through the proxy only normal and pubsub occur. */
+export type ClientType = 'normal' | 'pubsub' | 'master' | 'replica';
+
+export interface ListedClient extends ClientSession {
+  readonly type: ClientType;
+  /** The client's address, `ip:port`, as CLIENT LIST's `addr`. */
+  readonly addr: string;
+  /** The proxy's address the client connected to, as `laddr`. */
+  readonly laddr: string;
+  /** Redis's CLIENT LIST line for this client, without the newline. */
+  describe(): string;
+  /** CLIENT KILL: closes the connection now. */
+  kill(): void;
+}
+
+export class ClientList<C extends ListedClient = ListedClient> {
+  private readonly byId = new Map<number, C>();
+
+  add(client: C): void {
+    this.byId.set(client.id, client);
+  }
+
+  delete(client: C): void {
+    this.byId.delete(client.id);
+  }
+
+  get(id: number): C | undefined {
+    return this.byId.get(id);
+  }
+
+  get size(): number {
+    return this.byId.size;
+  }
+
+  [Symbol.iterator](): IterableIterator<C> {
+    return this.byId.values();
+  }
+}
+
+/** What a CLIENT LIST line says, in Redis 7.0's order. */
+export interface ClientInfoFields {
+  id: number;
+  addr: string;
+  laddr: string;
+  fd: number;
+  name: string;
+  ageSeconds: number;
+  idleSeconds: number;
+  flags: string;
+  sub: number;
+  psub: number;
+  ssub: number;
+  multi: number;
+  /** Reply bytes not yet taken by the client. */
+  omem: number;
+  /** Replies owed, not yet written. */
+  oll: number;
+  cmd: string;
+  user: string;
+  resp: number;
+}
+
+/** One line of Redis 7.0's CLIENT LIST. Buffers the proxy does not have (query buffer, argv) read 0. */
+export function clientInfoLine(f: ClientInfoFields): string {
+  return (
+    `id=${f.id} addr=${f.addr} laddr=${f.laddr} fd=${f.fd} name=${f.name} age=${f.ageSeconds} idle=${f.idleSeconds} ` +
+    `flags=${f.flags} db=0 sub=${f.sub} psub=${f.psub} ssub=${f.ssub} multi=${f.multi} qbuf=0 qbuf-free=0 argv-mem=0 ` +
+    `multi-mem=0 rbs=0 rbp=0 obl=0 oll=${f.oll} omem=${f.omem} tot-mem=${f.omem} events=${f.omem > 0 ? 'rw' : 'r'} ` +
+    `cmd=${f.cmd} user=${f.user} redir=-1 resp=${f.resp}`
+  );
+}

@@ -1,0 +1,158 @@
+// Commands slotproxy answers itself (PING, HELLO, SELECT, AUTH, RESET, EXEC's arity, CLUSTER KEYSLOT,
+// CLIENT ...) checked against one Redis: a single-node Redis Cluster owning every slot, the
+// reference for what a client of one server sees. Replies are compared byte for byte. CLIENT
+// LIST/INFO/KILL/REPLY/PAUSE/UNBLOCK are then exercised on the proxy's own clients.
+
+import Redis from 'ioredis';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { useProxy } from '../helpers/proxy';
+import { exchange } from '../helpers/raw-exchange';
+import { errorOf } from '../helpers/reply-error';
+import { keyPerMaster } from '../helpers/master-keys';
+
+const { proxy, connect, cluster } = useProxy();
+let reference: RedisCluster | undefined;
+
+beforeAll(async () => {
+  reference = await RedisCluster.start({ masters: 1, replicasPerMaster: 0 });
+}, 60_000);
+afterAll(async () => {
+  await reference?.stop();
+}, 30_000);
+
+const referencePort = (): number => {
+  if (reference === undefined) throw new Error('the reference node did not start');
+  return reference.masters[0].port;
+};
+
+/** Each case is one connection's requests; their replies must match the reference's byte for byte. */
+const SAME_AS_REDIS: [string, string[][]][] = [
+  ['PING with too many arguments', [['PING', 'x', 'y', 'z'], ['PING', 'x'], ['PING']]],
+  ['ECHO arity', [['ECHO'], ['ECHO', 'a', 'b'], ['ECHO', 'a']]],
+  ['QUIT with arguments answers OK and closes', [['QUIT', 'x', 'y']]],
+  ['SELECT', [['SELECT', 'abc'], ['SELECT', '1'], ['SELECT', '0'], ['SELECT', '0', '1'], ['SELECT', '99999999999']]],
+  ['HELLO errors', [['HELLO', '4'], ['HELLO', 'abc'], ['HELLO', '2', 'FOO'], ['HELLO', '2', 'SETNAME'], ['HELLO', '2', 'AUTH', 'a'], ['HELLO', '2', 'SETNAME', 'a', 'b']]],
+  ['AUTH without a password configured', [['AUTH', 'a', 'b', 'c'], ['AUTH', 'x'], ['AUTH', 'u', 'p'], ['AUTH', 'default', 'x']]],
+  ['READONLY, READWRITE, ASKING, RESET arity', [['READONLY', 'x'], ['READWRITE', 'x'], ['ASKING'], ['RESET', 'x']]],
+  ['EXEC with arguments aborts, in and out of MULTI', [['EXEC', 'x'], ['MULTI'], ['SET', 'k', 'v'], ['EXEC', 'x'], ['EXEC']]],
+  ['CLUSTER KEYSLOT', [['CLUSTER', 'KEYSLOT'], ['CLUSTER', 'KEYSLOT', 'a', 'b'], ['CLUSTER', 'KEYSLOT', 'foo{bar}']]],
+  ['CLIENT names', [['CLIENT', 'SETNAME', 'a b'], ['CLIENT', 'SETNAME'], ['CLIENT', 'GETNAME', 'x'], ['CLIENT', 'SETNAME', 'me'], ['CLIENT', 'GETNAME'], ['CLIENT', 'SETNAME', ''], ['CLIENT', 'GETNAME']]],
+  ['CLIENT arity and unknown subcommands', [['CLIENT'], ['CLIENT', 'NOPE'], ['CLIENT', 'ID', 'x'], ['CLIENT', 'INFO', 'x'], ['CLIENT', 'REPLY'], ['CLIENT', 'HELP']]],
+  ['CLIENT LIST errors', [['CLIENT', 'LIST', 'foo'], ['CLIENT', 'LIST', 'TYPE', 'foo'], ['CLIENT', 'LIST', 'ID', '1', 'x'], ['CLIENT', 'LIST', 'ID'], ['CLIENT', 'LIST', 'TYPE', 'normal', 'ID', '1'], ['CLIENT', 'LIST', 'ID', '0'], ['CLIENT', 'LIST', 'TYPE', 'pubsub']]],
+  ['CLIENT KILL errors and misses', [
+    ['CLIENT', 'KILL', '1.2.3.4:5'], ['CLIENT', 'KILL', 'ID', '0'], ['CLIENT', 'KILL', 'ID', 'x'], ['CLIENT', 'KILL', 'ID', '999999'],
+    ['CLIENT', 'KILL', 'foo', 'bar'], ['CLIENT', 'KILL', 'ID', '1', 'ID'], ['CLIENT', 'KILL', 'TYPE', 'foo'], ['CLIENT', 'KILL', 'TYPE', 'master'],
+    ['CLIENT', 'KILL', 'USER', 'nobody'], ['CLIENT', 'KILL', 'ADDR', '1.2.3.4:5', 'SKIPME', 'no'], ['CLIENT', 'KILL', 'SKIPME', 'maybe'],
+    ['CLIENT', 'KILL', 'LADDR', '1.2.3.4:5'], ['CLIENT', 'KILL', 'MAXAGE', '10'],
+  ]],
+  ['CLIENT REPLY, NO-EVICT', [['CLIENT', 'REPLY', 'foo'], ['CLIENT', 'NO-EVICT'], ['CLIENT', 'NO-EVICT', 'maybe'], ['CLIENT', 'NO-EVICT', 'on'], ['CLIENT', 'NO-EVICT', 'OFF']]],
+  ['CLIENT REPLY OFF, SKIP and ON', [['CLIENT', 'REPLY', 'SKIP'], ['ECHO', 'skipped'], ['ECHO', 'a'], ['CLIENT', 'REPLY', 'OFF'], ['ECHO', 'b'], ['CLIENT', 'REPLY', 'SKIP'], ['ECHO', 'c'], ['CLIENT', 'REPLY', 'ON'], ['ECHO', 'd']]],
+  ['CLIENT TRACKING option errors, OFF, and the tracking queries', [
+    ['CLIENT', 'TRACKING'], ['CLIENT', 'TRACKING', 'foo'], ['CLIENT', 'TRACKING', 'on', 'REDIRECT', '999999'], ['CLIENT', 'TRACKING', 'on', 'PREFIX', 'a'],
+    ['CLIENT', 'TRACKING', 'on', 'BCAST', 'OPTIN'], ['CLIENT', 'TRACKING', 'on', 'OPTIN', 'OPTOUT'], ['CLIENT', 'TRACKING', 'on', 'nope'], ['CLIENT', 'TRACKING', 'off'],
+    ['CLIENT', 'CACHING'], ['CLIENT', 'CACHING', 'yes'], ['CLIENT', 'GETREDIR'], ['CLIENT', 'GETREDIR', 'x'], ['CLIENT', 'TRACKINGINFO'],
+  ]],
+  ['CLIENT UNBLOCK of a client that is not blocked', [['CLIENT', 'UNBLOCK'], ['CLIENT', 'UNBLOCK', 'x'], ['CLIENT', 'UNBLOCK', '999999'], ['CLIENT', 'UNBLOCK', '999999', 'foo'], ['CLIENT', 'UNBLOCK', '999999', 'timeout', 'x']]],
+  ['CLIENT PAUSE errors, and UNPAUSE', [['CLIENT', 'PAUSE'], ['CLIENT', 'PAUSE', 'x'], ['CLIENT', 'PAUSE', '-1'], ['CLIENT', 'PAUSE', '10', 'foo'], ['CLIENT', 'UNPAUSE', 'x'], ['CLIENT', 'UNPAUSE']]],
+];
+
+describe('answered as one Redis answers, byte for byte', () => {
+  test.each(SAME_AS_REDIS)('%s', async (_what, requests) => {
+    const [want, got] = await Promise.all([exchange(referencePort(), requests), exchange(proxy().address.port, requests)]);
+    expect(got).toEqual(want);
+  });
+
+  test('CLIENT INFO has the fields of Redis 7.0, in its order', async () => {
+    const requests = [['CLIENT', 'SETNAME', 'me'], ['CLIENT', 'INFO']];
+    const [want, got] = await Promise.all([exchange(referencePort(), requests), exchange(proxy().address.port, requests)]);
+    const fields = (r: string): string[] => [...r.matchAll(/ ?([a-z-]+)=/g)].map((m) => m[1]);
+    expect(fields(got.replies)).toEqual(fields(want.replies));
+    expect(got.replies).toMatch(/ name=me age=\d+ idle=\d+ flags=N db=0 sub=0 psub=0 ssub=0 multi=-1 /);
+    expect(got.replies).toMatch(/ cmd=client\|info user=default redir=-1 resp=2\n\r\n$/);
+  });
+});
+
+describe("the proxy's own clients", () => {
+  const idOf = async (c: Redis): Promise<number> => Number(await c.client('ID'));
+
+  test('CLIENT LIST shows every proxy client with its name, type, MULTI state and last command', async () => {
+    const a = connect();
+    const sub = connect();
+    const txn = connect();
+    const [aId, subId, txnId] = await Promise.all([idOf(a), idOf(sub), idOf(txn)]);
+    await a.client('SETNAME', 'alpha');
+    await sub.subscribe('news');
+    await txn.multi({ pipeline: false });
+    await txn.set('k', 'v');
+    const list = async (...args: string[]): Promise<string> => String(await a.call('CLIENT', 'LIST', ...args));
+    const all = await list();
+    const port = proxy().address.port;
+    expect(all).toMatch(new RegExp(`id=${aId} addr=127\\.0\\.0\\.1:\\d+ laddr=127\\.0\\.0\\.1:${port} fd=\\d+ name=alpha .* flags=N db=0 .* cmd=client\\|list user=default redir=-1 resp=2\n`));
+    expect(all).toMatch(new RegExp(`id=${subId} .* flags=P db=0 sub=1 psub=0 ssub=0 multi=-1 .* cmd=subscribe `));
+    expect(all).toMatch(new RegExp(`id=${txnId} .* flags=x db=0 sub=0 psub=0 ssub=0 multi=1 .* cmd=set `));
+    expect((await list('TYPE', 'pubsub')).trim().split('\n').map((l) => l.split(' ')[0])).toEqual([`id=${subId}`]);
+    expect((await list('ID', String(aId), '999999', String(aId))).trim().split('\n').map((l) => l.split(' ')[0])).toEqual([`id=${aId}`, `id=${aId}`]);
+    await txn.discard();
+  });
+
+  test('CLIENT KILL closes the matching proxy clients and counts them; SKIPME spares the caller', async () => {
+    const killer = connect();
+    const victim = connect({ retryStrategy: () => null });
+    const victimId = await idOf(victim);
+    const closed = new Promise<void>((resolve) => victim.once('end', () => resolve()));
+    expect(await killer.client('KILL', 'ID', String(victimId))).toBe(1);
+    await closed;
+    expect(await killer.client('KILL', 'ID', String(victimId))).toBe(0);
+    // The caller matches ADDR but SKIPME yes (the default) spares it; the old form may kill itself.
+    const addr = String(await killer.client('INFO')).match(/ addr=(\S+)/)?.[1] ?? '';
+    expect(await killer.client('KILL', 'ADDR', addr)).toBe(0);
+    expect(await killer.ping()).toBe('PONG');
+    const byUser = connect({ retryStrategy: () => null });
+    await byUser.ping();
+    const others = String(await killer.client('LIST')).trim().split('\n').length - 1;
+    expect(await killer.client('KILL', 'USER', 'default', 'SKIPME', 'yes')).toBe(others);
+    expect(await killer.call('CLIENT', 'KILL', addr)).toBe('OK');
+  });
+
+  test('CLIENT REPLY OFF through ioredis-free raw requests keeps replies in order for later commands', async () => {
+    const requests = [['SET', 'reply-mode', '1'], ['CLIENT', 'REPLY', 'OFF'], ['INCR', 'reply-mode'], ['CLIENT', 'REPLY', 'ON'], ['GET', 'reply-mode']];
+    expect((await exchange(proxy().address.port, requests)).replies).toBe('+OK\r\n+OK\r\n$1\r\n2\r\n');
+  });
+
+  test('CLIENT TRACKING ON is refused at once with a reason', async () => {
+    expect(await errorOf(connect().client('TRACKING', 'ON'))).toMatch(/^ERR slotproxy does not support CLIENT TRACKING: /);
+  });
+
+  test('CLIENT PAUSE WRITE reaches every master: a write to any of them waits out the pause', async () => {
+    const admin = connect();
+    const writer = connect();
+    const keys = await keyPerMaster(cluster(), 'paused');
+    const pauseMs = 600;
+    expect(await admin.client('PAUSE', String(pauseMs), 'WRITE')).toBe('OK');
+    const started = performance.now();
+    const took = await Promise.all(keys.map(async ({ key }) => (await writer.set(key, 'v'), performance.now() - started)));
+    // Each master paused its write: none came back before the pause (less the time to send it) was over.
+    for (const ms of took) expect(ms).toBeGreaterThan(pauseMs - 100);
+  });
+
+  test('CLIENT UNBLOCK ends a blocked proxy client as a timeout, or with the UNBLOCKED error', async () => {
+    const blocked = connect();
+    const admin = connect();
+    const id = await idOf(blocked);
+    const popped = blocked.blpop('unblock-me', 0);
+    const waitBlocked = async (): Promise<void> => {
+      for (;;) {
+        if (/ flags=b /.test(String(await admin.client('LIST', 'ID', String(id))))) return;
+        await new Promise((resolve) => setTimeout(resolve, 5));
+      }
+    };
+    await waitBlocked();
+    expect(await admin.client('UNBLOCK', String(id))).toBe(1);
+    expect(await popped).toBeNull();
+    const again = blocked.blpop('unblock-me', 0);
+    await waitBlocked();
+    expect(await admin.client('UNBLOCK', String(id), 'ERROR')).toBe(1);
+    expect(await errorOf(again)).toBe('UNBLOCKED client unblocked via CLIENT UNBLOCK');
+    expect(await admin.client('UNBLOCK', String(id))).toBe(0);
+  });
+});

@@ -16,12 +16,13 @@ import { freePort, freePorts } from '../cmd/sandbox/ports';
 import { ManagedProcess, findExecutable } from './children';
 import { NODE_FLAGS } from '../cmd/node-flags';
 
-export const TARGET_IDS = ['direct', 'twemproxy', 'ring', 'cluster', 'workers'] as const;
+export const TARGET_IDS = ['direct', 'twemproxy', 'floor', 'ring', 'cluster', 'workers'] as const;
 export type TargetId = (typeof TARGET_IDS)[number];
 
 export const TARGET_LABELS: Record<TargetId, string> = {
   direct: 'redis-server direct',
   twemproxy: 'twemproxy',
+  floor: 'Node floor (multiplexed, no routing)',
   ring: 'slotproxy ring',
   cluster: 'slotproxy cluster',
   workers: 'slotproxy cluster --workers 2',
@@ -225,6 +226,8 @@ export class TargetLauncher {
         return { id, port: this.backends.direct.port, proc: null, stop: async () => undefined };
       case 'twemproxy':
         return this.startTwemproxy();
+      case 'floor':
+        return this.startFloor();
       case 'ring':
         return this.startSlotproxy(id, (port) => slotproxyRingConfig(port, this.backends.standalone.addresses), []);
       case 'cluster':
@@ -260,6 +263,21 @@ export class TargetLauncher {
       async () => '',
     );
     return { id, port: started.port, proc: started.proc, stop: async () => void (await started.proc.stop()) };
+  }
+
+  /** bench/mux-floor.ts in front of the first standalone node: the least a multiplexing Node proxy does. */
+  private async startFloor(): Promise<RunningTarget> {
+    const backend = this.backends.standalone.addresses[0];
+    const script = path.join(__dirname, 'mux-floor.js');
+    const started = await startProxy(
+      TARGET_LABELS.floor,
+      async (port) => {
+        this.launches.set('floor', { id: 'floor', command: `node ${NODE_FLAGS.join(' ')} dist/bench/mux-floor.js PORT ${backend}`, config: '' });
+        return { bin: process.execPath, args: [...NODE_FLAGS, script, String(port), backend] };
+      },
+      async () => '',
+    );
+    return { id: 'floor', port: started.port, proc: started.proc, stop: async () => void (await started.proc.stop()) };
   }
 
   private async startTwemproxy(): Promise<RunningTarget> {

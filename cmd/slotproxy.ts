@@ -7,7 +7,7 @@
 import { Command, InvalidArgumentError } from 'commander';
 import { keySlot } from '../sharding/slot';
 import { ConfigError, ConfigOverrides, applyOverrides, loadConfigFile } from '../config/load';
-import { Config } from '../config/schema';
+import { Config, parseHostPort } from '../config/schema';
 import { ProxyServer } from '../proxy/server/server';
 import { log, setLogLevel } from '../proxy/telemetry/log';
 import { hashTag } from '../sharding/hash-tag';
@@ -62,6 +62,20 @@ async function serve(config: Config, file: string | null, overrides: ConfigOverr
       log.error({ file, err: err instanceof ConfigError ? err.problems : String(err) }, 'reload refused; the running configuration stays');
     }
   });
+  // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
+  // A worker prints nothing: N workers would print it N times.
+  if (!isWorkerProcess()) process.stdout.write(startBanner(server));
+}
+
+/** What `slotproxy start` prints on stdout once it serves: where clients and Prometheus connect. */
+function startBanner(server: ProxyServer): string {
+  const { host, port } = server.address;
+  const lines = [`slotproxy ${VERSION} listening on ${host}:${port} (${server.config.mode} mode)`];
+  const metricsPort = server.metricsPort;
+  if (server.config.metrics !== undefined && metricsPort !== null) {
+    lines.push(`metrics at http://${parseHostPort(server.config.metrics.listen).host}:${metricsPort}/metrics`);
+  }
+  return `${lines.join('\n')}\n`;
 }
 
 const program = new Command()

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Idempotent machine setup for slotproxy on Debian, run before the sandbox and
 # the tests: installs redis-server and redis-cli (and nutcracker when
-# SLOTPROXY_NEED_NUTCRACKER=1) if missing, then node_modules if stale.
+# SLOTPROXY_NEED_NUTCRACKER=1, python3-redis when SLOTPROXY_NEED_PYREDIS=1) if
+# missing, then node_modules if stale.
 # Everything it prints goes to stderr, so callers' stdout stays clean.
 set -euo pipefail
 
@@ -37,6 +38,10 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/nul
 fi
 if [ "${SLOTPROXY_NEED_NUTCRACKER:-0}" = 1 ] && ! have nutcracker; then
   packages+=(nutcracker)
+fi
+# redis-py for the other-language client test: Debian's python3-redis, for Debian's python3.
+if [ "${SLOTPROXY_NEED_PYREDIS:-0}" = 1 ] && ! /usr/bin/python3 -c 'import redis' >/dev/null 2>&1; then
+  packages+=(python3-redis)
 fi
 
 if [ ${#packages[@]} -gt 0 ]; then

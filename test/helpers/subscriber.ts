@@ -33,3 +33,18 @@ export async function settled(lists: string[][], atLeast: number[] = [], quietMs
     await new Promise((r) => setTimeout(r, 25));
   }
 }
+
+/**
+ * Clients closed after each test of the enclosing block (before any afterAll stops what they talk
+ * to): pass each new client through the returned function.
+ */
+export function closedAfterEach(): (c: Redis) => Redis {
+  const clients: Redis[] = [];
+  afterEach(() => {
+    for (const c of clients.splice(0)) c.disconnect();
+  });
+  return (c) => {
+    clients.push(c);
+    return c;
+  };
+}

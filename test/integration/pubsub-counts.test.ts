@@ -14,14 +14,14 @@ import { parseClusterSlots } from '../../cmd/sandbox/cluster-slots';
 import { ProxyServer } from '../../proxy/server/server';
 import { client, startProxy, useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
-import { collect, settled } from '../helpers/subscriber';
+import { closedAfterEach, collect, settled } from '../helpers/subscriber';
 import { Side, expectOneRedis } from '../helpers/pubsub-scenario';
 
 const PROXY_CONFIG = { cluster: { refreshIntervalMs: 500 } };
 const env = useProxy(PROXY_CONFIG, { masters: 3, replicasPerMaster: 1, nodeTimeoutMs: 1000 });
 let reference: RedisCluster | undefined;
 let second: ProxyServer | undefined;
-const clients: Redis[] = [];
+const track = closedAfterEach();
 
 beforeAll(async () => {
   reference = await RedisCluster.start({ masters: 1, replicasPerMaster: 0 });
@@ -30,19 +30,10 @@ beforeAll(async () => {
   for (const node of [...reference.nodes, ...env.cluster().nodes]) await node.command('CONFIG', 'SET', 'notify-keyspace-events', 'KEA');
 }, 90_000);
 
-afterEach(() => {
-  for (const c of clients.splice(0)) c.disconnect();
-});
-
 afterAll(async () => {
   await second?.close(500);
   await reference?.stop();
 }, 30_000);
-
-function track(c: Redis): Redis {
-  clients.push(c);
-  return c;
-}
 
 const oneRedis = (): Side => ({
   connect: () => track(new Redis({ host: '127.0.0.1', port: reference!.nodes[0].port, maxRetriesPerRequest: 0 })),

@@ -10,14 +10,14 @@ import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { Ring } from '../../sharding/ring';
 import { client } from '../helpers/proxy';
 import { waitFor } from '../helpers/master-keys';
-import { collect, settled } from '../helpers/subscriber';
+import { closedAfterEach, collect, settled } from '../helpers/subscriber';
 import { Side, expectOneRedis } from '../helpers/pubsub-scenario';
 
 const KEYSPACE_EVENTS = ['--notify-keyspace-events', 'KEA'];
 let nodes: StandaloneNodes | undefined;
 let reference: StandaloneNodes | undefined;
 const proxies: ProxyServer[] = [];
-const clients: Redis[] = [];
+const track = closedAfterEach();
 let ring: Ring;
 
 beforeAll(async () => {
@@ -30,20 +30,11 @@ beforeAll(async () => {
   }
 }, 60_000);
 
-afterEach(() => {
-  for (const c of clients.splice(0)) c.disconnect();
-});
-
 afterAll(async () => {
   for (const p of proxies) await p.close(200);
   await nodes?.stop();
   await reference?.stop();
 }, 30_000);
-
-function track(c: Redis): Redis {
-  clients.push(c);
-  return c;
-}
 
 const twoProxies: Side = { connect: (i) => track(client(proxies[i % 2], { disableClientInfo: true })) };
 

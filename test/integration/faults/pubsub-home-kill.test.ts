@@ -7,22 +7,18 @@ import Redis from 'ioredis';
 import { ProxyServer } from '../../../proxy/server/server';
 import { client, startProxy, useProxy } from '../../helpers/proxy';
 import { keyPerMaster, waitFor } from '../../helpers/master-keys';
-import { collect, settled } from '../../helpers/subscriber';
+import { closedAfterEach, collect, settled } from '../../helpers/subscriber';
 
 const NODE_TIMEOUT_MS = 1000;
 const PROXY_CONFIG = { cluster: { refreshIntervalMs: 500 } };
 const env = useProxy(PROXY_CONFIG, { masters: 3, replicasPerMaster: 1, nodeTimeoutMs: NODE_TIMEOUT_MS });
 let second: ProxyServer | undefined;
-const clients: Redis[] = [];
+const track = closedAfterEach();
 
 beforeAll(async () => {
   second = await startProxy(env.cluster().seeds, PROXY_CONFIG);
   for (const node of env.cluster().nodes) await node.command('CONFIG', 'SET', 'notify-keyspace-events', 'KEA');
 }, 30_000);
-
-afterEach(() => {
-  for (const c of clients.splice(0)) c.disconnect();
-});
 
 afterAll(async () => {
   await second?.close(500);
@@ -30,9 +26,7 @@ afterAll(async () => {
 
 /** A client of proxy A (even) or B (odd), connected now: ioredis's ready check fans out, which fails while a master is down. */
 function connect(i: number): Redis {
-  const c = client(i % 2 === 0 ? env.proxy() : second!, { retryStrategy: () => null });
-  clients.push(c);
-  return c;
+  return track(client(i % 2 === 0 ? env.proxy() : second!, { retryStrategy: () => null }));
 }
 
 test('kill -9 of the home master: counts and every master\'s keyspace events come back, each once', async () => {

@@ -1,36 +1,49 @@
 /**
  * Pub/Sub through the proxy. A client that subscribes gets connections of its own (PubSubLink):
  *
- * - a home link, to one master, for SUBSCRIBE/PSUBSCRIBE: in a Redis Cluster every node hears every
- *   PUBLISH (the cluster bus broadcasts it), so one node is enough whichever node PUBLISH entered;
+ * - a home link for SUBSCRIBE/PSUBSCRIBE, to the Pub/Sub home: one node every slotproxy picks alike
+ *   from the topology (the master serving slot 0; in ring mode the first node of the ring). PUBLISH
+ *   goes there too, so its reply counts every subscriber of every slotproxy once, as one Redis would
+ *   (a node counts only its own subscribers; the cluster bus carries the message, not the count);
+ * - event links, one to every other master, for the subscriptions that may receive keyspace
+ *   notifications (keyspace-channels.ts): a node publishes those to its own subscribers only. An
+ *   event link passes on keyspace notifications only; the rest (PUBLISHed messages, which the bus
+ *   brings to every node) comes from the home link alone, so each arrives once. Until every master
+ *   has confirmed such a subscription, the client's replies wait (a barrier in its reply order), so
+ *   that a confirmed subscription hears every node, as on one server;
  * - one link per node for SSUBSCRIBE, to the node serving the channel's slot (SPUBLISH only reaches
  *   that shard), channels of one SSUBSCRIBE in one slot or CROSSSLOT, as Redis Cluster answers.
  *
  * Messages are forwarded as the node's raw bytes. Confirmations ((p|s)(un)subscribe) are re-encoded
- * with the count the client would see from a single server (its subscriptions over every link).
- * Each link keeps a FIFO of the confirmation frames still owed, per command, so frames are paired
- * with what asked for them, and the proxy's own re-subscriptions are answered silently.
+ * with the count the client would see from a single server (its subscriptions at home and on shard
+ * links). Each link keeps a FIFO of the confirmation frames still owed, per command, so frames are
+ * paired with what asked for them, and the proxy's own (re-)subscriptions are answered silently.
  *
- * A subscriber is not lost when its node goes: a lost link is reopened (home: another master;
- * shard: the slot's owner after a topology refresh) and the client's subscriptions are sent again.
- * A node that gives a shard channel's slot away (failover, reshard) unsubscribes its clients from
- * it; the proxy subscribes again at the new owner instead of passing that on.
+ * A subscriber follows the topology (PlacementWatch): when the home moves (failover, reshard of slot
+ * 0, a ring phase switch) its home link moves and its subscriptions are sent again; a new master gets
+ * an event link, a node that is no longer a master loses it. A lost link is reopened the same way,
+ * after a topology refresh. A node that gives a shard channel's slot away (failover, reshard)
+ * unsubscribes its clients from it; the proxy subscribes again at the new owner instead of passing
+ * that on.
  *
  * Subscribed mode ends, as on Redis, when the client has no subscription left and nothing is owed.
  */
 import { ClientSession, Releasable } from '../client/client-session';
+import { ReplySlot } from '../client/reply-slot';
 import { ProxyContext } from '../context';
 import { CommandInfo } from '../commands/table';
 import { PubSubLink } from '../backend/pubsub-link';
 import { answerLocally } from './local';
-import { ANY_MASTER, ForwardedCommand } from './forward';
+import { ForwardedCommand } from './forward';
 import { FanoutCommand, sumIntegers } from './fanout';
+import { isKeyspaceChannel, mayMatchKeyspace } from './keyspace-channels';
 import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { log } from '../telemetry/log';
 
 type Kind = 'channel' | 'pattern' | 'shard';
+type Role = 'home' | 'events' | 'shard';
 
 const SUBSCRIBE_KIND = new Map<string, Kind>([
   ['subscribe', 'channel'],
@@ -46,6 +59,7 @@ const UNSUBSCRIBE_KIND = new Map<string, Kind>([
 export const SUBSCRIBED_MODE_COMMANDS = new Set([...SUBSCRIBE_KIND.keys(), ...UNSUBSCRIBE_KIND.keys(), 'reset']);
 const UNSUBSCRIBE_NAME: Record<Kind, string> = { channel: 'UNSUBSCRIBE', pattern: 'PUNSUBSCRIBE', shard: 'SUNSUBSCRIBE' };
 const SUBSCRIBE_NAME: Record<Kind, string> = { channel: 'SUBSCRIBE', pattern: 'PSUBSCRIBE', shard: 'SSUBSCRIBE' };
+const CLASSIC = ['channel', 'pattern'] as const;
 
 const MESSAGE = Buffer.from('*3\r\n$7\r\nmessage\r\n');
 const PMESSAGE = Buffer.from('*4\r\n$8\r\npmessage\r\n');
@@ -54,19 +68,123 @@ const SMESSAGE = Buffer.from('*3\r\n$8\r\nsmessage\r\n');
 const SUBSCRIBER_OUTPUT_LIMIT_BYTES = 32 * 1024 * 1024;
 const RELINK_BASE_MS = 50;
 const RELINK_CAP_MS = 1000;
+/** How long a client's replies wait for the other masters to confirm a keyspace-capable subscription. */
+const BARRIER_TIMEOUT_MS = 2000;
+/** How often subscribers look at the topology besides its change events (ring phase switches have none). */
+const PLACEMENT_CHECK_MS = 1000;
+/** The slot whose master is the Pub/Sub home in cluster mode. */
+const HOME_SLOT = 0;
+
+/**
+ * The node every slotproxy puts SUBSCRIBE/PSUBSCRIBE and PUBLISH on, the same for all of them as
+ * long as they see the same topology: the master serving slot 0, or the first node of the ring.
+ */
+export function pubsubHome(ctx: ProxyContext): string | null {
+  return ctx.topology !== null ? ctx.router.nodeOf(HOME_SLOT) : (ctx.router.masters()[0] ?? null);
+}
 
 /** Frames a link still owes for one command written to it. */
 interface Owed {
   frames: number;
-  /** The proxy's own re-subscription: answered silently. */
+  /** The proxy's own (re-)subscription: answered silently. */
   silent: boolean;
+  /**
+   * The client's: a place per frame in its reply order, taken when it asked, so that replies read
+   * in request order (as from one server) whichever link answers first, and messages that arrive
+   * after a subscription come after its confirmation.
+   */
+  readonly places: ReplySlot[];
+  /** The client's replies wait for this one (a keyspace-capable subscription on another master). */
+  barrier: Barrier | null;
 }
 
 interface LinkState {
   link: PubSubLink;
   readonly owed: Owed[];
-  /** The slot-owner link for shard channels, or the home link. */
-  readonly home: boolean;
+  readonly role: Role;
+}
+
+/**
+ * A place in the client's reply order, taken when a keyspace-capable subscription is asked for and
+ * filled (with nothing) once every master has answered it, or after BARRIER_TIMEOUT_MS: replies and
+ * messages queue behind it, so the confirmation comes when the subscription is in force everywhere.
+ */
+class Barrier {
+  /** Writes still unanswered, plus one held by the creator until it has written them all. */
+  private pending = 1;
+  private readonly slot: ReplySlot;
+  private readonly timer: NodeJS.Timeout;
+
+  constructor(session: ClientSession) {
+    this.slot = session.track(new ReplySlot(session));
+    this.timer = setTimeout(() => this.open(), BARRIER_TIMEOUT_MS);
+  }
+
+  waitFor(): void {
+    this.pending++;
+  }
+
+  done(): void {
+    if (--this.pending <= 0) this.open();
+  }
+
+  open(): void {
+    clearTimeout(this.timer);
+    this.slot.complete(EMPTY);
+  }
+}
+
+/**
+ * Every subscription of one proxy, told when the Pub/Sub home or the set of masters changes: on the
+ * cluster topology's change events, and by a timer for what has none (ring placement switches).
+ */
+class PlacementWatch {
+  private readonly subscriptions = new Set<Subscription>();
+  private timer: NodeJS.Timeout | null = null;
+  private seen = '';
+
+  constructor(private readonly ctx: ProxyContext) {
+    ctx.topology?.onChange(() => this.check());
+  }
+
+  add(sub: Subscription): void {
+    this.subscriptions.add(sub);
+    if (this.timer === null) {
+      this.seen = this.view();
+      this.timer = setInterval(() => this.check(), PLACEMENT_CHECK_MS);
+      this.timer.unref();
+    }
+  }
+
+  delete(sub: Subscription): void {
+    this.subscriptions.delete(sub);
+    if (this.subscriptions.size === 0 && this.timer !== null) {
+      clearInterval(this.timer);
+      this.timer = null;
+    }
+  }
+
+  private view(): string {
+    return `${pubsubHome(this.ctx) ?? ''} ${this.ctx.router.masters().join(',')}`;
+  }
+
+  private check(): void {
+    const now = this.view();
+    if (now === this.seen) return;
+    this.seen = now;
+    for (const sub of [...this.subscriptions]) sub.follow();
+  }
+}
+
+const watches = new WeakMap<ProxyContext, PlacementWatch>();
+
+function placementWatch(ctx: ProxyContext): PlacementWatch {
+  let watch = watches.get(ctx);
+  if (watch === undefined) {
+    watch = new PlacementWatch(ctx);
+    watches.set(ctx, watch);
+  }
+  return watch;
 }
 
 /** A session as Pub/Sub sees it: its subscribed mode, null when not subscribed. */
@@ -78,10 +196,14 @@ export interface SubscriberClient extends ClientSession {
 export function pubsubCommand(ctx: ProxyContext, session: SubscriberClient, info: CommandInfo, args: Buffer[], raw: Buffer | null): void {
   if (info.name === 'publish') {
     const payload = raw ?? encode.command(args);
-    // A Redis Cluster broadcasts PUBLISH to every node itself; standalone ring nodes do not, so in
-    // ring mode it goes to every node (subscribers listen on one) and the counts are summed.
-    if (ctx.topology !== null) session.track(new ForwardedCommand(ctx, session, payload, ANY_MASTER, false)).start();
-    else session.track(new FanoutCommand(session, ctx.router.masters(), sumIntegers)).start(ctx, payload);
+    // The home holds every subscriber that came through a slotproxy, so its count is the one a
+    // single Redis would give. In a cluster, routing by slot 0 follows a failover of the home
+    // (retried like any command); a ring has no bus, and its home is the only node subscribed.
+    if (ctx.topology !== null) session.track(new ForwardedCommand(ctx, session, payload, HOME_SLOT, false)).start();
+    else {
+      const home = pubsubHome(ctx);
+      session.track(new FanoutCommand(session, home === null ? [] : [home], sumIntegers)).start(ctx, payload);
+    }
     return;
   }
   if (info.name === 'spublish') {
@@ -95,18 +217,30 @@ export function pubsubCommand(ctx: ProxyContext, session: SubscriberClient, info
   sub.command(info, args);
 }
 
+/** Whether a (p)subscription may receive keyspace notifications, which only the key's node publishes. */
+function hearsKeyspace(kind: Kind, name: Buffer): boolean {
+  if (kind === 'channel') return isKeyspaceChannel(name);
+  return kind === 'pattern' && mayMatchKeyspace(name);
+}
+
 export class Subscription implements Releasable {
   private home: LinkState | null = null;
+  /** Masters other than the home, by address: keyspace-capable subscriptions only. */
+  private readonly eventLinks = new Map<string, LinkState>();
   private readonly shardLinks = new Map<string, LinkState>();
   /** What the client asked for (latin1 name -> name), sent again when a link is reopened. */
   private readonly wanted: Record<Kind, Map<string, Buffer>> = { channel: new Map(), pattern: new Map(), shard: new Map() };
-  /** What the nodes confirmed, for the counts in confirmations. */
+  /** What the nodes confirmed (home and shard links), for the counts in confirmations. */
   private readonly confirmed: Record<Kind, Set<string>> = { channel: new Set(), pattern: new Set(), shard: new Set() };
   private released = false;
   private relinkAttempts = 0;
+  private relinkTimer: NodeJS.Timeout | null = null;
+  private readonly watch: PlacementWatch;
 
   constructor(private readonly ctx: ProxyContext, private readonly session: SubscriberClient) {
     session.dedicated.add(this);
+    this.watch = placementWatch(ctx);
+    this.watch.add(this);
   }
 
   /** Any command from a client in subscribed mode (or the SUBSCRIBE that starts it). */
@@ -136,10 +270,69 @@ export class Subscription implements Releasable {
     if (this.released) return;
     this.released = true;
     this.session.dedicated.delete(this);
+    this.watch.delete(this);
+    if (this.relinkTimer !== null) clearTimeout(this.relinkTimer);
     if (this.session.subscription === this) this.session.subscription = null;
-    this.home?.link.close();
-    for (const s of this.shardLinks.values()) s.link.close();
+    if (this.home !== null) this.drop(this.home);
+    for (const s of [...this.eventLinks.values(), ...this.shardLinks.values()]) this.drop(s);
+    this.eventLinks.clear();
     this.shardLinks.clear();
+  }
+
+  /**
+   * The topology changed (or a lost link waited its turn): move the home link to the current home,
+   * give every other master an event link while keyspace-capable subscriptions exist, and close the
+   * links to nodes that are no longer masters.
+   */
+  follow(): void {
+    if (this.released) return;
+    const home = pubsubHome(this.ctx);
+    if (this.home !== null && home !== null && this.home.link.address !== home) {
+      if (this.home.owed.some((o) => !o.silent)) {
+        // Confirmations the client waits for come from this link: move once they are in.
+        this.scheduleFollow(RELINK_BASE_MS);
+      } else {
+        log.info({ from: this.home.link.address, to: home }, 'Pub/Sub home moved; subscribing there');
+        this.dropHome();
+      }
+    }
+    if (this.home === null && this.wanted.channel.size + this.wanted.pattern.size > 0 && this.homeLink() === null) this.scheduleFollow(RELINK_CAP_MS);
+    this.followMasters(null);
+  }
+
+  private followMasters(barrier: Barrier | null): void {
+    const home = this.home?.link.address ?? pubsubHome(this.ctx);
+    const masters = new Set(this.ctx.router.masters());
+    const names = CLASSIC.map((kind) => this.keyspaceNames(kind));
+    const needed = names[0].length + names[1].length > 0;
+    for (const [address, state] of this.eventLinks) {
+      if (!needed || address === home || !masters.has(address)) {
+        this.eventLinks.delete(address);
+        this.drop(state);
+      }
+    }
+    if (!needed) return;
+    for (const address of masters) {
+      if (address === home || this.eventLinks.has(address)) continue;
+      const state = this.open(address, 'events');
+      this.eventLinks.set(address, state);
+      CLASSIC.forEach((kind, i) => {
+        if (names[i].length > 0) this.write(state, encode.command([SUBSCRIBE_NAME[kind], ...names[i]]), names[i].length, true, barrier);
+      });
+    }
+  }
+
+  private keyspaceNames(kind: 'channel' | 'pattern'): Buffer[] {
+    return [...this.wanted[kind].values()].filter((n) => hearsKeyspace(kind, n));
+  }
+
+  private scheduleFollow(delay: number): void {
+    if (this.released || this.relinkTimer !== null) return;
+    this.relinkTimer = setTimeout(() => {
+      this.relinkTimer = null;
+      const refreshed = this.ctx.topology?.refresh() ?? Promise.resolve();
+      void refreshed.catch(() => undefined).then(() => this.follow());
+    }, delay);
   }
 
   private subscribe(kind: Kind, args: Buffer[]): void {
@@ -162,7 +355,19 @@ export class Subscription implements Releasable {
       this.session.replyNow(encode.error(kind === 'shard' ? errors.SLOT_NOT_SERVED : errors.PROXY_NOT_READY));
       return this.endIfIdle();
     }
-    for (const n of names) this.wanted[kind].set(n.toString('latin1'), n);
+    const everywhere = names.filter((n) => hearsKeyspace(kind, n));
+    if (everywhere.length > 0) {
+      // Every other master hears these too (existing event links now, new ones with all names);
+      // the client's confirmation waits until they all have answered.
+      const barrier = new Barrier(this.session);
+      const payload = encode.command([SUBSCRIBE_NAME[kind], ...everywhere]);
+      for (const s of this.eventLinks.values()) this.write(s, payload, everywhere.length, true, barrier);
+      for (const n of names) this.wanted[kind].set(n.toString('latin1'), n);
+      this.followMasters(barrier);
+      barrier.done();
+    } else {
+      for (const n of names) this.wanted[kind].set(n.toString('latin1'), n);
+    }
     this.write(state, encode.command(args), names.length, false);
   }
 
@@ -175,12 +380,18 @@ export class Subscription implements Releasable {
     // Each name goes to the link that holds it; names held nowhere are answered by the proxy.
     const byLink = new Map<LinkState, Buffer[]>();
     const local: Buffer[] = [];
+    const everywhere = names.filter((n) => this.wanted[kind].has(n.toString('latin1')) && hearsKeyspace(kind, n));
     for (const n of names) {
       const key = n.toString('latin1');
       const state = this.wanted[kind].has(key) ? this.linkHolding(kind, n) : null;
       this.wanted[kind].delete(key);
       if (state === null) local.push(n);
       else byLink.set(state, [...(byLink.get(state) ?? []), n]);
+    }
+    if (everywhere.length > 0) {
+      const payload = encode.command([UNSUBSCRIBE_NAME[kind], ...everywhere]);
+      for (const s of this.eventLinks.values()) this.write(s, payload, everywhere.length, true);
+      this.followMasters(null);
     }
     for (const [state, list] of byLink) this.write(state, encode.command([UNSUBSCRIBE_NAME[kind], ...list]), list.length, false);
     for (const n of local) this.session.replyNow(this.confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), n, this.count(kind)));
@@ -193,17 +404,32 @@ export class Subscription implements Releasable {
     return (address === null ? undefined : this.shardLinks.get(address)) ?? this.shardLinks.values().next().value ?? null;
   }
 
-  private write(state: LinkState, payload: Buffer, frames: number, silent: boolean): void {
-    state.owed.push({ frames, silent });
+  private write(state: LinkState, payload: Buffer, frames: number, silent: boolean, barrier: Barrier | null = null): void {
+    barrier?.waitFor();
+    const places = silent ? [] : Array.from({ length: frames }, () => this.session.track(new ReplySlot(this.session)));
+    state.owed.push({ frames, silent, barrier, places });
     state.link.write(payload);
   }
 
+  /** The home link; a new one first subscribes again to everything the client already has. */
   private homeLink(): LinkState | null {
     if (this.home !== null) return this.home;
-    const masters = this.ctx.router.masters();
-    if (masters.length === 0) return null;
-    this.home = this.open(masters[(this.session.id + this.relinkAttempts) % masters.length], true);
-    return this.home;
+    const address = pubsubHome(this.ctx);
+    if (address === null) return null;
+    const state = this.open(address, 'home');
+    this.home = state;
+    for (const kind of CLASSIC) {
+      const names = [...this.wanted[kind].values()];
+      if (names.length > 0) this.write(state, encode.command([SUBSCRIBE_NAME[kind], ...names]), names.length, true);
+    }
+    return state;
+  }
+
+  private dropHome(): void {
+    if (this.home === null) return;
+    this.drop(this.home);
+    this.home = null;
+    for (const kind of CLASSIC) this.confirmed[kind].clear();
   }
 
   private shardLink(shard: number): LinkState | null {
@@ -211,13 +437,13 @@ export class Subscription implements Releasable {
     if (address === null) return null;
     let state = this.shardLinks.get(address);
     if (state === undefined) {
-      state = this.open(address, false);
+      state = this.open(address, 'shard');
       this.shardLinks.set(address, state);
     }
     return state;
   }
 
-  private open(address: string, home: boolean): LinkState {
+  private open(address: string, role: Role): LinkState {
     const state: LinkState = {
       link: new PubSubLink(
         address,
@@ -226,13 +452,24 @@ export class Subscription implements Releasable {
         (reason) => this.onLinkLost(state, reason),
       ),
       owed: [],
-      home,
+      role,
     };
     return state;
   }
 
+  /** Closes a link the proxy no longer wants (moved, or the client is done): what it owes is given up. */
+  private drop(state: LinkState): void {
+    state.link.close();
+    for (const owed of state.owed) {
+      owed.barrier?.done();
+      for (const place of owed.places) place.complete(EMPTY);
+    }
+    state.owed.length = 0;
+  }
+
   private onFrame(state: LinkState, frame: Buffer): void {
     if (startsWith(frame, MESSAGE) || startsWith(frame, PMESSAGE) || startsWith(frame, SMESSAGE)) {
+      if (state.role === 'events' && !this.wantsEvent(frame)) return;
       const pending = this.session.pendingOutputBytes ?? 0;
       if (pending > SUBSCRIBER_OUTPUT_LIMIT_BYTES) {
         // Redis's client-output-buffer-limit for pubsub: a subscriber that does not read is closed.
@@ -244,6 +481,14 @@ export class Subscription implements Releasable {
       this.session.replyNow(this.session.protocol === 3 ? asPush(frame) : frame);
       return;
     }
+    if (state.role !== 'events') return this.onReply(state, frame);
+    this.settle(state, null);
+    if (frame[0] === 45 /* - */) log.warn({ node: state.link.address, error: frame.toString('utf8', 1, frame.length - 2) }, 'a keyspace subscription was refused');
+    else this.relinkAttempts = 0;
+  }
+
+  /** A confirmation, a PONG or an error from the home link or a shard link. */
+  private onReply(state: LinkState, frame: Buffer): void {
     const head = state.owed[0];
     const decoded = frame[0] === 42 /* * */ ? decodeReply(frame, true) : null;
     const kind = Array.isArray(decoded) && Buffer.isBuffer(decoded[0]) ? decoded[0].toString('latin1').toLowerCase() : '';
@@ -254,23 +499,55 @@ export class Subscription implements Releasable {
       this.resubscribeShard([channel]);
       return;
     }
-    if (head !== undefined && --head.frames === 0) state.owed.shift();
     const silent = head?.silent === true;
     const subKind = SUBSCRIBE_KIND.get(kind);
     const unsubKind = UNSUBSCRIBE_KIND.get(kind);
+    let reply = frame;
     if (subKind !== undefined && channel !== null) {
+      this.relinkAttempts = 0;
       this.confirmed[subKind].add(channel.toString('latin1'));
-      if (!silent) this.session.replyNow(this.confirmation(kind, channel, this.count(subKind)));
+      reply = this.confirmation(kind, channel, this.count(subKind));
     } else if (unsubKind !== undefined) {
       if (channel !== null) this.confirmed[unsubKind].delete(channel.toString('latin1'));
-      if (!silent) this.session.replyNow(this.confirmation(kind, channel, this.count(unsubKind)));
-    } else if (silent) {
+      reply = this.confirmation(kind, channel, this.count(unsubKind));
+    } else if (silent && state.role === 'shard') {
       // An error to a re-subscription (MOVED: the slot moved again): try again shortly.
-      if (!state.home) this.resubscribeShard([...this.wanted.shard.values()].filter((n) => !this.confirmed.shard.has(n.toString('latin1'))));
-    } else {
-      this.session.replyNow(frame);
+      this.resubscribeShard([...this.wanted.shard.values()].filter((n) => !this.confirmed.shard.has(n.toString('latin1'))));
     }
+    this.settle(state, silent ? null : reply);
     this.endIfIdle();
+  }
+
+  /**
+   * One frame received: the head of what the link owes counts it down (and lets its barrier go when
+   * done); `reply` goes to the client in the place taken for it, or after everything when none was
+   * (a frame nobody asked for).
+   */
+  private settle(state: LinkState, reply: Buffer | null): void {
+    const head = state.owed[0];
+    const place = head?.places.shift();
+    if (reply !== null) {
+      if (place !== undefined) place.complete(reply);
+      else this.session.replyNow(reply);
+    }
+    if (head === undefined || --head.frames > 0) return;
+    state.owed.shift();
+    head.barrier?.done();
+  }
+
+  /**
+   * An event link passes on keyspace notifications of a subscription the client still has; any other
+   * message (PUBLISHed: the bus brings it to the home too) comes from the home link only.
+   */
+  private wantsEvent(frame: Buffer): boolean {
+    if (startsWith(frame, MESSAGE)) {
+      const channel = bulkAt(frame, MESSAGE.length);
+      return channel !== null && isKeyspaceChannel(channel.value) && this.wanted.channel.has(channel.value.toString('latin1'));
+    }
+    if (!startsWith(frame, PMESSAGE)) return false;
+    const pattern = bulkAt(frame, PMESSAGE.length);
+    const channel = pattern === null ? null : bulkAt(frame, pattern.next);
+    return channel !== null && pattern !== null && isKeyspaceChannel(channel.value) && this.wanted.pattern.has(pattern.value.toString('latin1'));
   }
 
   /** A (un)subscribe confirmation as a single server writes it: an array in RESP2, a push frame in RESP3. */
@@ -301,41 +578,27 @@ export class Subscription implements Releasable {
 
   private onLinkLost(state: LinkState, reason: string): void {
     if (this.released) return;
-    log.info({ node: state.link.address, reason }, 'subscriber link lost; subscribing again elsewhere');
+    log.info({ node: state.link.address, reason }, 'subscriber link lost; subscribing again');
     // Confirmations owed on the dead link will not come: answer them as the client expects.
     for (const owed of state.owed) {
-      if (owed.silent) continue;
-      for (let i = 0; i < owed.frames; i++) this.session.replyNow(encode.error(errors.connectionLost(state.link.address)));
+      owed.barrier?.done();
+      for (const place of owed.places) place.complete(encode.error(errors.connectionLost(state.link.address)));
     }
     state.owed.length = 0;
     this.ctx.topology?.requestRefresh();
     const delay = Math.min(RELINK_CAP_MS, RELINK_BASE_MS * 2 ** this.relinkAttempts++);
-    if (state.home) {
+    if (state.role === 'home') {
       this.home = null;
-      for (const k of ['channel', 'pattern'] as const) for (const key of this.wanted[k].keys()) this.confirmed[k].delete(key);
-      setTimeout(() => this.resubscribeHome(), delay);
+      for (const kind of CLASSIC) this.confirmed[kind].clear();
+      this.scheduleFollow(delay);
+    } else if (state.role === 'events') {
+      if (this.eventLinks.get(state.link.address) === state) this.eventLinks.delete(state.link.address);
+      this.scheduleFollow(delay);
     } else {
       this.shardLinks.delete(state.link.address);
-      const lost = [...this.wanted.shard.values()].filter((n) => this.ctx.router.nodeOf(this.ctx.router.shardOf(n)) === state.link.address || !this.confirmedAnywhere(n));
+      const lost = [...this.wanted.shard.values()].filter((n) => this.ctx.router.nodeOf(this.ctx.router.shardOf(n)) === state.link.address || !this.confirmed.shard.has(n.toString('latin1')));
       for (const n of lost) this.confirmed.shard.delete(n.toString('latin1'));
       setTimeout(() => this.resubscribeShard(lost), delay);
-    }
-  }
-
-  private confirmedAnywhere(name: Buffer): boolean {
-    return this.confirmed.shard.has(name.toString('latin1'));
-  }
-
-  private resubscribeHome(): void {
-    if (this.released || this.home !== null) return;
-    const state = this.homeLink();
-    if (state === null) {
-      setTimeout(() => this.resubscribeHome(), RELINK_CAP_MS);
-      return;
-    }
-    for (const kind of ['channel', 'pattern'] as const) {
-      const names = [...this.wanted[kind].values()];
-      if (names.length > 0) this.write(state, encode.command([SUBSCRIBE_NAME[kind], ...names]), names.length, true);
     }
   }
 
@@ -366,6 +629,7 @@ export class Subscription implements Releasable {
 }
 
 const RESP3_NULL = Buffer.from('_\r\n');
+const EMPTY = Buffer.alloc(0);
 
 /**
  * A message for a RESP3 client. The links speak RESP2 (so messages and confirmations parse the same
@@ -385,4 +649,15 @@ function pubsubPong(args: Buffer[]): Buffer {
 
 function startsWith(frame: Buffer, prefix: Buffer): boolean {
   return frame.length > prefix.length && frame.compare(prefix, 0, prefix.length, 0, prefix.length) === 0;
+}
+
+/** The bulk string `$<n>\r\n<bytes>\r\n` at `at` in a message frame, and where the next element starts. */
+function bulkAt(frame: Buffer, at: number): { value: Buffer; next: number } | null {
+  if (frame[at] !== 36 /* $ */) return null;
+  const headerEnd = frame.indexOf('\r\n', at, 'latin1');
+  if (headerEnd < 0) return null;
+  const length = Number(frame.toString('latin1', at + 1, headerEnd));
+  const start = headerEnd + 2;
+  if (!Number.isInteger(length) || length < 0 || start + length > frame.length) return null;
+  return { value: frame.subarray(start, start + length), next: start + length + 2 };
 }

@@ -7,17 +7,9 @@ import Redis from 'ioredis';
 import { useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
+import { collect } from '../helpers/subscriber';
 
 const { cluster, proxy, connect } = useProxy();
-
-/** Messages an ioredis subscriber received, as "channel=message" (or "pattern|channel=message"). */
-function collect(sub: Redis): string[] {
-  const got: string[] = [];
-  sub.on('message', (ch: string, msg: string) => got.push(`${ch}=${msg}`));
-  sub.on('pmessage', (p: string, ch: string, msg: string) => got.push(`${p}|${ch}=${msg}`));
-  sub.on('smessage', (ch: string, msg: string) => got.push(`s:${ch}=${msg}`));
-  return got;
-}
 
 function resp(...args: string[]): string {
   return `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;

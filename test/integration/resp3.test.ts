@@ -107,8 +107,8 @@ describe('RESP3', () => {
           if (got.length >= message.length + pmessage.length) resolve(got);
         });
       });
-      // (The count is the subscribers of the node PUBLISH ran on, as in Redis Cluster.)
-      expect(await pub.send('PUBLISH r3ch hello', (s) => s.endsWith('\r\n'))).toMatch(/^:[0-2]\r\n$/);
+      // One subscriber by channel and by pattern: 2, as one Redis counts it (issue 12).
+      expect(await pub.send('PUBLISH r3ch hello', exactly(':2\r\n'))).toBe(':2\r\n');
       const both = await received;
       expect([message + pmessage, pmessage + message]).toContain(both);
       sub.onData(null);
@@ -121,6 +121,19 @@ describe('RESP3', () => {
     } finally {
       sub.close();
       pub.close();
+    }
+  });
+
+  test('Pub/Sub in RESP3, pipelined: a keyspace subscription is confirmed first, in request order, as on one server', async () => {
+    const sub = new RawClient(env.proxy().address.port);
+    try {
+      await sub.send('HELLO 3', (s) => s.endsWith('*0\r\n'));
+      // The confirmation waits for every master; the commands after it still answer after it.
+      const want = '>3\r\n$10\r\npsubscribe\r\n$16\r\n__keyevent@0__:*\r\n:1\r\n' + '_\r\n' + '+PONG\r\n' +
+        '>3\r\n$9\r\nsubscribe\r\n$6\r\nr3:ord\r\n:2\r\n' + '_\r\n';
+      expect(await sub.send('PSUBSCRIBE __keyevent@0__:*\r\nGET r3:none\r\nPING\r\nSUBSCRIBE r3:ord\r\nGET r3:none', exactly(want))).toBe(want);
+    } finally {
+      sub.close();
     }
   });
 

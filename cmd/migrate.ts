@@ -12,6 +12,10 @@ import { copyMoved } from '../proxy/migration/tools/copy';
 import { verifyMoved } from '../proxy/migration/tools/verify';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
 import { READ_COPY_STATE, parseCopyState } from '../proxy/migration/tools/copy';
+import { ProxyRecord, describeProxies, isBehind, readFleet } from '../proxy/migration/fleet';
+import { switchFleet } from '../proxy/migration/tools/switch-phase';
+import { writePhase } from '../config/write-phase';
+import { MIGRATION_PHASES, MigrationPhase } from '../config/schema';
 
 function wholeNumber(v: string): number {
   const n = Number(v);
@@ -25,6 +29,15 @@ function migratingConfig(file: string): { config: RingModeConfig; placement: Pla
     throw new Error(`${file}: migrate needs mode: ring and a migration: section`);
   }
   return { config, placement: Placement.fromConfig(config.ring, config.migration) };
+}
+
+/** Every live proxy of the ring, read from ring A's nodes. */
+function fleetOf(nodes: NodeClient, placement: Placement): Promise<ProxyRecord[]> {
+  return readFleet((addr, args) => nodes.call(addr, args), ringANodes(placement));
+}
+
+function ringANodes(placement: Placement): string[] {
+  return [...new Set(placement.from.nodes.map((n) => n.addr))];
 }
 
 async function withNodes<T>(config: RingModeConfig, work: (nodes: NodeClient) => Promise<T>): Promise<T> {
@@ -50,7 +63,12 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
       try {
         const { config, placement } = migratingConfig(opts.config);
         if (placement.phase === 'done') throw new Error('the config says phase done: nothing is double-written any more, so copying now could lose writes');
-        const r = await withNodes(config, (nodes) => copyMoved(nodes, placement, { rate: opts.rate, batch: Math.max(1, opts.batch), restart: opts.restart === true, progress: true }));
+        const r = await withNodes(config, async (nodes) => {
+          // A proxy that does not double-write yet would write keys the copy has already passed.
+          const early = (await fleetOf(nodes, placement)).filter((p) => isBehind(p.phase, 'double-write'));
+          if (early.length > 0) throw new Error(`refused: live proxies are not double-writing yet: ${describeProxies(early)}; switch them first (slotproxy migrate phase double-write -c FILE)`);
+          return copyMoved(nodes, placement, { rate: opts.rate, batch: Math.max(1, opts.batch), restart: opts.restart === true, progress: true });
+        });
         process.stdout.write(`copy: ${r.scanned} keys scanned, ${r.copied} copied, ${r.skippedNewer} already newer in ring B, ${r.seconds.toFixed(1)} s (${Math.round(r.scanned / Math.max(r.seconds, 0.001))} keys/s)\n`);
       } catch (err) {
         fail(err);
@@ -92,6 +110,34 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     });
 
   migrate
+    .command('phase <phase>')
+    .description('switch every live proxy of the ring to PHASE over RESP, wait until each reports it, then write it into the config file')
+    .requiredOption('-c, --config <file>', 'the proxies\' config file')
+    .option('--timeout <ms>', 'how long to wait for each proxy', wholeNumber, 10_000)
+    .option('--no-write', 'leave the config file as it is')
+    .action(async (phase: string, opts: { config: string; timeout: number; write: boolean }) => {
+      try {
+        if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) throw new Error(`phase must be one of ${MIGRATION_PHASES.join(', ')}`);
+        const { config, placement } = migratingConfig(opts.config);
+        const outcomes = await withNodes(config, (nodes) =>
+          switchFleet((addr, args) => nodes.call(addr, args), ringANodes(placement), phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
+        );
+        if (outcomes.length === 0) throw new Error('no live proxy is registered on ring A');
+        for (const o of outcomes) process.stdout.write(`  ${o.proxy.id} ${o.proxy.addr}: ${o.problem ?? phase}\n`);
+        const failed = outcomes.filter((o) => o.problem !== null).length;
+        if (failed > 0) {
+          process.stdout.write(`phase: ${outcomes.length - failed} of ${outcomes.length} proxies in ${phase}; the config file is unchanged\n`);
+          process.exit(1);
+        }
+        // A proxy restarted from now on takes its phase from the file: it must say the same.
+        if (opts.write) writePhase(opts.config, phase as MigrationPhase);
+        process.stdout.write(`phase: all ${outcomes.length} proxies in ${phase}${opts.write ? `; ${opts.config} says ${phase}` : ''}\n`);
+      } catch (err) {
+        fail(err);
+      }
+    });
+
+  migrate
     .command('status')
     .description('print the phase, both rings, and the copy progress saved on the nodes')
     .requiredOption('-c, --config <file>', 'the proxies\' config file')
@@ -100,6 +146,12 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         const { config, placement } = migratingConfig(opts.config);
         const lines = [`phase: ${placement.phase ?? 'none'}`];
         await withNodes(config, async (nodes) => {
+          const fleet = await fleetOf(nodes, placement).catch((err: unknown) => err instanceof Error ? err : new Error(String(err)));
+          if (fleet instanceof Error) lines.push(`proxies: unknown (${fleet.message})`);
+          else {
+            lines.push(`proxies (${fleet.length} live):`);
+            for (const p of fleet) lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
+          }
           for (const [label, ring] of [['ring A', placement.from], ['ring B', placement.to]] as const) {
             if (ring === null) continue;
             lines.push(`${label} (${ring.hash}):`);

@@ -9,6 +9,10 @@ import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { fenceRingB, phaseChangeProblem } from './fence';
+import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
+import { Placement } from '../../sharding/migration';
+import { request } from '../backend/request';
+import { decodeReply, errorText } from '../resp/decode-reply';
 
 const FENCE_TIMEOUT_MS = 5000;
 const USAGE = errors.PROXY_COMMAND_USAGE;
@@ -38,11 +42,42 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
       return encode.OK;
     };
     if (phase !== 'done' || current.phase === 'done') return swap();
-    return fenceRingB(ctx.pool, next, FENCE_TIMEOUT_MS).then(swap, (err: unknown) =>
-      encode.error(errors.migrationPhaseRefused(`cannot fence ring B, phase unchanged: ${err instanceof Error ? err.message : String(err)}`)),
-    );
+    return toDone(ctx, next, swap);
   }
   return encode.error(USAGE);
+}
+
+/**
+ * `done` writes to ring B alone, so it waits for the whole fleet: refused while any live proxy of
+ * the ring (this one included) still double-writes or has no migration, since such a proxy would
+ * go on writing to A; then ring B is fenced, then the phase switches.
+ */
+async function toDone(ctx: ProxyContext, next: Placement, swap: () => Buffer): Promise<Buffer> {
+  const refuse = (why: string): Buffer => encode.error(errors.migrationPhaseRefused(why));
+  let fleet: ProxyRecord[];
+  try {
+    fleet = await readFleet(fleetCall(ctx), [...new Set(next.from.nodes.map((n) => n.addr))]);
+  } catch (err) {
+    return refuse(`cannot read the proxies of the ring, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  const behind = fleet.filter((r) => isBehind(r.phase, 'read-new'));
+  if (behind.length > 0) return refuse(`live proxies are behind read-new: ${describeProxies(behind)}`);
+  try {
+    await fenceRingB(ctx.pool, next, FENCE_TIMEOUT_MS);
+  } catch (err) {
+    return refuse(`cannot fence ring B, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  return swap();
+}
+
+/** Reads the fleet (CLIENT LIST of ring A's nodes) over this proxy's own back-end connections. */
+function fleetCall(ctx: ProxyContext): NodeCall {
+  return async (addr, args) => {
+    const frame = await request(ctx.pool.connection(addr, 0), args, FENCE_TIMEOUT_MS);
+    const err = errorText(frame);
+    if (err !== null) throw new Error(`${addr}: ${err}`);
+    return decodeReply(frame, true);
+  };
 }
 
 function statusText(ctx: ProxyContext): string {

@@ -9,6 +9,7 @@ import { Router } from '../../sharding/router';
 export class RingRouter implements Router {
   private converging = 0;
   private drainWaiters: (() => void)[] = [];
+  private readonly swapListeners: ((next: Placement) => void)[] = [];
 
   constructor(private current: Placement) {}
 
@@ -39,6 +40,12 @@ export class RingRouter implements Router {
   /** Takes effect for every request dispatched from now on; requests in flight finish where they went. */
   swap(next: Placement): void {
     this.current = next;
+    for (const l of this.swapListeners) l(next);
+  }
+
+  /** Called after every swap (the fleet record says the new phase at once). */
+  onSwap(listener: (next: Placement) => void): void {
+    this.swapListeners.push(listener);
   }
 
   shardOf(key: Buffer): number {

@@ -39,6 +39,7 @@ import { fenceRingB } from '../migration/fence';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { readCopyProgress } from '../migration/copy-progress';
+import { FleetRegistration } from '../migration/registration';
 
 /** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
 const RING_RETRY_WINDOW_MS = 1000;
@@ -55,6 +56,7 @@ export class ProxyServer {
   private metricsServer: MetricsServer | null = null;
   /** Puts the config's scripts on every master, now and whenever one lacks them. */
   private preloader: ScriptPreloader | null = null;
+  private registration: FleetRegistration | null = null;
   /** Every Prometheus metric; other parts of the proxy may register theirs (see metrics.ts). */
   readonly metrics: Registry;
 
@@ -109,6 +111,11 @@ export class ProxyServer {
     ctx.topology?.onChange(() => preloader.checkAll());
     server.preloader = preloader;
     await server.listen();
+    if (ctx.ring !== null) {
+      // Ring mode: other proxies of the ring and the `migrate` commands can see this one.
+      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION);
+      server.registration.start();
+    }
     return server;
   }
 
@@ -176,6 +183,7 @@ export class ProxyServer {
   async close(graceMs = 5000): Promise<void> {
     const closed = new Promise<void>((resolve) => this.listener.close(() => resolve()));
     const deadline = Date.now() + graceMs;
+    this.registration?.stop();
     for (const s of this.sessions) s.drainThenClose();
     while (this.sessions.size > 0 && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 10));

@@ -1,0 +1,64 @@
+/**
+ * This proxy's place in the fleet (fleet.ts): a connection to every node of ring A, named after the
+ * proxy and its phase, renamed every FLEET_HEARTBEAT_MS and at once after a phase switch, and
+ * closed on shutdown. A connection that fails is opened again at the next beat.
+ */
+import crypto from 'node:crypto';
+import os from 'node:os';
+import { BackendPool } from '../backend/pool';
+import { BackendConnection } from '../backend/connection';
+import { request } from '../backend/request';
+import { RingRouter } from '../ring/router';
+import { FLEET_HEARTBEAT_MS, ProxyRecord, connectionName } from './fleet';
+
+export class FleetRegistration {
+  readonly id = `${os.hostname()}-${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
+  private timer: NodeJS.Timeout | null = null;
+  private stopped = false;
+  private readonly links = new Map<string, BackendConnection>();
+
+  constructor(
+    private readonly pool: BackendPool,
+    private readonly ring: RingRouter,
+    /** Where clients reach this proxy; an unspecified host (0.0.0.0, ::) is replaced by the host name. */
+    private readonly listen: { host: string; port: number },
+    private readonly version: string,
+  ) {}
+
+  start(): void {
+    this.ring.onSwap(() => this.beat());
+    this.beat();
+    this.timer = setInterval(() => this.beat(), FLEET_HEARTBEAT_MS);
+    this.timer.unref();
+  }
+
+  beat(): void {
+    if (this.stopped) return;
+    const name = connectionName(this.record());
+    for (const addr of this.nodes()) {
+      let link = this.links.get(addr);
+      if (link === undefined || link.isClosed) {
+        link = this.pool.dedicated(addr, FLEET_HEARTBEAT_MS);
+        this.links.set(addr, link);
+      }
+      request(link, ['CLIENT', 'SETNAME', name], FLEET_HEARTBEAT_MS).catch(() => undefined);
+    }
+  }
+
+  /** A clean shutdown: the connections go, and with them this proxy's place in the fleet. */
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    for (const link of this.links.values()) link.close('proxy stopping');
+  }
+
+  record(): ProxyRecord {
+    const host = this.listen.host === '0.0.0.0' || this.listen.host === '::' ? os.hostname() : this.listen.host;
+    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version };
+  }
+
+  /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */
+  private nodes(): string[] {
+    return [...new Set(this.ring.placement.from.nodes.map((n) => n.addr))];
+  }
+}

@@ -28,7 +28,7 @@ export interface CommandSpec {
 export interface Case {
   /** The command as the README table names it: `GET`, `CONFIG GET`. */
   command: string;
-  /** `valid`, `no-args`, `extra-arg`, `all-options`, `wrongtype`, `not-integer <arg>`, ... or a corpus case's name. */
+  /** `valid`, `no-args`, `extra-arg`, `all-options`, `wrongtype`, `not-integer <arg>`, `inf <arg>` ... or a corpus case's name. */
   kind: string;
   requests: (string[] | string)[];
 }
@@ -247,7 +247,7 @@ export function casesFor(spec: CommandSpec): Case[] {
   }
   const bad: Record<string, [string, string][]> = {
     integer: [['not-integer', 'x'], ['overflow', '9223372036854775808']],
-    double: [['not-float', 'x'], ['nan', 'nan']],
+    double: [['not-float', 'x'], ['nan', 'nan'], ['inf', 'inf']], // the blocking ones have data: inf does not block
   };
   for (const target of words) {
     for (const [kind, value] of bad[target.spec?.type ?? ''] ?? []) {

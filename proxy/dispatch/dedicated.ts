@@ -26,7 +26,18 @@ export class DedicatedLink implements Releasable {
     this.holder.delete(this);
     this.conn.close('client released its dedicated connection');
   }
+
+  /**
+   * Releases it once the node has answered what was already sent on it (a WATCH pipelined before a
+   * DISCARD or RESET still gets its own reply); at once when nothing is pending.
+   */
+  releaseAfterReplies(): void {
+    if (this.released || this.conn.pending === 0) return this.release();
+    this.conn.send({ payload: PING, onReply: () => this.release(), onFailure: () => this.release() });
+  }
 }
+
+const PING = encode.command(['PING']);
 
 /** A reply slot filled by exactly the node's reply on a dedicated connection (no redirects). */
 export class DirectCommand extends ReplySlot implements BackendRequest {

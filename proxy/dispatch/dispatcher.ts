@@ -87,7 +87,8 @@ export class Dispatcher {
     }
     let info = top;
     let container: string | null = null;
-    if (top.subcommands !== null) {
+    // Alone, a container runs itself, as in Redis (COMMAND); the others failed their arity above.
+    if (top.subcommands !== null && args.length > 1) {
       const sub = resolveSubcommand(top, args);
       if (Buffer.isBuffer(sub) && this.answersUnknownSubcommand(session, top.name, sub, args)) return undefined;
       if (sub === null || Buffer.isBuffer(sub)) {

@@ -60,7 +60,7 @@ export class Transaction {
   }
 
   release(): void {
-    this.watch?.release();
+    this.watch?.releaseAfterReplies();
     this.watch = null;
   }
 }

@@ -1,6 +1,7 @@
 // Jest helper: one raw RESP conversation with a server, every byte of the replies kept.
 
 import net from 'node:net';
+import { ReplyFramer } from '../../proxy/resp/reply-framer';
 
 const SENTINEL = '__end_of_exchange__';
 const SENTINEL_REPLY = `$${SENTINEL.length}\r\n${SENTINEL}\r\n`;
@@ -14,7 +15,11 @@ export interface Exchange {
   closed: boolean;
 }
 
-export function encodeRequest(args: readonly string[]): string {
+/** A request: its arguments, or bytes sent exactly as given (malformed input, inline commands). */
+export type RawRequest = readonly string[] | string;
+
+export function encodeRequest(args: RawRequest): string {
+  if (typeof args === 'string') return args;
   return `*${args.length}\r\n${args.map((a) => `$${Buffer.byteLength(a)}\r\n${a}\r\n`).join('')}`;
 }
 
@@ -23,7 +28,7 @@ export function encodeRequest(args: readonly string[]): string {
  * sentinel's reply arrives or the server closes the connection. A request with replies turned off
  * (CLIENT REPLY OFF) must be followed by CLIENT REPLY ON for the sentinel to be seen.
  */
-export function exchange(port: number, requests: readonly (readonly string[])[]): Promise<Exchange> {
+export function exchange(port: number, requests: readonly RawRequest[]): Promise<Exchange> {
   return new Promise((resolve, reject) => {
     const socket = net.connect(port, '127.0.0.1');
     let received = '';
@@ -44,4 +49,11 @@ export function exchange(port: number, requests: readonly (readonly string[])[])
     socket.on('error', () => undefined); // 'close' follows
     socket.on('close', () => finish({ replies: received, closed: true }));
   });
+}
+
+/** `replies` (as an Exchange holds them) cut into whole top-level replies; a cut-off tail is left out. */
+export function splitReplies(replies: string): string[] {
+  const frames: string[] = [];
+  new ReplyFramer().push(Buffer.from(replies, 'latin1'), (frame) => frames.push(frame.toString('latin1')));
+  return frames;
 }

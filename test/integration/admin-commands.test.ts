@@ -4,17 +4,15 @@
 // "One Redis" is a single-node Redis Cluster owning every slot (`ref`): where it also answers, the
 // proxy's reply is compared with its reply.
 
+import { createHash } from 'node:crypto';
 import { once } from 'node:events';
 import net from 'node:net';
 import Redis from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
-import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { runRedisCli } from '../../cmd/sandbox/redis-cli';
-import { parseConfig } from '../../config/load';
-import { ProxyServer } from '../../proxy/server/server';
-import { useProxy } from '../helpers/proxy';
+import { useProxy, useRingProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { errorOf } from '../helpers/reply-error';
 
@@ -26,8 +24,14 @@ const h = useProxy({ backend: { connectionsPerNode: 1 } }, { extraArgs: DEBUG })
 let ref: RedisCluster | undefined;
 const refClients: Redis[] = [];
 
+/** A client of the proxy and one of the reference node, for every test. */
+let c: Redis;
+let r: Redis;
+
 beforeAll(async () => {
   ref = await RedisCluster.start({ masters: 1, replicasPerMaster: 0, extraArgs: DEBUG });
+  c = h.connect();
+  r = refConnect();
 }, 60_000);
 
 afterAll(async () => {
@@ -76,6 +80,8 @@ function pairs(reply: unknown): Record<string, string> {
   for (let i = 0; i + 1 < list.length; i += 2) out[list[i]] = list[i + 1];
   return out;
 }
+
+const sha1 = (body: string): string => createHash('sha1').update(body).digest('hex');
 
 const escape = (s: string): string => s.replace(/[.*+?^${}()|[\]\\]/g, '\\$&');
 
@@ -131,12 +137,6 @@ async function rawExchange(port: number, payload: string, end: string): Promise<
 
 // ---------------------------------------------------------------------------
 describe('CONFIG', () => {
-  let c: Redis;
-  let r: Redis;
-  beforeAll(() => {
-    c = h.connect();
-    r = refConnect();
-  });
 
   test('CONFIG GET answers as one server: one node\'s values', async () => {
     for (const args of [
@@ -274,12 +274,6 @@ describe('CONFIG', () => {
 
 // ---------------------------------------------------------------------------
 describe('container commands route by their key', () => {
-  let c: Redis;
-  let r: Redis;
-  beforeAll(() => {
-    c = h.connect();
-    r = refConnect();
-  });
 
   test('MEMORY USAGE and OBJECT ENCODING/REFCOUNT/IDLETIME/FREQ answer from the key\'s master', async () => {
     for (const { key, node } of await keyPerMaster(h.cluster(), 'mem')) {
@@ -366,12 +360,6 @@ describe('container commands route by their key', () => {
 
 // ---------------------------------------------------------------------------
 describe('RANDOMKEY', () => {
-  let c: Redis;
-  let r: Redis;
-  beforeAll(async () => {
-    c = h.connect();
-    r = refConnect();
-  });
   beforeEach(async () => {
     expect(await c.call('FLUSHALL')).toBe('OK');
     expect(await r.call('FLUSHALL')).toBe('OK');
@@ -444,11 +432,7 @@ describe('RANDOMKEY', () => {
 describe('SCRIPT EXISTS, SCRIPT KILL, FUNCTION KILL', () => {
   const SPIN = 'local i = 0 while true do i = i + 1 end';
   const SPIN_LIB = "#!lua name=spinlib\nredis.register_function('spin', function() local i = 0 while true do i = i + 1 end end)";
-  let c: Redis;
-  let r: Redis;
   beforeAll(async () => {
-    c = h.connect();
-    r = refConnect();
     expect(await c.call('CONFIG', 'SET', 'lua-time-limit', '50')).toBe('OK');
     expect(await r.call('CONFIG', 'SET', 'lua-time-limit', '50')).toBe('OK');
   });
@@ -457,18 +441,15 @@ describe('SCRIPT EXISTS, SCRIPT KILL, FUNCTION KILL', () => {
     await c.call('FUNCTION', 'FLUSH');
   });
 
-  async function sha1(body: string): Promise<string> {
-    return (await import('node:crypto')).createHash('sha1').update(body).digest('hex');
-  }
 
   test('1 for a script run by EVAL on one master, as on one Redis', async () => {
     const value = `exists-${Date.now()}`;
     const body = `return '${value}'`;
-    const sha = await sha1(body);
+    const sha = sha1(body);
     expect(await both(c, r, ['EVAL', body, 0])).toEqual([value, value]);
     const holders = await Promise.all(h.cluster().masters.map((m) => m.command('SCRIPT', 'EXISTS', sha)));
     expect(holders.filter((x) => (x as number[])[0] === 1).length).toBe(1);
-    expect(await both(c, r, ['SCRIPT', 'EXISTS', sha, await sha1('never seen')])).toEqual([
+    expect(await both(c, r, ['SCRIPT', 'EXISTS', sha, sha1('never seen')])).toEqual([
       [1, 0],
       [1, 0],
     ]);
@@ -478,12 +459,12 @@ describe('SCRIPT EXISTS, SCRIPT KILL, FUNCTION KILL', () => {
     const body = `return 1 + -- ${Date.now()}`;
     const [p, want] = await both(c, r, ['EVAL', body, 0]);
     expect(p).toEqual(want);
-    expect(await both(c, r, ['SCRIPT', 'EXISTS', await sha1(body)])).toEqual([[0], [0]]);
+    expect(await both(c, r, ['SCRIPT', 'EXISTS', sha1(body)])).toEqual([[0], [0]]);
   });
 
   test('a script the proxy never saw: 1 only when every master has it', async () => {
     const body = `return 'direct-${Date.now()}'`;
-    const sha = await sha1(body);
+    const sha = sha1(body);
     const [m0, ...rest] = h.cluster().masters;
     await m0.command('SCRIPT', 'LOAD', body);
     expect(await c.call('SCRIPT', 'EXISTS', sha)).toEqual([0]);
@@ -560,12 +541,6 @@ describe('SCRIPT EXISTS, SCRIPT KILL, FUNCTION KILL', () => {
 
 // ---------------------------------------------------------------------------
 describe('INFO', () => {
-  let c: Redis;
-  let r: Redis;
-  beforeAll(async () => {
-    c = h.connect();
-    r = refConnect();
-  });
 
   async function info(cl: Redis, ...sections: string[]): Promise<string> {
     return String(await cl.call('INFO', ...sections));
@@ -664,33 +639,19 @@ describe('INFO', () => {
 
 // ---------------------------------------------------------------------------
 describe('ring mode: every ring node', () => {
-  let nodes: StandaloneNodes | undefined;
-  let proxy: ProxyServer | undefined;
-  let c: Redis | undefined;
-
-  beforeAll(async () => {
-    nodes = await StandaloneNodes.start(2);
-    const ringNodes = nodes.addresses.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
-    proxy = await ProxyServer.start(parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring: { hash: 'md5', nodes: ringNodes }, log: { level: 'silent' } }));
-    c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0 });
-  }, 60_000);
-
-  afterAll(async () => {
-    c?.disconnect();
-    await proxy?.close(200);
-    await nodes?.stop();
-  }, 30_000);
+  const ring = useRingProxy(2);
 
   test('CONFIG SET reaches both nodes; RANDOMKEY and SCRIPT EXISTS cover the ring', async () => {
-    expect(await c!.call('CONFIG', 'SET', 'lua-time-limit', '777')).toBe('OK');
-    for (const n of nodes!.nodes) expect(await n.command('CONFIG', 'GET', 'lua-time-limit')).toEqual(['lua-time-limit', '777']);
-    expect(await c!.call('CONFIG', 'RESETSTAT')).toBe('OK');
-    expect(await c!.call('RANDOMKEY')).toBeNull();
-    await c!.call('SET', 'ring-key', 'v');
-    expect(await c!.call('RANDOMKEY')).toBe('ring-key');
+    const rc = ring.connect();
+    expect(await rc.call('CONFIG', 'SET', 'lua-time-limit', '777')).toBe('OK');
+    for (const n of ring.nodes().nodes) expect(await n.command('CONFIG', 'GET', 'lua-time-limit')).toEqual(['lua-time-limit', '777']);
+    expect(await rc.call('CONFIG', 'RESETSTAT')).toBe('OK');
+    expect(await rc.call('RANDOMKEY')).toBeNull();
+    await rc.call('SET', 'ring-key', 'v');
+    expect(await rc.call('RANDOMKEY')).toBe('ring-key');
     const body = "return 'ring'";
-    expect(await c!.call('EVAL', body, 0)).toBe('ring');
-    expect(await c!.call('SCRIPT', 'EXISTS', (await import('node:crypto')).createHash('sha1').update(body).digest('hex'))).toEqual([1]);
-    expect(infoField(String(await c!.call('INFO', 'clients')), 'connected_clients')).toBe('1');
+    expect(await rc.call('EVAL', body, 0)).toBe('ring');
+    expect(await rc.call('SCRIPT', 'EXISTS', sha1(body))).toEqual([1]);
+    expect(infoField(String(await rc.call('INFO', 'clients')), 'connected_clients')).toBe('1');
   });
 });

@@ -644,7 +644,7 @@ describe('ring mode: every ring node', () => {
   test('CONFIG SET reaches both nodes; RANDOMKEY and SCRIPT EXISTS cover the ring', async () => {
     const rc = ring.connect();
     expect(await rc.call('CONFIG', 'SET', 'lua-time-limit', '777')).toBe('OK');
-    for (const n of ring.nodes().nodes) expect(await n.command('CONFIG', 'GET', 'lua-time-limit')).toEqual(['lua-time-limit', '777']);
+    for (const n of ring.backend().nodes) expect(await n.command('CONFIG', 'GET', 'lua-time-limit')).toEqual(['lua-time-limit', '777']);
     expect(await rc.call('CONFIG', 'RESETSTAT')).toBe('OK');
     expect(await rc.call('RANDOMKEY')).toBeNull();
     await rc.call('SET', 'ring-key', 'v');

@@ -5,8 +5,6 @@
 // proxy's reply is compared with its reply.
 
 import { createHash } from 'node:crypto';
-import { once } from 'node:events';
-import net from 'node:net';
 import Redis from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
@@ -15,6 +13,7 @@ import { runRedisCli } from '../../cmd/sandbox/redis-cli';
 import { useProxy, useRingProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { errorOf } from '../helpers/reply-error';
+import { exchange } from '../helpers/raw-exchange';
 
 const DEBUG = ['--enable-debug-command', 'yes'];
 // One lane per node: every client of the proxy shares one connection to each node, so a SCRIPT KILL
@@ -109,30 +108,6 @@ function headers(info: string): string[] {
 function fieldsOf(info: string, section: string): string[] {
   const body = info.split('\r\n\r\n').find((s) => s.startsWith(`# ${section}\r\n`)) ?? '';
   return body.split('\r\n').slice(1).filter((l) => l !== '').map((l) => l.slice(0, l.indexOf(':')));
-}
-
-/** A raw socket: write bytes, read until the data ends with `end`, or fail after 10 s. */
-async function rawExchange(port: number, payload: string, end: string): Promise<string> {
-  const socket = net.connect({ host: '127.0.0.1', port });
-  await once(socket, 'connect');
-  try {
-    let data = '';
-    const done = new Promise<void>((resolve, reject) => {
-      const timer = setTimeout(() => reject(new Error(`raw: timed out, got ${JSON.stringify(data)}`)), 10_000);
-      socket.on('data', (chunk: Buffer) => {
-        data += chunk.toString('latin1');
-        if (data.endsWith(end)) {
-          clearTimeout(timer);
-          resolve();
-        }
-      });
-    });
-    socket.write(payload);
-    await done;
-    return data;
-  } finally {
-    socket.destroy();
-  }
 }
 
 // ---------------------------------------------------------------------------
@@ -420,11 +395,11 @@ describe('RANDOMKEY', () => {
   });
 
   test('RESP3: the nil is RESP3\'s null, as one Redis sends it (raw socket)', async () => {
-    const payload = '*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*1\r\n$9\r\nRANDOMKEY\r\n*1\r\n$4\r\nPING\r\n';
-    const proxied = await rawExchange(h.proxy().address.port, payload, '+PONG\r\n');
-    const direct = await rawExchange(refNode().port, payload, '+PONG\r\n');
-    expect(proxied.endsWith('\r\n_\r\n+PONG\r\n')).toBe(true);
-    expect(direct.endsWith('\r\n_\r\n+PONG\r\n')).toBe(true);
+    const requests = [['HELLO', '3'], ['RANDOMKEY']];
+    const proxied = (await exchange(h.proxy().address.port, requests)).replies;
+    const direct = (await exchange(refNode().port, requests)).replies;
+    expect(proxied.endsWith('\r\n_\r\n')).toBe(true);
+    expect(direct.endsWith('\r\n_\r\n')).toBe(true);
   });
 });
 

@@ -31,7 +31,7 @@ export interface InfoServer {
 const WITH_ALL = new Set(['all', 'everything', 'default']);
 
 /** INFO [section ...]: does the request ask for `section`? */
-export function wantsSection(args: readonly Buffer[], section: string): boolean {
+function wantsSection(args: readonly Buffer[], section: string): boolean {
   if (args.length === 1) return true;
   return args.slice(1).some((a) => {
     const s = a.toString().toLowerCase();
@@ -57,11 +57,10 @@ export function infoMerge(ctx: ProxyContext, server: InfoServer, args: readonly 
     if (err !== undefined) return err;
     const parsed = frames.map((f) => parseSections(String(decodeReply(f))));
     const sections = parsed[0].map(({ title }) => {
+      if (title === 'Clients') return { title, lines: clientLines(ctx, server) };
       const all = parsed.map((p) => p.find((s) => s.title === title)?.lines ?? []);
       return { title, lines: mergeSection(title, all) };
     });
-    const clients = sections.find((s) => s.title === 'Clients');
-    if (clients !== undefined) clients.lines.splice(0, clients.lines.length, ...clientLines(ctx, server));
     const text = sections.map((s) => `${[`# ${s.title}`, ...s.lines].join('\r\n')}\r\n`).join('\r\n');
     if (!proxy) return encode.bulk(text);
     return encode.bulk(`${text === '' ? '' : `${text}\r\n`}${server.proxySection()}\r\n`);

@@ -30,6 +30,8 @@ interface NodeState {
 
 /** Sent last in the handshake of connections that serve RESP3 clients, so replies come in RESP3. */
 const HELLO_3 = encode.command(['HELLO', '3']);
+/** A node busy running a script refuses READONLY with -BUSY (AUTH it takes): left out of outOfLane(). */
+const READONLY = encode.command(['READONLY']);
 
 const BACKOFF_BASE_MS = 25;
 const BACKOFF_CAP_MS = 1000;
@@ -87,6 +89,16 @@ export class BackendPool {
    */
   dedicated(address: string, commandTimeoutMs: number, protocol: 2 | 3 = 2): BackendConnection {
     return new BackendConnection(address, { ...this.linkOptions(protocol), commandTimeoutMs });
+  }
+
+  /**
+   * A connection of its own for one request that must not wait behind the lanes: SCRIPT KILL and
+   * FUNCTION KILL, whose node may be running a busy script sent on the very lane the client uses.
+   * Its handshake is one a busy node accepts (no READONLY). The caller closes it.
+   */
+  outOfLane(address: string): BackendConnection {
+    const options = this.linkOptions();
+    return new BackendConnection(address, { ...options, handshake: options.handshake.filter((h) => !h.equals(READONLY)) });
   }
 
   /** How a connection the caller manages itself is opened (Pub/Sub links): timeouts, handshake, TLS. */

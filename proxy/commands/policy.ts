@@ -8,18 +8,22 @@
  *   (commands whose key specs find no key in a request, e.g. EVAL with numkeys 0, also go to any master)
  * - client:     a CLIENT subcommand about the client's own connection, answered by the proxy
  *   (dispatch/client-command.ts)
+ * - every-node: sent to every node, masters and replicas (every ring node in ring mode), all or
+ *   nothing where Redis allows it (dispatch/every-node.ts): CONFIG SET, RESETSTAT, REWRITE
  * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error
  * - transaction, pubsub, wait: need a back-end connection of the client's own (transaction.ts,
  *   pubsub.ts, blocking.ts); blocking commands go there too, found by their `blocking` flag
  *
  * Names are lower case; a subcommand is `container|sub`. A container listed by itself covers every
- * subcommand not listed.
+ * subcommand not listed that has no key: a subcommand whose entry in the back end's COMMAND has key
+ * specs (MEMORY USAGE, OBJECT ENCODING, XINFO STREAM ...) is routed by its key (strategyFor).
  */
 export type Strategy =
   | { readonly kind: 'local' }
   | { readonly kind: 'client' }
   | { readonly kind: 'fanout' }
   | { readonly kind: 'any-master' }
+  | { readonly kind: 'every-node' }
   | { readonly kind: 'refuse'; readonly why: string }
   | { readonly kind: 'transaction' }
   | { readonly kind: 'pubsub' }
@@ -29,6 +33,7 @@ const local: Strategy = { kind: 'local' };
 const client: Strategy = { kind: 'client' };
 const fanout: Strategy = { kind: 'fanout' };
 const anyMaster: Strategy = { kind: 'any-master' };
+const everyNode: Strategy = { kind: 'every-node' };
 const refuse = (why: string): Strategy => ({ kind: 'refuse', why });
 /** MULTI/EXEC/DISCARD/WATCH/UNWATCH: transaction.ts. */
 const transaction: Strategy = { kind: 'transaction' };
@@ -75,6 +80,7 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['flushall', fanout],
   ['flushdb', fanout],
   ['info', fanout],
+  ['randomkey', fanout],
   ['script|load', fanout],
   ['script|exists', fanout],
   ['script|flush', fanout],
@@ -88,6 +94,15 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['function|dump', anyMaster],
   ['function|stats', anyMaster],
   ['function|help', anyMaster],
+  ['config|get', anyMaster],
+  ['config|help', anyMaster],
+  ['config|set', everyNode],
+  ['config|resetstat', everyNode],
+  ['config|rewrite', everyNode],
+  ['memory|purge', fanout],
+  ['memory|help', anyMaster],
+  ['object|help', anyMaster],
+  ['xinfo|help', anyMaster],
   ['script', refuse('only SCRIPT LOAD, EXISTS, FLUSH and KILL are supported')],
 
   ['command', anyMaster],
@@ -116,7 +131,7 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['shutdown', refuse(NODE_ADMIN)],
   ['failover', refuse(NODE_ADMIN)],
   ['debug', refuse(NODE_ADMIN)],
-  ['config', refuse(NODE_ADMIN)],
+  ['config', refuse('only CONFIG GET, SET, RESETSTAT, REWRITE and HELP are supported')],
   ['save', refuse(NODE_ADMIN)],
   ['bgsave', refuse(NODE_ADMIN)],
   ['bgrewriteaof', refuse(NODE_ADMIN)],
@@ -124,14 +139,29 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['module', refuse(NODE_ADMIN)],
   ['slowlog', refuse(NODE_ADMIN)],
   ['latency', refuse(NODE_ADMIN)],
-  ['memory', refuse(NODE_ADMIN)],
+  ['memory', refuse('MEMORY STATS, DOCTOR and MALLOC-STATS describe one node; run them on the node itself')],
   ['swapdb', refuse('Redis Cluster has only database 0')],
   ['move', refuse('Redis Cluster has only database 0')],
-  ['randomkey', refuse('there is no single node to pick a key from')],
   ['lastsave', refuse(NODE_ADMIN)],
   ['role', refuse(NODE_ADMIN)],
   ['function', refuse('only FUNCTION LOAD, DELETE, FLUSH, RESTORE, KILL, LIST, DUMP and STATS are supported')],
   ['wait', { kind: 'wait' }],
+]);
+
+/**
+ * Administrative commands: they change every node's settings or drop data or scripts everywhere.
+ * Allowed to every client today (as to Redis's default user); the one list a per-user permission
+ * check will consult.
+ */
+export const ADMIN_COMMANDS: ReadonlySet<string> = new Set([
+  'config|get',
+  'config|set',
+  'config|resetstat',
+  'config|rewrite',
+  'flushall',
+  'flushdb',
+  'script|flush',
+  'function|flush',
 ]);
 
 /**
@@ -143,6 +173,10 @@ export const LOCAL_SUBCOMMAND_ARITY: ReadonlyMap<string, number> = new Map([['cl
 /** Commands with the `blocking` flag that only block with a BLOCK argument. */
 export const BLOCKS_ONLY_WITH_BLOCK_ARG: ReadonlySet<string> = new Set(['xread', 'xreadgroup']);
 
-export function strategyFor(name: string, container: string | null): Strategy | undefined {
-  return POLICY.get(name) ?? (container === null ? undefined : POLICY.get(container));
+/**
+ * The entry of `name`, else its container's, unless the subcommand names keys (`hasKeys`: its
+ * COMMAND entry has key specs): then undefined, and it is routed by its key like any keyed command.
+ */
+export function strategyFor(name: string, container: string | null, hasKeys = false): Strategy | undefined {
+  return POLICY.get(name) ?? (container === null || hasKeys ? undefined : POLICY.get(container));
 }

@@ -153,11 +153,13 @@ export function runWait(ctx: ProxyContext, session: ClientSession, payload: Buff
     return Promise.resolve();
   }
   const links = masters.map((m) => new DedicatedLink(m, ctx.pool.dedicated(m, 0, session.protocol), session.dedicated));
+  ctx.stats.waitingClients++;
   return new Promise<void>((resolve) => {
     const frames: Buffer[] = [];
     const collect = (frame: Buffer): void => {
       frames.push(frame);
       if (frames.length < links.length) return;
+      ctx.stats.waitingClients--;
       for (const l of links) l.release();
       const err = frames.find((f) => f[0] === 45);
       slot.complete(err ?? encode.integer(Math.min(...frames.map((f) => Number(decodeReply(f))))));

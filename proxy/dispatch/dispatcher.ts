@@ -8,7 +8,10 @@ import { CommandInfo } from '../commands/table';
 import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys';
 import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, strategyFor } from '../commands/policy';
 import { ANY_MASTER, ForwardedCommand } from './forward';
-import { FanoutCommand, ScanCommand, allOk, andArrays, anyOk, concatArrays, mergeInfo, sumIntegers } from './fanout';
+import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, killMerge, sumIntegers } from './fanout';
+import { InfoServer, infoMerge, onlyProxySection } from './info';
+import { RandomKeyCommand } from './random-key';
+import { EveryNodeCommand, everyNode } from './every-node';
 import { answerLocally } from './local';
 import { clientCommand } from './client-command';
 import { ReplySlot } from '../client/reply-slot';
@@ -22,7 +25,7 @@ import { movingKeysRefusal } from '../migration/guard';
 import { TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
 import { SUBSCRIBED_MODE_COMMANDS, SubscriberClient, pubsubCommand } from './pubsub';
 import { runBlocking, runWait } from './blocking';
-import { SCRIPT_CALLS, numkeysError, rememberingScripts, scriptCall } from './script-call';
+import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
 import { SPLIT_RULES, SplitCommand, SplitRule, splitByShard } from './split';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
@@ -37,19 +40,22 @@ const FANOUT_MERGES = new Map([
   ['flushdb', allOk],
   ['script|load', allOk],
   ['script|flush', allOk],
-  ['script|exists', andArrays],
-  ['script|kill', anyOk],
+  ['script|kill', killMerge],
   ['function|load', allOk],
   ['function|delete', allOk],
   ['function|flush', allOk],
   ['function|restore', allOk],
-  ['function|kill', anyOk],
+  ['function|kill', killMerge],
+  ['memory|purge', allOk],
   ['client|pause', allOk],
   ['client|unpause', allOk],
 ]);
 
+/** Sent on a connection of their own per master: the client's lane may be stuck behind the busy script. */
+const OUT_OF_LANE: ReadonlySet<string> = new Set(['script|kill', 'function|kill']);
+
 export class Dispatcher {
-  constructor(private readonly ctx: ProxyContext, private readonly proxyInfo: () => string) {}
+  constructor(private readonly ctx: ProxyContext, private readonly server: InfoServer) {}
 
   /** New sessions start unauthenticated when the config has an `auth` section. */
   get requiresAuth(): boolean {
@@ -112,7 +118,7 @@ export class Dispatcher {
     info.counters.calls++;
     session.command = info.name;
 
-    const strategy = strategyFor(info.name, container);
+    const strategy = strategyFor(info.name, container, container !== null && hasKeySpecs(info));
     // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
     // In RESP3, messages are push frames, so a subscribed client may run any command (as on Redis).
     if (session.subscription !== null && (session.protocol === 2 || SUBSCRIBED_MODE_COMMANDS.has(info.name))) {
@@ -142,6 +148,9 @@ export class Dispatcher {
           return undefined;
         case 'any-master':
           return this.forward(session, args, raw, ANY_MASTER, info);
+        case 'every-node':
+          session.track(new EveryNodeCommand(ctx, session, everyNode(ctx))).start(info.name, args);
+          return undefined;
         case 'transaction':
           transactionCommand(ctx, session, info, args);
           return undefined;
@@ -285,27 +294,38 @@ export class Dispatcher {
   }
 
   private fanout(session: DispatchSession, name: string, args: Buffer[], raw: Buffer | null): void {
-    const masters = this.ctx.router.masters();
-    if (name === 'scan') {
-      session.track(new ScanCommand(session, masters)).start(this.ctx, args);
-      return;
+    const ctx = this.ctx;
+    const masters = ctx.router.masters();
+    switch (name) {
+      case 'scan':
+        session.track(new ScanCommand(session, masters)).start(ctx, args);
+        return;
+      case 'randomkey':
+        session.track(new RandomKeyCommand(ctx, session, masters)).start();
+        return;
+      case 'info': {
+        if (onlyProxySection(args)) return session.replyNow(encode.bulk(`${this.server.proxySection()}\r\n`));
+        const merge = infoMerge(ctx, this.server, args);
+        session.track(new FanoutCommand(session, masters, merge)).start(ctx, raw ?? encode.command(args));
+        return;
+      }
     }
-    const merge = name === 'info' ? mergeInfo(() => this.infoProxySection(args)) : FANOUT_MERGES.get(name);
+    let merge = FANOUT_MERGES.get(name);
+    if (name === 'script|exists') {
+      const held = heldScripts(ctx.scripts, args);
+      if (held.every((h) => h)) {
+        session.replyNow(encode.arrayOfFrames(held.map(() => encode.integer(1))));
+        return;
+      }
+      merge = andArrays(held);
+    }
     if (merge === undefined) {
       session.replyNow(encode.error(`ERR slotproxy: no merge for '${name}'`));
       return;
     }
-    if (name === 'info' && onlyProxySection(args)) {
-      session.replyNow(encode.bulk(`${this.proxyInfo()}\r\n`));
-      return;
-    }
-    session.track(new FanoutCommand(session, masters, rememberingScripts(this.ctx.scripts, name, args, merge))).start(this.ctx, raw ?? encode.command(args));
-  }
-
-  private infoProxySection(args: Buffer[]): string {
-    if (args.length === 1) return this.proxyInfo();
-    const wanted = args.slice(1).map((a) => a.toString().toLowerCase());
-    return wanted.some((s) => s === 'all' || s === 'everything' || s === 'default' || s === 'proxy') ? this.proxyInfo() : '';
+    session
+      .track(new FanoutCommand(session, masters, rememberingScripts(ctx.scripts, name, args, merge)))
+      .start(ctx, raw ?? encode.command(args), OUT_OF_LANE.has(name));
   }
 }
 
@@ -324,10 +344,6 @@ const RUN_INSIDE_MULTI: ReadonlySet<string> = new Set(['quit', 'reset']);
 /** Unknown commands and arity errors inside MULTI make EXEC answer EXECABORT, as Redis does. */
 function flagTransaction(session: DispatchSession): void {
   if (session.transaction !== null && session.transaction.inMulti) session.transaction.dirty = true;
-}
-
-function onlyProxySection(args: Buffer[]): boolean {
-  return args.length > 1 && args.slice(1).every((a) => a.toString().toLowerCase() === 'proxy');
 }
 
 function hasKeySpecs(info: CommandInfo): boolean {

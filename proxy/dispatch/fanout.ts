@@ -11,7 +11,8 @@ import * as errors from '../resp/errors';
 import { decodeReply, errorText, asArray } from '../resp/decode-reply';
 import { ReplyError } from 'redis-errors';
 
-type Merge = (frames: Buffer[]) => Buffer;
+/** Merges the replies of every master, in the order of the masters. */
+export type Merge = (frames: Buffer[]) => Buffer;
 
 /** A request to every master whose replies are merged once all are in. */
 export class FanoutCommand extends ReplySlot {
@@ -24,18 +25,23 @@ export class FanoutCommand extends ReplySlot {
     this.missing = masters.length;
   }
 
-  start(ctx: ProxyContext, payload: Buffer): void {
+  /**
+   * `outOfLane`: each master gets the request on a connection of its own, closed after the reply,
+   * instead of the client's lane (SCRIPT KILL must not wait behind the busy script it kills).
+   */
+  start(ctx: ProxyContext, payload: Buffer, outOfLane = false): void {
     if (this.masters.length === 0) {
       this.complete(encode.error(errors.PROXY_NOT_READY));
       return;
     }
     this.masters.forEach((address, i) => {
-      const part: BackendRequest = {
-        payload,
-        onReply: (frame) => this.collect(i, frame),
-        onFailure: (message) => this.collect(i, encode.error(message)),
+      const conn = outOfLane ? ctx.pool.outOfLane(address) : ctx.pool.connection(address, this.owner.id);
+      const done = (frame: Buffer): void => {
+        if (outOfLane) conn.close('request done');
+        this.collect(i, frame);
       };
-      ctx.pool.connection(address, this.owner.id).send(part);
+      const part: BackendRequest = { payload, onReply: done, onFailure: (message) => done(encode.error(message)) };
+      conn.send(part);
     });
   }
 
@@ -85,53 +91,24 @@ export const concatArrays: Merge = (frames) => {
 /** The first reply when every master agreed it worked, else the first error (FLUSHALL, SCRIPT LOAD). */
 export const allOk: Merge = (frames) => firstError(frames) ?? frames[0];
 
-/** Succeeds when any master succeeded (SCRIPT KILL: only the busy node can kill). */
-export const anyOk: Merge = (frames) => frames.find((f) => f[0] !== 45) ?? frames[0];
-
-/** Element-wise AND of integer arrays (SCRIPT EXISTS: 1 only where every master has the script). */
-export const andArrays: Merge = (frames) => {
-  const err = firstError(frames);
-  if (err !== undefined) return err;
-  const lists = frames.map((f) => asArray(decodeReply(f)) as number[]);
-  return encode.arrayOfFrames(lists[0].map((_, i) => encode.integer(lists.every((l) => l[i] === 1) ? 1 : 0)));
-};
+/**
+ * SCRIPT KILL, FUNCTION KILL: OK when any master killed one (only the busy node can); else a
+ * refusal other than NOTBUSY (UNKILLABLE, BUSY: a function is running, not a script); NOTBUSY only
+ * when no master was running one, as one Redis answers.
+ */
+export const killMerge: Merge = (frames) =>
+  frames.find((f) => f[0] !== 45) ?? frames.find((f) => f.toString('latin1', 1, 8) !== 'NOTBUSY') ?? frames[0];
 
 /**
- * INFO: the first master's sections as Redis writes them (clients parse redis_version and the
- * like), its Keyspace section replaced by the sum over every master, and the proxy's own section.
+ * Element-wise AND of integer arrays, where `held[i]` counts as 1 (SCRIPT EXISTS: 1 where every
+ * master has the script, or where the proxy holds its body and puts it wherever it is missing).
  */
-export function mergeInfo(proxySection: () => string): Merge {
+export function andArrays(held: readonly boolean[]): Merge {
   return (frames) => {
     const err = firstError(frames);
     if (err !== undefined) return err;
-    const texts = frames.map((f) => {
-      const r = decodeReply(f);
-      return Buffer.isBuffer(r) ? r.toString() : String(r);
-    });
-    const keyspace = new Map<string, { keys: number; expires: number }>();
-    let sawKeyspace = false;
-    for (const t of texts) {
-      const section = t.split('# Keyspace')[1];
-      if (section === undefined) continue;
-      sawKeyspace = true;
-      for (const line of section.split('\r\n')) {
-        const m = /^(db\d+):keys=(\d+),expires=(\d+)/.exec(line);
-        if (m === null) continue;
-        const e = keyspace.get(m[1]) ?? { keys: 0, expires: 0 };
-        e.keys += Number(m[2]);
-        e.expires += Number(m[3]);
-        keyspace.set(m[1], e);
-      }
-    }
-    let text = texts[0].replace(/\r\n$/, '');
-    if (sawKeyspace) {
-      const before = text.split('# Keyspace')[0].replace(/(\r\n)+$/, '');
-      const lines = [...keyspace].map(([db, e]) => `${db}:keys=${e.keys},expires=${e.expires},avg_ttl=0`);
-      text = `${before === '' ? '' : `${before}\r\n\r\n`}# Keyspace${lines.length > 0 ? '\r\n' + lines.join('\r\n') : ''}`;
-    }
-    const proxy = proxySection();
-    if (proxy !== '') text = text === '' ? proxy : `${text}\r\n\r\n${proxy}`;
-    return encode.bulk(`${text}\r\n`);
+    const lists = frames.map((f) => asArray(decodeReply(f)) as number[]);
+    return encode.arrayOfFrames(lists[0].map((_, i) => encode.integer(held[i] || lists.every((l) => l[i] === 1) ? 1 : 0)));
   };
 }
 

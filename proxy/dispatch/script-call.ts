@@ -13,6 +13,7 @@ import { BackendRequest } from '../backend/connection';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { ScriptStore } from '../scripts/store';
+import { Merge } from './fanout';
 
 export type ScriptCallKind = 'eval' | 'evalsha' | 'fcall';
 
@@ -87,6 +88,20 @@ export class EvalShaCommand extends ForwardedCommand {
   }
 }
 
+const COMPILE_ERROR = '-ERR Error compiling script';
+
+/** An EVAL whose body the store learnt from it: forgotten again if it does not compile, as Redis keeps no such script. */
+class EvalCommand extends ForwardedCommand {
+  constructor(ctx: ProxyContext, owner: ReplyOwner, payload: Buffer, shard: number, retrySafe: boolean, private readonly learnt: string) {
+    super(ctx, owner, payload, shard, retrySafe);
+  }
+
+  override complete(frame: Buffer): void {
+    if (frame[0] === 45 && frame.toString('latin1', 0, COMPILE_ERROR.length) === COMPILE_ERROR) this.ctx.scripts.forget(this.learnt);
+    super.complete(frame);
+  }
+}
+
 /** The reply slot for a script call: EVAL bodies are remembered, EVALSHA gets NOSCRIPT healing. */
 export function scriptCall(
   ctx: ProxyContext,
@@ -98,11 +113,18 @@ export function scriptCall(
   retrySafe: boolean,
 ): ForwardedCommand {
   if (kind === 'evalsha') return new EvalShaCommand(ctx, owner, payload, shard, retrySafe, args[1]);
-  if (kind === 'eval') ctx.scripts.add(args[1]);
+  const learnt = kind === 'eval' ? ctx.scripts.learn(args[1]) : null;
+  if (learnt !== null) return new EvalCommand(ctx, owner, payload, shard, retrySafe, learnt);
   return new ForwardedCommand(ctx, owner, payload, shard, retrySafe);
 }
 
-type Merge = (frames: Buffer[]) => Buffer;
+/**
+ * SCRIPT EXISTS sha...: per SHA, whether the proxy holds its body. Those count as existing: to the
+ * client there is one script cache, and the proxy loads the script wherever it is missing.
+ */
+export function heldScripts(store: ScriptStore, args: readonly Buffer[]): boolean[] {
+  return args.slice(2).map((sha) => store.has(sha));
+}
 
 /** SCRIPT LOAD teaches the store a body once every master took it; SCRIPT FLUSH makes it forget. */
 export function rememberingScripts(store: ScriptStore, name: string, args: readonly Buffer[], merge: Merge): Merge {

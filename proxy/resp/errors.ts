@@ -93,3 +93,23 @@ export const NO_MIGRATION = 'ERR slotproxy: no migration is configured (add a mi
 export function migrationPhaseRefused(why: string): string {
   return `ERR slotproxy: ${why}`;
 }
+
+/**
+ * A node's error to a command the proxy sends to every node (CONFIG SET, RESETSTAT, REWRITE): the
+ * node's own text, so the code stays first, then the node and what became of the others.
+ */
+export function onNodes(text: string, failed: readonly string[], outcome: string): string {
+  const who = failed.length > 1 ? `${failed[0]} and ${failed.length - 1} more` : failed[0];
+  return `${text} (node ${who}; ${outcome})`;
+}
+
+export const NO_NODE_CHANGED = 'no node was changed';
+export const NODES_SET_BACK = 'the nodes that took it were set back';
+
+export function notSetBack(addrs: readonly string[]): string {
+  return `could not set back ${addrs.join(', ')}`;
+}
+
+export function doneOnNodes(done: number, total: number): string {
+  return `done on ${done} of ${total} nodes`;
+}

@@ -35,18 +35,28 @@ export class ScriptStore {
 
   /** Remembers a body (`pinned`: a preloaded script, never evicted); returns its SHA1 in lower-case hex. */
   add(body: Buffer, pinned = false): string {
+    return this.insert(body, pinned).sha;
+  }
+
+  /** Remembers a body as add() does; returns its SHA1 when the store did not hold it before, else null. */
+  learn(body: Buffer): string | null {
+    const { sha, added } = this.insert(body, false);
+    return added ? sha : null;
+  }
+
+  private insert(body: Buffer, pinned: boolean): { sha: string; added: boolean } {
     const sha = sha1(body);
     const existing = this.scripts.get(sha);
     if (existing !== undefined) {
       this.scripts.delete(sha);
       this.scripts.set(sha, pinned && !existing.pinned ? { body: existing.body, pinned } : existing);
-      return sha;
+      return { sha, added: false };
     }
-    if (!pinned && body.length > this.maxBytes) return sha;
+    if (!pinned && body.length > this.maxBytes) return { sha, added: false };
     this.scripts.set(sha, { body, pinned });
     this.storedBytes += body.length;
     this.evict();
-    return sha;
+    return { sha, added: true };
   }
 
   /** The body of `sha` (any case), or undefined when the proxy never saw it or has forgotten it. */
@@ -61,13 +71,22 @@ export class ScriptStore {
     return found.body;
   }
 
+  /** True when the proxy holds the body of `sha` (any case); unlike get(), not a use. */
+  has(sha: Buffer | string): boolean {
+    return this.scripts.has((typeof sha === 'string' ? sha : sha.toString('latin1')).toLowerCase());
+  }
+
+  /** Forgets one script that is not preloaded (an EVAL whose body does not compile). */
+  forget(sha: string): void {
+    const s = this.scripts.get(sha);
+    if (s === undefined || s.pinned) return;
+    this.scripts.delete(sha);
+    this.storedBytes -= s.body.length;
+  }
+
   /** SCRIPT FLUSH through the proxy: a single server would forget every script; preloaded ones stay. */
   forgetUnpinned(): void {
-    for (const [sha, s] of this.scripts) {
-      if (s.pinned) continue;
-      this.scripts.delete(sha);
-      this.storedBytes -= s.body.length;
-    }
+    for (const sha of this.scripts.keys()) this.forget(sha);
   }
 
   /** A reload changed the preloaded list: scripts not in `shas` become ordinary, evictable entries. */

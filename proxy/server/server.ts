@@ -62,7 +62,15 @@ export class ProxyServer {
 
   private constructor(readonly config: Config, private readonly ctx: ProxyContext, sessions: ClientList<Session>) {
     this.sessions = sessions;
-    this.dispatcher = new Dispatcher(ctx, () => this.infoSection());
+    this.dispatcher = new Dispatcher(ctx, {
+      proxySection: () => this.infoSection(),
+      maxClients: () => this.limits.maxClients,
+      blockedClients: () => {
+        let n = 0;
+        for (const s of this.sessions) if (s.blocked !== null) n++;
+        return n;
+      },
+    });
     this.limits = { ...config.limits };
     this.metrics = createRegistry({
       stats: ctx.stats,

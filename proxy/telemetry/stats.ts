@@ -26,6 +26,8 @@ export class ProxyStats {
   tlsHandshakeErrors = 0;
   /** Error replies to forwarded commands: the nodes' (WRONGTYPE, OOM ...) and the proxy's (node lost, timeout). */
   replyErrors = 0;
+  /** Clients waiting for a WAIT's reply (INFO's blocked_clients counts them with the blocked ones). */
+  waitingClients = 0;
   /** Latency of commands forwarded to a node. */
   readonly latency = new LatencyHistogram();
 }

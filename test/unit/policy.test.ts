@@ -1,6 +1,6 @@
 // POLICY: how each command that is not simply "route by its keys" is handled. Every entry must name a
 // command the (fallback, Redis 7.0) command table knows, or the entry can never apply.
-import { LOCAL_SUBCOMMAND_ARITY, POLICY, Strategy, strategyFor } from '../../proxy/commands/policy';
+import { ADMIN_COMMANDS, LOCAL_SUBCOMMAND_ARITY, POLICY, Strategy, strategyFor } from '../../proxy/commands/policy';
 import { CommandTable } from '../../proxy/commands/table';
 
 const table = CommandTable.fallback();
@@ -41,7 +41,11 @@ describe('POLICY entries', () => {
   });
 
   test.each(entries)('%s has a known strategy kind', (_name, strategy) => {
-    expect(['local', 'client', 'fanout', 'any-master', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
+    expect(['local', 'client', 'fanout', 'any-master', 'every-node', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
+  });
+
+  test.each([...ADMIN_COMMANDS])('admin command %s has an entry that runs it', (name) => {
+    expect(['fanout', 'any-master', 'every-node']).toContain(POLICY.get(name)?.kind);
   });
 });
 
@@ -66,13 +70,30 @@ describe('strategyFor', () => {
     ['client|no-touch', 'client', 'refuse'],
     ['cluster|nodes', 'cluster', 'refuse'],
     ['script|debug', 'script', 'refuse'],
-    ['config|get', 'config', 'refuse'],
-    ['memory|usage', 'memory', 'refuse'],
+    ['config|get', 'config', 'any-master'],
+    ['config|set', 'config', 'every-node'],
+    ['config|resetstat', 'config', 'every-node'],
+    ['memory|stats', 'memory', 'refuse'],
+    ['memory|purge', 'memory', 'fanout'],
+    ['randomkey', null, 'fanout'],
     // neither listed: routed by keys
     ['object|encoding', 'object', undefined],
     ['xinfo|stream', 'xinfo', undefined],
   ])('%s (container %s) -> %s', (name, container, kind) => {
     expect(strategyFor(name, container)?.kind).toBe(kind);
+  });
+
+  test('a subcommand with keys is routed by its key, whatever its container\'s entry', () => {
+    expect(strategyFor('memory|usage', 'memory', true)).toBeUndefined();
+    expect(strategyFor('memory|doctor', 'memory', false)).toBe(POLICY.get('memory'));
+    // A listed subcommand keeps its entry.
+    expect(strategyFor('config|set', 'config', true)).toBe(POLICY.get('config|set'));
+  });
+
+  test('the table says which subcommands have keys: exactly those of MEMORY, OBJECT, XINFO and XGROUP', () => {
+    const keyed = [...table.all()].filter((c) => c.name.includes('|') && (c.keySpecs.length > 0 || c.firstKey > 0)).map((c) => c.name);
+    expect(new Set(keyed.map((n) => n.split('|')[0]))).toEqual(new Set(['memory', 'object', 'xinfo', 'xgroup']));
+    for (const name of keyed) expect(strategyFor(name, name.split('|')[0], true)).toBeUndefined();
   });
 
   test('a subcommand falls back to exactly its container entry', () => {

@@ -103,6 +103,9 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['memory|help', anyMaster],
   ['object|help', anyMaster],
   ['xinfo|help', anyMaster],
+  ['xgroup|help', anyMaster],
+  ['script|help', anyMaster],
+  ['pfselftest', anyMaster],
   ['script', refuse('only SCRIPT LOAD, EXISTS, FLUSH and KILL are supported')],
 
   ['command', anyMaster],

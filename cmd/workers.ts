@@ -6,7 +6,6 @@
  */
 import cluster, { Worker } from 'node:cluster';
 import { log } from '../proxy/telemetry/log';
-import { MetricsServer, workersMetrics } from '../proxy/telemetry/metrics';
 
 const RESTART_DELAY_MS = 1000;
 
@@ -40,6 +39,8 @@ export function superviseWorkers(count: number, metricsListen?: string): void {
   process.on('SIGHUP', () => forward('SIGHUP'));
   log.info({ workers: count }, 'started worker processes');
   if (metricsListen !== undefined) {
+    // Loaded only when asked for, as in proxy/server/server.ts.
+    const { MetricsServer, workersMetrics } = require('../proxy/telemetry/metrics') as typeof import('../proxy/telemetry/metrics');
     MetricsServer.start(metricsListen, workersMetrics()).catch((err: Error) => {
       log.fatal({ err: err.message, metrics: metricsListen }, 'cannot listen for /metrics');
       stop('SIGTERM');

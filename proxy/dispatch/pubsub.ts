@@ -552,7 +552,7 @@ export class Subscription implements Releasable {
 
   /** A (un)subscribe confirmation as a single server writes it: an array in RESP2, a push frame in RESP3. */
   private confirmation(kind: string, channel: Buffer | null, count: number): Buffer {
-    if (this.session.protocol === 3) return encode.pushOfFrames([encode.bulk(kind), channel === null ? RESP3_NULL : encode.bulk(channel), encode.integer(count)]);
+    if (this.session.protocol === 3) return encode.pushOfFrames([encode.bulk(kind), channel === null ? encode.RESP3_NULL : encode.bulk(channel), encode.integer(count)]);
     return encode.arrayOfFrames([encode.bulk(kind), encode.bulk(channel), encode.integer(count)]);
   }
 
@@ -628,7 +628,6 @@ export class Subscription implements Releasable {
   }
 }
 
-const RESP3_NULL = Buffer.from('_\r\n');
 const EMPTY = Buffer.alloc(0);
 
 /**

@@ -40,7 +40,7 @@ export class RandomKeyCommand extends ReplySlot {
   /** RANDOMKEY on a master drawn by weight; on nil (`nil`: that reply), the next draw leaves it out. */
   private pick(sizes: number[], nil: Buffer | null): void {
     const total = sizes.reduce((a, b) => a + b, 0);
-    if (total === 0) return this.complete(this.dbsizeError ?? nil ?? (this.owner.protocol === 3 ? RESP3_NULL : encode.NULL_BULK));
+    if (total === 0) return this.complete(this.dbsizeError ?? nil ?? (this.owner.protocol === 3 ? encode.RESP3_NULL : encode.NULL_BULK));
     let draw = Math.random() * total;
     let i = 0;
     while (i < sizes.length - 1 && draw >= sizes[i]) {
@@ -58,7 +58,6 @@ export class RandomKeyCommand extends ReplySlot {
   }
 }
 
-const RESP3_NULL = Buffer.from('_\r\n');
 
 function isNil(frame: Buffer): boolean {
   return (frame[0] === 36 /* $ */ && frame[1] === 45) /* $-1 */ || frame[0] === 95 /* _ */;

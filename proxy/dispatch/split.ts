@@ -13,7 +13,7 @@
  */
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { Releasable } from '../client/client-session';
-import { decodeReply } from '../resp/decode-reply';
+import { arrayElements } from '../resp/reply-framer';
 import * as encode from '../resp/encode';
 
 /** How each splittable command's keys sit in its arguments, and how part replies merge. */
@@ -93,19 +93,29 @@ export class SplitCommand extends ReplySlot {
         for (const f of frames) total += Number(f.toString('latin1', 1, f.length - 2));
         return encode.integer(total);
       }
-      case 'values': {
-        const values = new Array<Buffer>(this.keyCount);
-        frames.forEach((f, i) => {
-          const decoded = decodeReply(f, true);
-          if (!Array.isArray(decoded)) throw new Error('MGET part reply is not an array');
-          this.parts[i].keyIndexes.forEach((k, j) => {
-            const v = decoded[j];
-            values[k] = Buffer.isBuffer(v) ? encode.bulk(v) : encode.NULL_BULK;
-          });
-        });
-        return encode.arrayOfFrames(values);
+      case 'values':
+        return this.mergeValues(frames);
+    }
+  }
+
+  /** MGET: each part's values, cut from its raw reply and put in key order; nothing decoded. */
+  private mergeValues(frames: Buffer[]): Buffer {
+    const values = new Array<Buffer>(this.keyCount);
+    const resp3 = this.owner.protocol === 3;
+    let size = 0;
+    for (let i = 0; i < frames.length; i++) {
+      const elements = arrayElements(frames[i]);
+      const keyIndexes = this.parts[i].keyIndexes;
+      if (elements === null || elements.length !== keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
+      for (let j = 0; j < elements.length; j++) {
+        // Parts speak RESP2 (PartSession); a RESP3 client gets RESP3's null, as from one Redis.
+        const v = resp3 && elements[j][1] === 45 ? encode.RESP3_NULL : elements[j];
+        values[keyIndexes[j]] = v;
+        size += v.length;
       }
     }
+    const header = Buffer.from(`*${this.keyCount}\r\n`);
+    return Buffer.concat([header, ...values], header.length + size);
   }
 
   /** The error of the part holding the earliest key, if any part failed. */

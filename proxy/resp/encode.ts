@@ -10,6 +10,8 @@ export const PONG = Buffer.from('+PONG\r\n');
 export const NULL_BULK = Buffer.from('$-1\r\n');
 export const NULL_ARRAY = Buffer.from('*-1\r\n');
 export const EMPTY_ARRAY = Buffer.from('*0\r\n');
+/** RESP3's null, where RESP2 has `$-1` and `*-1`. */
+export const RESP3_NULL = Buffer.from('_\r\n');
 
 export function simple(s: string): Buffer {
   return Buffer.from(`+${s}${CRLF}`);
@@ -49,14 +51,52 @@ export function arrayOfBulks(values: readonly (Buffer | string)[]): Buffer {
   return arrayOfFrames(values.map(bulk));
 }
 
-/** A request as RESP: `*<n>` then one bulk per argument. */
+/**
+ * A request as RESP: `*<n>` then one bulk per argument, written into one buffer sized up front
+ * (the parts of a split request and every fan-out go through here: no buffer per header).
+ */
 export function command(args: readonly (Buffer | string)[]): Buffer {
-  const parts: Buffer[] = [Buffer.from(`*${args.length}${CRLF}`)];
-  for (const a of args) {
+  const n = args.length;
+  const bytes = new Array<Buffer>(n);
+  let size = 1 + digits(n) + 2;
+  for (let i = 0; i < n; i++) {
+    const a = args[i];
     const b = typeof a === 'string' ? Buffer.from(a) : a;
-    parts.push(Buffer.from(`$${b.length}${CRLF}`), b, Buffer.from(CRLF));
+    bytes[i] = b;
+    size += 1 + digits(b.length) + 2 + b.length + 2;
   }
-  return Buffer.concat(parts);
+  const out = Buffer.allocUnsafe(size);
+  let at = writeHeader(out, 0, 42, n); // '*'
+  for (let i = 0; i < n; i++) {
+    const b = bytes[i];
+    at = writeHeader(out, at, 36, b.length); // '$'
+    at += b.copy(out, at);
+    out[at++] = 13;
+    out[at++] = 10;
+  }
+  return out;
+}
+
+function digits(n: number): number {
+  let d = 1;
+  while (n >= 10) {
+    n = Math.floor(n / 10);
+    d++;
+  }
+  return d;
+}
+
+/** Writes `<type><n>\r\n` at `at`; returns where the next byte goes. */
+function writeHeader(out: Buffer, at: number, type: number, n: number): number {
+  out[at] = type;
+  const end = at + 1 + digits(n);
+  for (let i = end - 1; i > at; i--) {
+    out[i] = 48 + (n % 10);
+    n = Math.floor(n / 10);
+  }
+  out[end] = 13;
+  out[end + 1] = 10;
+  return end + 2;
 }
 
 /** Text a client reads as a document (CLIENT LIST, CLIENT INFO): a bulk string, or RESP3's verbatim `txt` string. */

@@ -157,3 +157,15 @@ function parseSigned(buf: Buffer, from: number, to: number): number {
   }
   return sign * n;
 }
+
+/**
+ * The elements of a whole array reply frame, as raw frames (views into `frame`, no copy), or null
+ * when `frame` is not an array (an error, or a null array).
+ */
+export function arrayElements(frame: Buffer): Buffer[] | null {
+  if (frame[0] !== 42 || frame[1] === 45) return null; // '*', and not '*-1'
+  const headerEnd = frame.indexOf(CR, 1) + 2;
+  const elements: Buffer[] = [];
+  new ReplyFramer().push(frame.subarray(headerEnd), (element) => elements.push(element));
+  return elements;
+}

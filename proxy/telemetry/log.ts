@@ -5,11 +5,14 @@
  * password: they are user data and secrets.
  */
 import pino from 'pino';
-import pretty from 'pino-pretty';
 
 function destination(): pino.DestinationStream {
   const format = process.env.SLOTPROXY_LOG_FORMAT ?? (process.stderr.isTTY === true ? 'pretty' : 'json');
-  if (format === 'pretty') return pretty({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  if (format === 'pretty') {
+    // Loaded only for a terminal: a proxy logging JSON does not carry it in memory.
+    const pretty = require('pino-pretty') as typeof import('pino-pretty');
+    return pretty({ destination: 2, sync: true, translateTime: 'SYS:HH:MM:ss.l', ignore: 'pid,hostname' });
+  }
   return pino.destination(2);
 }
 

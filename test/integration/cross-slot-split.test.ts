@@ -12,6 +12,7 @@ import { parseConfig } from '../../config/load';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { useProxy } from '../helpers/proxy';
 import { errorOf } from '../helpers/reply-error';
+import { exchange } from '../helpers/raw-exchange';
 
 const run = promisify(execFile);
 const env = useProxy({ crossSlot: 'split' });
@@ -34,6 +35,18 @@ describe('crossSlot: split', () => {
     let direct = 0;
     for (const m of env.cluster().masters) direct += Number(await m.command('DBSIZE'));
     expect(direct).toBeGreaterThanOrEqual(10);
+  });
+
+  test('a split MGET is the bytes one Redis sends: raw values in key order, RESP2 and RESP3 nulls', async () => {
+    const c = env.connect();
+    await c.mset('split:raw:a', 'x', 'split:raw:c', '\r\n$-1\r\n'); // a value that looks like RESP
+    const port = env.proxy().address.port;
+    expect((await exchange(port, [['MGET', 'split:raw:a', 'split:raw:b', 'split:raw:c', 'split:raw:a']])).replies).toBe(
+      '*4\r\n$1\r\nx\r\n$-1\r\n$7\r\n\r\n$-1\r\n\r\n$1\r\nx\r\n',
+    );
+    expect((await exchange(port, [['HELLO', '3'], ['MGET', 'split:raw:a', 'split:raw:b', 'split:raw:c']])).replies).toMatch(
+      /\*3\r\n\$1\r\nx\r\n_\r\n\$7\r\n\r\n\$-1\r\n\r\n$/,
+    );
   });
 
   test('EXISTS, TOUCH, DEL, UNLINK are summed, duplicates counted as Redis counts them', async () => {

@@ -1,6 +1,7 @@
 // The floor of slotproxy's own design, for the bench's "Node floor" row: every client multiplexed
 // over ONE shared connection to one Redis, requests of one event-loop turn written to it with one
-// write, a FIFO of the clients waiting for replies, and a frame counter instead of a parser. No
+// write, a FIFO of the clients waiting for replies, the replies of one back-end read written to
+// each client with one write, and a frame counter instead of a parser. No
 // routing, no checks, no metrics: what any multiplexing Node proxy pays per request at the least.
 // Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT
 import net from 'node:net';
@@ -48,7 +49,18 @@ let head = 0;
 let out: Buffer[] = [];
 const backend = net.connect({ host, port: Number(port), noDelay: true });
 const replies = new Frames();
-backend.on('data', (chunk) => replies.each(chunk, (frame) => waiting[head++].write(frame)));
+/** Replies of one back-end read, gathered per client so that each client gets one write. */
+const gathered = new Map<net.Socket, Buffer[]>();
+backend.on('data', (chunk) => {
+  replies.each(chunk, (frame) => {
+    const client = waiting[head++];
+    const frames = gathered.get(client);
+    if (frames === undefined) gathered.set(client, [frame]);
+    else frames.push(frame);
+  });
+  for (const [client, frames] of gathered) client.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
+  gathered.clear();
+});
 backend.on('error', (err) => {
   console.error(`mux-floor: ${err.message}`);
   process.exit(1);

@@ -3,17 +3,25 @@
 // redis-benchmark 7.0 has no MGET test (`-t mget` silently runs nothing), so the 10-key MGET is
 // given as a custom command whose keys share the hash tag {t}: one slot in cluster mode, one
 // server under twemproxy's and the ring's `hash_tag: "{}"`, so every target can serve it.
+// MGET10X and MSET10X are the cross-slot shape: 10 keys with 10 different prefixes, so 10 slots
+// (and, with 3 shards, every shard): slotproxy splits them (`crossSlot: split`), twemproxy splits
+// MGET and MSET across its servers natively, one redis-server holds every key.
 
 import { ManagedProcess, findExecutable } from './children';
 
-export const ALL_TESTS = ['SET', 'GET', 'INCR', 'LPUSH', 'MGET10'] as const;
+export const ALL_TESTS = ['SET', 'GET', 'INCR', 'LPUSH', 'MGET10', 'MGET10X', 'MSET10X'] as const;
 export type TestName = (typeof ALL_TESTS)[number];
 
 /** The tests redis-benchmark runs with -t (the rest are custom commands). */
 const BUILTIN_TESTS: readonly TestName[] = ['SET', 'GET', 'INCR', 'LPUSH'];
 
 export const MGET_KEYS = 10;
-const MGET_ARGS: readonly string[] = ['MGET', ...Array.from({ length: MGET_KEYS }, () => '{t}k:__rand_int__')];
+/** The custom-command tests, each one redis-benchmark run of its own. */
+const CUSTOM_TESTS: ReadonlyMap<TestName, readonly string[]> = new Map([
+  ['MGET10', ['MGET', ...Array.from({ length: MGET_KEYS }, () => '{t}k:__rand_int__')]],
+  ['MGET10X', ['MGET', ...Array.from({ length: MGET_KEYS }, (_, i) => `x${i}:__rand_int__`)]],
+  ['MSET10X', ['MSET', ...Array.from({ length: MGET_KEYS }, (_, i) => [`x${i}:__rand_int__`, 'v'.repeat(VALUE_BYTES)]).flat()]],
+]);
 
 /** Keyspace of __rand_int__ (-r) and value size (-d), as the issue asks. */
 export const KEYSPACE = 100_000;
@@ -64,7 +72,7 @@ export function invocations(port: number | 'PORT', shape: Shape, tests: readonly
   if (builtin.length > 0) {
     out.push({ tests: builtin, args: [...common, '-d', String(VALUE_BYTES), '-t', builtin.map((t) => t.toLowerCase()).join(',')] });
   }
-  if (tests.includes('MGET10')) out.push({ tests: ['MGET10'], args: [...common, ...MGET_ARGS] });
+  for (const [test, args] of CUSTOM_TESTS) if (tests.includes(test)) out.push({ tests: [test], args: [...common, ...args] });
   return out;
 }
 
@@ -128,9 +136,10 @@ export async function runInvocation(
     return fail(`redis-benchmark ${proc.describeExit()}: ${lastLines(proc.stderr + proc.stdout, 3)}`);
   }
   const rows = parseCsv(proc.stdout);
-  const custom = [...rows.entries()].find(([name]) => name.startsWith('MGET '));
+  // A custom command's CSV line is named after the command line: its run has no other line.
+  const custom = CUSTOM_TESTS.has(inv.tests[0]) ? [...rows.values()][0] : undefined;
   for (const t of inv.tests) {
-    const row = t === 'MGET10' ? custom?.[1] : rows.get(t);
+    const row = CUSTOM_TESTS.has(t) ? custom : rows.get(t);
     if (row === undefined) out.set(t, { ok: false, error: `no ${t} line in redis-benchmark's CSV` });
     else if (!(row.rps > 0)) out.set(t, { ok: false, error: `${t}: redis-benchmark reported ${row.rps} ops/s` });
     else out.set(t, { ok: true, result: row });

@@ -208,7 +208,7 @@ function throughputSection(r: BenchResults, summaries: readonly ShapeSummary[], 
     '## Throughput and latency',
     '',
     `Median of ${r.rounds} round(s), ${r.requests.toLocaleString('en-US')} requests per test, keyspace ${KEYSPACE.toLocaleString('en-US')} (-r), ${VALUE_BYTES}-byte values (-d). ` +
-      `MGET10 is a custom command of ${MGET_KEYS} keys sharing the hash tag {t}. p50 is the median of the tests' p50s, p99 the worst test's p99; ` +
+      `MGET10 is a custom command of ${MGET_KEYS} keys sharing the hash tag {t}; MGET10X and MSET10X have ${MGET_KEYS} keys in ${MGET_KEYS} slots (slotproxy splits them, \`crossSlot: split\`; twemproxy splits them natively). p50 is the median of the tests' p50s, p99 the worst test's p99; ` +
       `"vs" columns are the geometric mean over the tests of this target's ops/s over the other's.`,
   ];
   for (const s of summaries) {

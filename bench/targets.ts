@@ -167,7 +167,7 @@ async function startProxy(
 }
 
 function slotproxyClusterConfig(port: number, seeds: readonly string[]): string {
-  return ['listen: 127.0.0.1:' + String(port), 'mode: cluster', 'cluster:', `  seeds: [${seeds.join(', ')}]`, 'log:', '  level: warn', ''].join('\n');
+  return ['listen: 127.0.0.1:' + String(port), 'mode: cluster', 'cluster:', `  seeds: [${seeds.join(', ')}]`, 'crossSlot: split', 'log:', '  level: warn', ''].join('\n');
 }
 
 const RING_NAMES = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
@@ -176,7 +176,7 @@ const RING_NAMES = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
 function slotproxyRingConfig(port: number, nodes: readonly string[]): string {
   const lines = ['listen: 127.0.0.1:' + String(port), 'mode: ring', 'ring:', '  hash: fnv1a_64', '  hashTag: "{}"', '  nodes:'];
   nodes.forEach((addr, i) => lines.push(`    - { name: ${RING_NAMES[i] ?? `n${i}`}, addr: ${addr}, weight: 1 }`));
-  lines.push('log:', '  level: warn', '');
+  lines.push('crossSlot: split', 'log:', '  level: warn', '');
   return lines.join('\n');
 }
 

@@ -10,9 +10,14 @@
  *   (dispatch/client-command.ts)
  * - every-node: sent to every node, masters and replicas (every ring node in ring mode), all or
  *   nothing where Redis allows it (dispatch/every-node.ts): CONFIG SET, RESETSTAT, REWRITE
+ * - slot:       sent to the master serving the hash slot its third argument names (CLUSTER
+ *   COUNTKEYSINSLOT/GETKEYSINSLOT); to any master when that is not a slot, for Redis's own error
  * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error
  * - transaction, pubsub, wait: need a back-end connection of the client's own (transaction.ts,
  *   pubsub.ts, blocking.ts); blocking commands go there too, found by their `blocking` flag
+ *
+ * POLICY is cluster mode's; RING_POLICY, ring mode's, differs where standalone nodes would answer
+ * otherwise than one Redis Cluster node (databases, no slots).
  *
  * Names are lower case; a subcommand is `container|sub`. A container listed by itself covers every
  * subcommand not listed that has no key: a subcommand whose entry in the back end's COMMAND has key
@@ -24,6 +29,7 @@ export type Strategy =
   | { readonly kind: 'fanout' }
   | { readonly kind: 'any-master' }
   | { readonly kind: 'every-node' }
+  | { readonly kind: 'slot' }
   | { readonly kind: 'refuse'; readonly why: string }
   | { readonly kind: 'transaction' }
   | { readonly kind: 'pubsub' }
@@ -34,6 +40,7 @@ const client: Strategy = { kind: 'client' };
 const fanout: Strategy = { kind: 'fanout' };
 const anyMaster: Strategy = { kind: 'any-master' };
 const everyNode: Strategy = { kind: 'every-node' };
+const slot: Strategy = { kind: 'slot' };
 const refuse = (why: string): Strategy => ({ kind: 'refuse', why });
 /** MULTI/EXEC/DISCARD/WATCH/UNWATCH: transaction.ts. */
 const transaction: Strategy = { kind: 'transaction' };
@@ -72,7 +79,9 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['client|help', anyMaster],
   ['client', refuse("slotproxy answers CLIENT about the client's connection to the proxy; this subcommand is not one of those")],
   ['cluster|keyslot', local],
-  ['cluster', refuse('slotproxy presents the cluster as one server; only CLUSTER KEYSLOT is answered')],
+  ['cluster|countkeysinslot', slot],
+  ['cluster|getkeysinslot', slot],
+  ['cluster', refuse('slotproxy presents the cluster as one server; only CLUSTER KEYSLOT, COUNTKEYSINSLOT and GETKEYSINSLOT are answered')],
 
   ['dbsize', fanout],
   ['keys', fanout],
@@ -138,17 +147,36 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['save', refuse(NODE_ADMIN)],
   ['bgsave', refuse(NODE_ADMIN)],
   ['bgrewriteaof', refuse(NODE_ADMIN)],
+  ['acl|whoami', local],
+  ['acl|cat', anyMaster],
+  ['acl|help', anyMaster],
+  ['acl|genpass', anyMaster],
   ['acl', refuse(NODE_ADMIN)],
   ['module', refuse(NODE_ADMIN)],
   ['slowlog', refuse(NODE_ADMIN)],
   ['latency', refuse(NODE_ADMIN)],
   ['memory', refuse('MEMORY STATS, DOCTOR and MALLOC-STATS describe one node; run them on the node itself')],
-  ['swapdb', refuse('Redis Cluster has only database 0')],
-  ['move', refuse('Redis Cluster has only database 0')],
+  // A cluster node answers `ERR SWAPDB is not allowed in cluster mode` itself; MOVE, which has a
+  // key, is routed by it and answered the same way (inside MULTI too).
+  ['swapdb', anyMaster],
   ['lastsave', refuse(NODE_ADMIN)],
   ['role', refuse(NODE_ADMIN)],
   ['function', refuse('only FUNCTION LOAD, DELETE, FLUSH, RESTORE, KILL, LIST, DUMP and STATS are supported')],
   ['wait', { kind: 'wait' }],
+]);
+
+const noSlots = refuse('in ring mode keys are placed on a hash ring, not in hash slots; no node keeps them by slot');
+
+/**
+ * Ring mode: standalone nodes have databases and no hash slots. MOVE and SWAPDB get a Redis Cluster
+ * node's answer from the proxy (as SELECT does), never a node's; keys are not kept by slot.
+ */
+export const RING_POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
+  ...POLICY,
+  ['move', local],
+  ['swapdb', local],
+  ['cluster|countkeysinslot', noSlots],
+  ['cluster|getkeysinslot', noSlots],
 ]);
 
 /**
@@ -180,6 +208,6 @@ export const BLOCKS_ONLY_WITH_BLOCK_ARG: ReadonlySet<string> = new Set(['xread',
  * The entry of `name`, else its container's, unless the subcommand names keys (`hasKeys`: its
  * COMMAND entry has key specs): then undefined, and it is routed by its key like any keyed command.
  */
-export function strategyFor(name: string, container: string | null, hasKeys = false): Strategy | undefined {
-  return POLICY.get(name) ?? (container === null || hasKeys ? undefined : POLICY.get(container));
+export function strategyFor(name: string, container: string | null, hasKeys = false, policy = POLICY): Strategy | undefined {
+  return policy.get(name) ?? (container === null || hasKeys ? undefined : policy.get(container));
 }

@@ -6,8 +6,8 @@
 import { ProxyContext } from '../context';
 import { CommandInfo } from '../commands/table';
 import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys';
-import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, strategyFor } from '../commands/policy';
-import { ANY_MASTER, ForwardedCommand } from './forward';
+import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../commands/policy';
+import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
 import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, killMerge, sumIntegers } from './fanout';
 import { InfoServer, infoMerge, onlyProxySection } from './info';
 import { RandomKeyCommand } from './random-key';
@@ -55,7 +55,12 @@ const FANOUT_MERGES = new Map([
 const OUT_OF_LANE: ReadonlySet<string> = new Set(['script|kill', 'function|kill']);
 
 export class Dispatcher {
-  constructor(private readonly ctx: ProxyContext, private readonly server: InfoServer) {}
+  /** How commands that are not simply routed by their keys are handled, in this proxy's mode. */
+  private readonly policy: ReadonlyMap<string, Strategy>;
+
+  constructor(private readonly ctx: ProxyContext, private readonly server: InfoServer) {
+    this.policy = ctx.mode === 'ring' ? RING_POLICY : POLICY;
+  }
 
   /** New sessions start unauthenticated when the config has an `auth` section. */
   get requiresAuth(): boolean {
@@ -118,7 +123,7 @@ export class Dispatcher {
     info.counters.calls++;
     session.command = info.name;
 
-    const strategy = strategyFor(info.name, container, container !== null && hasKeySpecs(info));
+    const strategy = strategyFor(info.name, container, container !== null && hasKeySpecs(info), this.policy);
     // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
     // In RESP3, messages are push frames, so a subscribed client may run any command (as on Redis).
     if (session.subscription !== null && (session.protocol === 2 || SUBSCRIBED_MODE_COMMANDS.has(info.name))) {
@@ -148,6 +153,8 @@ export class Dispatcher {
           return undefined;
         case 'any-master':
           return this.forward(session, args, raw, ANY_MASTER, info);
+        case 'slot':
+          return this.forward(session, args, raw, slotArgument(args[2]), info);
         case 'every-node':
           session.track(new EveryNodeCommand(ctx, session, everyNode(ctx))).start(info.name, args);
           return undefined;

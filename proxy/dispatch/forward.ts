@@ -15,9 +15,20 @@ import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { splitAddress } from '../backend/connection';
+import { parseInteger } from '../commands/keys';
+import { SLOT_COUNT } from '../../sharding/slot';
 
 /** Sentinel shard: any master will do (keyless commands such as TIME, EVAL with no keys). */
 export const ANY_MASTER = -1;
+
+/**
+ * The hash slot a command names as an argument (CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT: the `slot`
+ * strategy), or ANY_MASTER when the argument is no slot: any node then answers Redis's error.
+ */
+export function slotArgument(arg: Buffer): number {
+  const slot = parseInteger(arg);
+  return slot !== null && slot >= 0 && slot < SLOT_COUNT ? slot : ANY_MASTER;
+}
 
 const ASKING = encode.command(['ASKING']);
 const RETRY_BASE_MS = 20;

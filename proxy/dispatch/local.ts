@@ -1,7 +1,7 @@
 /**
  * Commands the proxy answers itself, because the honest answer needs no node: PING, ECHO, SELECT 0,
- * HELLO, AUTH, RESET, CLUSTER KEYSLOT ... Texts and argument checks follow Redis 7.0 (CLIENT
- * subcommands: client-command.ts).
+ * HELLO, AUTH, RESET, CLUSTER KEYSLOT, ACL WHOAMI (the proxy's user the client signed in as) ...
+ * Texts and argument checks follow Redis 7.0 (CLIENT subcommands: client-command.ts).
  */
 import { keySlot } from '../../sharding/slot';
 import * as encode from '../resp/encode';
@@ -49,6 +49,13 @@ export function answerLocally(server: LocalServer, session: ClientSession, name:
       return encode.OK;
     case 'cluster|keyslot':
       return encode.integer(keySlot(args[2]));
+    // Ring mode (commands/policy.ts): a cluster node's answer, whatever the arguments, as for SELECT.
+    case 'move':
+      return encode.error(errors.notAllowedInCluster('MOVE'));
+    case 'swapdb':
+      return encode.error(errors.notAllowedInCluster('SWAPDB'));
+    case 'acl|whoami':
+      return encode.bulk(session.user);
     default:
       return encode.error(`ERR slotproxy: no local answer for '${name}'`);
   }

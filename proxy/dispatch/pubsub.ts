@@ -14,10 +14,12 @@
  * - one link per node for SSUBSCRIBE, to the node serving the channel's slot (SPUBLISH only reaches
  *   that shard), channels of one SSUBSCRIBE in one slot or CROSSSLOT, as Redis Cluster answers.
  *
- * Messages are forwarded as the node's raw bytes. Confirmations ((p|s)(un)subscribe) are re-encoded
- * with the count the client would see from a single server (its subscriptions at home and on shard
- * links). Each link keeps a FIFO of the confirmation frames still owed, per command, so frames are
- * paired with what asked for them, and the proxy's own (re-)subscriptions are answered silently.
+ * Messages are forwarded as the node's raw bytes. Confirmations ((p|s)(un)subscribe) are the ones a
+ * single server would send, made when the client asks: the count of what it has in request order
+ * (`wanted`), in its protocol of that moment. Each link keeps a FIFO of the frames still owed, per
+ * command, so frames are paired with what asked for them, and the proxy's own (re-)subscriptions
+ * are answered silently. PING and the errors of subscribed mode are answered by the proxy, in their
+ * place in the client's order.
  *
  * A subscriber follows the topology (PlacementWatch): when the home moves (failover, reshard of slot
  * 0, a ring phase switch) its home link moves and its subscriptions are sent again; a new master gets
@@ -26,7 +28,10 @@
  * unsubscribes its clients from it; the proxy subscribes again at the new owner instead of passing
  * that on.
  *
- * Subscribed mode ends, as on Redis, when the client has no subscription left and nothing is owed.
+ * Subscribed mode ends, as on Redis, when the client has no subscription left in request order (its
+ * last UNSUBSCRIBE, or RESET): the session leaves it at once, so the commands it sent next run as on
+ * Redis, and the links stay until they have answered what was asked before (then close). The client
+ * is told of no message after that point.
  */
 import { ClientSession, Releasable } from '../client/client-session';
 import { ReplySlot } from '../client/reply-slot';
@@ -60,6 +65,7 @@ export const SUBSCRIBED_MODE_COMMANDS = new Set([...SUBSCRIBE_KIND.keys(), ...UN
 const UNSUBSCRIBE_NAME: Record<Kind, string> = { channel: 'UNSUBSCRIBE', pattern: 'PUNSUBSCRIBE', shard: 'SUNSUBSCRIBE' };
 const SUBSCRIBE_NAME: Record<Kind, string> = { channel: 'SUBSCRIBE', pattern: 'PSUBSCRIBE', shard: 'SSUBSCRIBE' };
 const CLASSIC = ['channel', 'pattern'] as const;
+const KINDS = ['channel', 'pattern', 'shard'] as const;
 
 const MESSAGE = Buffer.from('*3\r\n$7\r\nmessage\r\n');
 const PMESSAGE = Buffer.from('*4\r\n$8\r\npmessage\r\n');
@@ -93,9 +99,19 @@ interface Owed {
    * in request order (as from one server) whichever link answers first, and messages that arrive
    * after a subscription come after its confirmation.
    */
-  readonly places: ReplySlot[];
+  readonly places: Place[];
   /** The client's replies wait for this one (a keyspace-capable subscription on another master). */
   barrier: Barrier | null;
+}
+
+/**
+ * One frame's place in the client's reply order, and, for a (un)subscribe, the confirmation one Redis
+ * would send: made when the client asked, with the count and protocol of that moment in request
+ * order (links answer in their own order, and RESET or HELLO may switch the protocol meanwhile).
+ */
+interface Place {
+  readonly slot: ReplySlot;
+  readonly confirmation: Buffer | null;
 }
 
 interface LinkState {
@@ -230,9 +246,11 @@ export class Subscription implements Releasable {
   private readonly shardLinks = new Map<string, LinkState>();
   /** What the client asked for (latin1 name -> name), sent again when a link is reopened. */
   private readonly wanted: Record<Kind, Map<string, Buffer>> = { channel: new Map(), pattern: new Map(), shard: new Map() };
-  /** What the nodes confirmed (home and shard links), for the counts in confirmations. */
+  /** What the nodes confirmed (home and shard links): CLIENT LIST's counts, and which shard channels to subscribe again. */
   private readonly confirmed: Record<Kind, Set<string>> = { channel: new Set(), pattern: new Set(), shard: new Set() };
   private released = false;
+  /** Subscribed mode is over in request order; the links answer what is owed, then close (endIfIdle). */
+  private detached = false;
   private relinkAttempts = 0;
   private relinkTimer: NodeJS.Timeout | null = null;
   private readonly watch: PlacementWatch;
@@ -251,16 +269,17 @@ export class Subscription implements Releasable {
     const unsubKind = UNSUBSCRIBE_KIND.get(name);
     if (unsubKind !== undefined) return this.unsubscribe(unsubKind, args.slice(1));
     switch (name) {
-      case 'ping': {
-        const state = this.home ?? this.shardLinks.values().next().value ?? null;
-        if (state === null) return this.session.replyNow(pubsubPong(args));
-        return this.write(state, encode.command(args), 1, false);
-      }
+      case 'ping':
+        // Answered here, in its place: a link's own mode may differ from the client's (a home link
+        // with nothing left while shard channels remain).
+        return this.session.replyNow(args.length > 2 ? encode.error(errors.wrongArity('ping')) : pubsubPong(args));
       case 'quit':
         return this.session.replyNow(answerLocally(this.ctx, this.session, 'quit', args));
       case 'reset':
-        this.release();
-        return this.session.replyNow(answerLocally(this.ctx, this.session, 'reset', args));
+        // Confirmations asked for before RESET still come first, as on Redis; RESET's own unsubscribing is silent.
+        this.detach();
+        this.session.replyNow(answerLocally(this.ctx, this.session, 'reset', args));
+        return this.endIfIdle();
       default:
         return this.session.replyNow(encode.error(errors.notAllowedWhileSubscribed(name)));
     }
@@ -285,7 +304,7 @@ export class Subscription implements Releasable {
    * links to nodes that are no longer masters.
    */
   follow(): void {
-    if (this.released) return;
+    if (this.released || this.detached) return;
     const home = pubsubHome(this.ctx);
     if (this.home !== null && home !== null && this.home.link.address !== home) {
       if (this.home.owed.some((o) => !o.silent)) {
@@ -337,24 +356,13 @@ export class Subscription implements Releasable {
 
   private subscribe(kind: Kind, args: Buffer[]): void {
     const names = args.slice(1);
-    let state: LinkState | null;
-    if (kind === 'shard') {
-      const shard = this.ctx.router.shardOf(names[0]);
-      for (const n of names) {
-        if (this.ctx.router.shardOf(n) !== shard) {
-          this.ctx.stats.crossSlotErrors++;
-          this.session.replyNow(encode.error(errors.CROSSSLOT));
-          return this.endIfIdle();
-        }
-      }
-      state = this.shardLink(shard);
-    } else {
-      state = this.homeLink();
-    }
+    if (kind === 'shard' && !this.inOneSlot(names)) return this.endIfIdle();
+    const state = kind === 'shard' ? this.shardLink(this.ctx.router.shardOf(names[0])) : this.homeLink();
     if (state === null) {
       this.session.replyNow(encode.error(kind === 'shard' ? errors.SLOT_NOT_SERVED : errors.PROXY_NOT_READY));
       return this.endIfIdle();
     }
+    const confirmations = this.record(kind, names, true);
     const everywhere = names.filter((n) => hearsKeyspace(kind, n));
     if (everywhere.length > 0) {
       // Every other master hears these too (existing event links now, new ones with all names);
@@ -362,13 +370,10 @@ export class Subscription implements Releasable {
       const barrier = new Barrier(this.session);
       const payload = encode.command([SUBSCRIBE_NAME[kind], ...everywhere]);
       for (const s of this.eventLinks.values()) this.write(s, payload, everywhere.length, true, barrier);
-      for (const n of names) this.wanted[kind].set(n.toString('latin1'), n);
       this.followMasters(barrier);
       barrier.done();
-    } else {
-      for (const n of names) this.wanted[kind].set(n.toString('latin1'), n);
     }
-    this.write(state, encode.command(args), names.length, false);
+    this.write(state, encode.command(args), names.length, false, null, confirmations);
   }
 
   private unsubscribe(kind: Kind, given: Buffer[]): void {
@@ -377,25 +382,52 @@ export class Subscription implements Releasable {
       this.session.replyNow(this.confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), null, this.count(kind)));
       return this.endIfIdle();
     }
-    // Each name goes to the link that holds it; names held nowhere are answered by the proxy.
-    const byLink = new Map<LinkState, Buffer[]>();
-    const local: Buffer[] = [];
+    if (kind === 'shard' && given.length > 1 && !this.inOneSlot(given)) return this.endIfIdle();
+    // Each name goes to the link that holds it, names held nowhere are answered by the proxy, and
+    // runs of names keep their order, so the confirmations come in the order the names were given.
     const everywhere = names.filter((n) => this.wanted[kind].has(n.toString('latin1')) && hearsKeyspace(kind, n));
-    for (const n of names) {
-      const key = n.toString('latin1');
-      const state = this.wanted[kind].has(key) ? this.linkHolding(kind, n) : null;
-      this.wanted[kind].delete(key);
-      if (state === null) local.push(n);
-      else byLink.set(state, [...(byLink.get(state) ?? []), n]);
-    }
+    const holders = names.map((n) => (this.wanted[kind].has(n.toString('latin1')) ? this.linkHolding(kind, n) : null));
+    const confirmations = this.record(kind, names, false);
     if (everywhere.length > 0) {
       const payload = encode.command([UNSUBSCRIBE_NAME[kind], ...everywhere]);
       for (const s of this.eventLinks.values()) this.write(s, payload, everywhere.length, true);
       this.followMasters(null);
     }
-    for (const [state, list] of byLink) this.write(state, encode.command([UNSUBSCRIBE_NAME[kind], ...list]), list.length, false);
-    for (const n of local) this.session.replyNow(this.confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), n, this.count(kind)));
+    for (let i = 0, j = 1; i < names.length; i = j++) {
+      const state = holders[i];
+      while (j < names.length && holders[j] === state) j++;
+      if (state !== null) this.write(state, encode.command([UNSUBSCRIBE_NAME[kind], ...names.slice(i, j)]), j - i, false, null, confirmations.slice(i, j));
+      else for (let k = i; k < j; k++) this.session.replyNow(confirmations[k]);
+    }
     this.endIfIdle();
+  }
+
+  /** Shard channels of one command must share a slot, as Redis Cluster answers (nothing is sent otherwise). */
+  private inOneSlot(names: Buffer[]): boolean {
+    const router = this.ctx.router;
+    const shard = router.shardOf(names[0]);
+    for (let i = 1; i < names.length; i++) {
+      if (router.shardOf(names[i]) !== shard) {
+        this.ctx.stats.crossSlotErrors++;
+        this.session.replyNow(encode.error(errors.CROSSSLOT));
+        return false;
+      }
+    }
+    return true;
+  }
+
+  /**
+   * Applies a (un)subscribe to what the client has, in request order, and returns each name's
+   * confirmation as one Redis would write it now: with the count after that name, in the client's
+   * protocol of this moment.
+   */
+  private record(kind: Kind, names: Buffer[], subscribing: boolean): Buffer[] {
+    const verb = (subscribing ? SUBSCRIBE_NAME : UNSUBSCRIBE_NAME)[kind].toLowerCase();
+    return names.map((n) => {
+      if (subscribing) this.wanted[kind].set(n.toString('latin1'), n);
+      else this.wanted[kind].delete(n.toString('latin1'));
+      return this.confirmation(verb, n, this.count(kind));
+    });
   }
 
   private linkHolding(kind: Kind, name: Buffer): LinkState | null {
@@ -404,9 +436,10 @@ export class Subscription implements Releasable {
     return (address === null ? undefined : this.shardLinks.get(address)) ?? this.shardLinks.values().next().value ?? null;
   }
 
-  private write(state: LinkState, payload: Buffer, frames: number, silent: boolean, barrier: Barrier | null = null): void {
+  /** `confirmations`: what the client is to get for each frame that confirms a (un)subscribe (else the node's frame). */
+  private write(state: LinkState, payload: Buffer, frames: number, silent: boolean, barrier: Barrier | null = null, confirmations: Buffer[] = []): void {
     barrier?.waitFor();
-    const places = silent ? [] : Array.from({ length: frames }, () => this.session.track(new ReplySlot(this.session)));
+    const places = silent ? [] : Array.from({ length: frames }, (_, i) => ({ slot: this.session.track(new ReplySlot(this.session)), confirmation: confirmations[i] ?? null }));
     state.owed.push({ frames, silent, barrier, places });
     state.link.write(payload);
   }
@@ -462,14 +495,14 @@ export class Subscription implements Releasable {
     state.link.close();
     for (const owed of state.owed) {
       owed.barrier?.done();
-      for (const place of owed.places) place.complete(EMPTY);
+      for (const place of owed.places) place.slot.complete(EMPTY);
     }
     state.owed.length = 0;
   }
 
   private onFrame(state: LinkState, frame: Buffer): void {
     if (startsWith(frame, MESSAGE) || startsWith(frame, PMESSAGE) || startsWith(frame, SMESSAGE)) {
-      if (state.role === 'events' && !this.wantsEvent(frame)) return;
+      if (this.detached || (state.role === 'events' && !this.wantsEvent(frame))) return;
       const pending = this.session.pendingOutputBytes ?? 0;
       if (pending > SUBSCRIBER_OUTPUT_LIMIT_BYTES) {
         // Redis's client-output-buffer-limit for pubsub: a subscriber that does not read is closed.
@@ -482,7 +515,7 @@ export class Subscription implements Releasable {
       return;
     }
     if (state.role !== 'events') return this.onReply(state, frame);
-    this.settle(state, null);
+    this.settle(state, frame, true);
     if (frame[0] === 45 /* - */) log.warn({ node: state.link.address, error: frame.toString('utf8', 1, frame.length - 2) }, 'a keyspace subscription was refused');
     else this.relinkAttempts = 0;
   }
@@ -499,38 +532,42 @@ export class Subscription implements Releasable {
       this.resubscribeShard([channel]);
       return;
     }
-    const silent = head?.silent === true;
     const subKind = SUBSCRIBE_KIND.get(kind);
     const unsubKind = UNSUBSCRIBE_KIND.get(kind);
-    let reply = frame;
     if (subKind !== undefined && channel !== null) {
       this.relinkAttempts = 0;
       this.confirmed[subKind].add(channel.toString('latin1'));
-      reply = this.confirmation(kind, channel, this.count(subKind));
     } else if (unsubKind !== undefined) {
       if (channel !== null) this.confirmed[unsubKind].delete(channel.toString('latin1'));
-      reply = this.confirmation(kind, channel, this.count(unsubKind));
-    } else if (silent && state.role === 'shard') {
+    } else if (head?.silent === true && state.role === 'shard') {
       // An error to a re-subscription (MOVED: the slot moved again): try again shortly.
       this.resubscribeShard([...this.wanted.shard.values()].filter((n) => !this.confirmed.shard.has(n.toString('latin1'))));
     }
-    this.settle(state, silent ? null : reply);
+    const confirms = subKind ?? unsubKind;
+    const made = head?.places[0]?.confirmation ?? null;
+    this.settle(state, confirms === undefined ? frame : (made ?? this.confirmation(kind, channel, this.count(confirms))), head?.silent === true);
     this.endIfIdle();
   }
 
   /**
    * One frame received: the head of what the link owes counts it down (and lets its barrier go when
-   * done); `reply` goes to the client in the place taken for it, or after everything when none was
-   * (a frame nobody asked for).
+   * done); unless the head is silent, `reply` goes to the client in the place taken for it, or after
+   * everything when none was (a frame nobody asked for). An error answers the whole command, as a
+   * node sends one error for it, however many frames its success would have been.
    */
-  private settle(state: LinkState, reply: Buffer | null): void {
+  private settle(state: LinkState, reply: Buffer, silent: boolean): void {
     const head = state.owed[0];
     const place = head?.places.shift();
-    if (reply !== null) {
-      if (place !== undefined) place.complete(reply);
-      else this.session.replyNow(reply);
+    if (!silent) {
+      if (place !== undefined) place.slot.complete(reply);
+      else if (!this.detached) this.session.replyNow(reply);
     }
-    if (head === undefined || --head.frames > 0) return;
+    if (head === undefined) return;
+    if (reply[0] === 45 /* - */) {
+      head.frames = 0;
+      for (const rest of head.places.splice(0)) rest.slot.complete(EMPTY);
+    }
+    if (--head.frames > 0) return;
     state.owed.shift();
     head.barrier?.done();
   }
@@ -561,19 +598,33 @@ export class Subscription implements Releasable {
     return { sub: this.confirmed.channel.size, psub: this.confirmed.pattern.size, ssub: this.confirmed.shard.size };
   }
 
-  /** Regular counts cover channels and patterns; shard channels are counted apart, as Redis does. */
+  /** What the client has in request order; regular counts cover channels and patterns, shard channels are counted apart, as Redis does. */
   private count(kind: Kind): number {
-    return kind === 'shard' ? this.confirmed.shard.size : this.confirmed.channel.size + this.confirmed.pattern.size;
+    return kind === 'shard' ? this.wanted.shard.size : this.wanted.channel.size + this.wanted.pattern.size;
   }
 
+  /** Leaves subscribed mode once no subscription is left in request order; releases the links once nothing is owed. */
   private endIfIdle(): void {
     if (this.released) return;
-    const wanted = this.wanted.channel.size + this.wanted.pattern.size + this.wanted.shard.size;
-    const confirmed = this.confirmed.channel.size + this.confirmed.pattern.size + this.confirmed.shard.size;
-    if (wanted > 0 || confirmed > 0) return;
+    if (!this.detached) {
+      if (this.wanted.channel.size + this.wanted.pattern.size + this.wanted.shard.size > 0) return;
+      this.detach();
+    }
     if (this.home !== null && this.home.owed.length > 0) return;
     for (const s of this.shardLinks.values()) if (s.owed.length > 0) return;
     this.release();
+  }
+
+  /**
+   * Subscribed mode ends here in request order: the session's next commands run as on Redis (a new
+   * SUBSCRIBE starts a new Subscription), no more messages are passed on, the event links go now
+   * (they owe the client nothing but barriers), and home and shard links stay for what they owe.
+   */
+  private detach(): void {
+    this.detached = true;
+    if (this.session.subscription === this) this.session.subscription = null;
+    for (const kind of KINDS) this.wanted[kind].clear();
+    this.followMasters(null);
   }
 
   private onLinkLost(state: LinkState, reason: string): void {
@@ -582,9 +633,14 @@ export class Subscription implements Releasable {
     // Confirmations owed on the dead link will not come: answer them as the client expects.
     for (const owed of state.owed) {
       owed.barrier?.done();
-      for (const place of owed.places) place.complete(encode.error(errors.connectionLost(state.link.address)));
+      for (const place of owed.places) place.slot.complete(encode.error(errors.connectionLost(state.link.address)));
     }
     state.owed.length = 0;
+    if (this.detached) {
+      if (this.home === state) this.home = null;
+      else if (this.shardLinks.get(state.link.address) === state) this.shardLinks.delete(state.link.address);
+      return this.endIfIdle();
+    }
     this.ctx.topology?.requestRefresh();
     const delay = Math.min(RELINK_CAP_MS, RELINK_BASE_MS * 2 ** this.relinkAttempts++);
     if (state.role === 'home') {

@@ -25,6 +25,7 @@ import { Strategy } from '../commands/policy';
 import { ReplySlot } from '../client/reply-slot';
 import { BackendRequest } from '../backend/connection';
 import { DedicatedLink, DirectCommand } from './dedicated';
+import { ANY_MASTER, slotArgument } from './forward';
 import { SCRIPT_CALLS, numkeysError, scriptLoadRequest } from './script-call';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -141,6 +142,8 @@ export function queueInTransaction(
   }
   const positions = strategy === undefined ? keyPositions(info, args) : [];
   if (positions === null) return refuse(errors.unsupported(info.name, 'its keys cannot be found before EXEC'));
+  // CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT: the slot they name binds the transaction as a key's would.
+  const named = strategy?.kind === 'slot' ? slotArgument(args[2]) : ANY_MASTER;
   // Ring migration: writes at EXEC could not be copied to the new ring (proxy/migration/guard.ts).
   const moving = info.flags.has('readonly') ? null : movingKeysRefusal(ctx, info.name, args, positions);
   if (moving !== null) return refuse(moving);
@@ -149,8 +152,8 @@ export function queueInTransaction(
     const bad = numkeysError(args);
     if (bad !== null) return refuse(bad);
   }
-  for (const p of positions) {
-    const shard = ctx.router.shardOf(args[p]);
+  for (let i = named === ANY_MASTER ? 0 : -1; i < positions.length; i++) {
+    const shard = i < 0 ? named : ctx.router.shardOf(args[positions[i]]);
     if (txn.shard === UNBOUND) txn.shard = shard;
     else if (shard !== txn.shard) {
       ctx.stats.crossSlotErrors++;
@@ -166,6 +169,7 @@ export function queueInTransaction(
 function keylessInMulti(strategy: Strategy, name: string): boolean {
   switch (strategy.kind) {
     case 'any-master':
+    case 'slot':
     case 'wait':
       return true;
     case 'local':

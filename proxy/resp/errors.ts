@@ -6,7 +6,7 @@
 
 export const CROSSSLOT = "CROSSSLOT Keys in request don't hash to the same slot";
 export const NOPROTO = 'NOPROTO unsupported protocol version';
-export const SELECT_NOT_ALLOWED = 'ERR SELECT is not allowed in cluster mode';
+export const SELECT_NOT_ALLOWED = notAllowedInCluster('SELECT');
 export const NOT_INTEGER = 'ERR value is not an integer or out of range';
 export const INVALID_DB = 'ERR DB index is out of range';
 export const SLOT_NOT_SERVED = 'CLUSTERDOWN Hash slot not served';
@@ -29,6 +29,11 @@ export const EXEC_WITHOUT_MULTI = 'ERR EXEC without MULTI';
 export const DISCARD_WITHOUT_MULTI = 'ERR DISCARD without MULTI';
 export const WATCH_INSIDE_MULTI = 'ERR WATCH inside MULTI is not allowed';
 export const EXECABORT = 'EXECABORT Transaction discarded because of previous errors.';
+
+/** A Redis Cluster node's answer to SELECT (a database other than 0), MOVE and SWAPDB. */
+export function notAllowedInCluster(name: 'SELECT' | 'MOVE' | 'SWAPDB'): string {
+  return `ERR ${name} is not allowed in cluster mode`;
+}
 
 /** A command other than (P|S)(UN)SUBSCRIBE, PING, QUIT, RESET from a client in subscribed mode. */
 export function notAllowedWhileSubscribed(fullName: string): string {

@@ -70,6 +70,37 @@ test('subscribed mode: PING, Redis\'s error for other commands, UNSUBSCRIBE coun
   }
 });
 
+test('subscribed mode ends in request order: after the last UNSUBSCRIBE or RESET, commands run and no message follows', async () => {
+  const c = new RawClient(proxy().address.port);
+  const pub = connect();
+  let publishing = true;
+  const flood = (async (): Promise<void> => {
+    while (publishing) await pub.publish('flood', 'm');
+  })();
+  const message = '*3\r\n$7\r\nmessage\r\n$5\r\nflood\r\n$1\r\nm\r\n';
+  try {
+    for (const [end, confirmation] of [
+      [resp('UNSUBSCRIBE', 'flood'), '*3\r\n$11\r\nunsubscribe\r\n$5\r\nflood\r\n:0\r\n'],
+      [resp('RESET'), '+RESET\r\n'],
+    ]) {
+      // Subscribed, and messages flowing, when the pipeline that ends it is sent.
+      await c.send(resp('SUBSCRIBE', 'flood'), (t) => t.includes(message));
+      const text = await c.send(end + resp('SET', 'after-flood', 'v') + resp('GET', 'after-flood'), (t) => t.endsWith('+OK\r\n$1\r\nv\r\n'));
+      const at = text.indexOf(confirmation);
+      expect(at).toBeGreaterThanOrEqual(0);
+      // Before the confirmation only messages; after it the two replies and nothing else, even later.
+      expect(text.slice(0, at).split(message).join('')).toBe('');
+      expect(text.slice(at + confirmation.length)).toBe('+OK\r\n$1\r\nv\r\n');
+      await new Promise((r) => setTimeout(r, 200));
+      expect(c.text).toBe(text);
+    }
+  } finally {
+    publishing = false;
+    await flood;
+    c.close();
+  }
+});
+
 test('SSUBSCRIBE listens on the channel\'s slot owner; SPUBLISH routes by slot; CROSSSLOT across slots', async () => {
   const channels = await keyPerMaster(cluster(), 'shardch');
   const sub = connect();

@@ -1,10 +1,12 @@
 // POLICY: how each command that is not simply "route by its keys" is handled. Every entry must name a
 // command the (fallback, Redis 7.0) command table knows, or the entry can never apply.
-import { ADMIN_COMMANDS, LOCAL_SUBCOMMAND_ARITY, POLICY, Strategy, strategyFor } from '../../proxy/commands/policy';
+import { ADMIN_COMMANDS, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../../proxy/commands/policy';
 import { CommandTable } from '../../proxy/commands/table';
 
 const table = CommandTable.fallback();
 const entries = [...POLICY.entries()];
+/** Ring mode's own entries (where they differ from cluster mode's) are held to the same rules. */
+const ringOnly = [...RING_POLICY.entries()].filter(([name, strategy]) => POLICY.get(name) !== strategy);
 
 describe('POLICY entries', () => {
   test('is not empty, and its names are lower case, with at most one "|"', () => {
@@ -12,7 +14,7 @@ describe('POLICY entries', () => {
     for (const [name] of entries) expect(name).toMatch(/^[a-z_-]+(\|[a-z_-]+)?$/);
   });
 
-  test.each(entries)('%s names a command of the table', (name) => {
+  test.each([...entries, ...ringOnly])('%s names a command of the table', (name) => {
     const bar = name.indexOf('|');
     if (bar < 0) {
       expect(table.get(name)?.name).toBe(name);
@@ -40,8 +42,8 @@ describe('POLICY entries', () => {
     expect(strategy.why).not.toMatch(/\r|\n/);
   });
 
-  test.each(entries)('%s has a known strategy kind', (_name, strategy) => {
-    expect(['local', 'client', 'fanout', 'any-master', 'every-node', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
+  test.each([...entries, ...ringOnly])('%s has a known strategy kind', (_name, strategy) => {
+    expect(['local', 'client', 'fanout', 'any-master', 'every-node', 'slot', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
   });
 
   test.each([...ADMIN_COMMANDS])('admin command %s has an entry that runs it', (name) => {
@@ -76,6 +78,16 @@ describe('strategyFor', () => {
     ['memory|stats', 'memory', 'refuse'],
     ['memory|purge', 'memory', 'fanout'],
     ['randomkey', null, 'fanout'],
+    // a Redis Cluster node answers these itself: by the slot named, by the key, any master
+    ['cluster|countkeysinslot', 'cluster', 'slot'],
+    ['cluster|getkeysinslot', 'cluster', 'slot'],
+    ['move', null, undefined],
+    ['swapdb', null, 'any-master'],
+    ['acl|whoami', 'acl', 'local'],
+    ['acl|cat', 'acl', 'any-master'],
+    ['acl|help', 'acl', 'any-master'],
+    ['acl|genpass', 'acl', 'any-master'],
+    ['acl|list', 'acl', 'refuse'],
     // neither listed: routed by keys
     ['object|encoding', 'object', undefined],
     ['xinfo|stream', 'xinfo', undefined],
@@ -103,6 +115,18 @@ describe('strategyFor', () => {
 
   test('a subcommand name without its container is not looked up by container', () => {
     expect(strategyFor('client|no-touch', null)).toBeUndefined();
+  });
+
+  test.each<[string, string | null, Strategy['kind'] | undefined]>([
+    ['move', null, 'local'],
+    ['swapdb', null, 'local'],
+    ['cluster|countkeysinslot', 'cluster', 'refuse'],
+    ['cluster|getkeysinslot', 'cluster', 'refuse'],
+    ['cluster|keyslot', 'cluster', 'local'],
+    ['acl|whoami', 'acl', 'local'],
+    ['get', null, undefined],
+  ])('ring mode: %s (container %s) -> %s', (name, container, kind) => {
+    expect(strategyFor(name, container, false, RING_POLICY)?.kind).toBe(kind);
   });
 
   test.each(entries)('%s resolves to its own entry', (name, strategy) => {

@@ -121,6 +121,9 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['time', anyMaster],
   ['lolwut', anyMaster],
   ['publish', pubsub],
+  ['pubsub|channels', pubsub],
+  ['pubsub|numsub', pubsub],
+  ['pubsub|numpat', pubsub],
   ['pubsub', anyMaster],
 
   ['multi', transaction],

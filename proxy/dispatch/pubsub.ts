@@ -36,14 +36,19 @@
 import { ProxyContext } from '../context';
 import { CommandInfo } from '../commands/table';
 import { ForwardedCommand } from './forward';
-import { FanoutCommand, sumIntegers } from './fanout';
+import { FanoutCommand } from './fanout';
 import * as encode from '../resp/encode';
 import { SubscriberClient, Subscription } from './subscription';
 import { HOME_SLOT, pubsubHome } from './pubsub-placement';
 
+/** What the home alone knows (every classic subscriber of every slotproxy is there), as PUBLISH's count. */
+const HOME_QUERIES: ReadonlySet<string> = new Set(['pubsub|channels', 'pubsub|numsub', 'pubsub|numpat']);
+
+const onlyReply = (frames: Buffer[]): Buffer => frames[0];
+
 /** A command other than the Pub/Sub ones, or the arguments to start subscribing with. */
 export function pubsubCommand(ctx: ProxyContext, session: SubscriberClient, info: CommandInfo, args: Buffer[], raw: Buffer | null): void {
-  if (info.name === 'publish') {
+  if (info.name === 'publish' || HOME_QUERIES.has(info.name)) {
     const payload = raw ?? encode.command(args);
     // The home holds every subscriber that came through a slotproxy, so its count is the one a
     // single Redis would give. In a cluster, routing by slot 0 follows a failover of the home
@@ -51,7 +56,7 @@ export function pubsubCommand(ctx: ProxyContext, session: SubscriberClient, info
     if (ctx.topology !== null) session.track(new ForwardedCommand(ctx, session, payload, HOME_SLOT, false)).start();
     else {
       const home = pubsubHome(ctx);
-      session.track(new FanoutCommand(session, home === null ? [] : [home], sumIntegers)).start(ctx, payload);
+      session.track(new FanoutCommand(session, home === null ? [] : [home], onlyReply)).start(ctx, payload);
     }
     return;
   }

@@ -175,7 +175,7 @@ function keylessInMulti(strategy: Strategy, name: string): boolean {
     case 'local':
       return NODE_ANSWERS_IN_MULTI.has(name);
     case 'pubsub':
-      return name === 'publish';
+      return name === 'publish' || name.startsWith('pubsub|');
     default:
       return false;
   }

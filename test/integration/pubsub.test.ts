@@ -51,6 +51,21 @@ test('PUBLISH through the proxy and directly on every master reaches SUBSCRIBE a
   expect(got.sort()).toEqual(expected.sort());
 });
 
+test('PUBSUB CHANNELS, NUMSUB and NUMPAT count every subscriber of the proxy, from any client, as one Redis would', async () => {
+  const asker = connect();
+  // Patterns other tests of this file still hold count too, as on one Redis.
+  const patternsBefore = Number(await asker.call('PUBSUB', 'NUMPAT'));
+  const sub = connect();
+  const psub = connect();
+  await sub.subscribe('census-a', 'census-b');
+  await psub.psubscribe('census-*');
+  expect(((await asker.call('PUBSUB', 'CHANNELS', 'census-*')) as string[]).sort()).toEqual(['census-a', 'census-b']);
+  expect(await asker.call('PUBSUB', 'NUMSUB', 'census-a', 'census-c')).toEqual(['census-a', 1, 'census-c', 0]);
+  expect(await asker.call('PUBSUB', 'NUMPAT')).toBe(patternsBefore + 1);
+  await sub.unsubscribe();
+  await psub.punsubscribe();
+});
+
 test('subscribed mode: PING, Redis\'s error for other commands, UNSUBSCRIBE counts, then back to normal', async () => {
   const c = new RawClient(proxy().address.port);
   try {

@@ -335,9 +335,9 @@ const limitsSchema = z.strictObject({
   maxClients: int(1).default(10_000),
   /** One request's size; bulk lengths are checked against it before anything is buffered. Default 64 MiB. */
   maxRequestBytes: int(1).default(64 * 1024 * 1024),
-  /** Arguments in one request (Redis's multibulk limit). Default 1048576. */
-  maxArgs: int(1).default(1024 * 1024),
-  /** One inline (telnet-style) command line. Default 65536 (Redis's PROTO_INLINE_MAX_SIZE). */
+  /** Arguments in one request: a larger multibulk count is a protocol error. Default 2147483647 (Redis 7.0's INT_MAX). */
+  maxArgs: int(1).default(2_147_483_647),
+  /** Bytes held for an inline line or a `*`/`$` header line that has not ended. Default 65536 (Redis's PROTO_INLINE_MAX_SIZE). */
   maxInlineBytes: int(1).default(64 * 1024),
   /** Unsent reply bytes above which a client that does not read is paused instead of buffered. Default 8 MiB. */
   clientOutputHighWaterBytes: int(1).default(8 * 1024 * 1024),

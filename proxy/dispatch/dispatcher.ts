@@ -84,7 +84,7 @@ export class Dispatcher {
         return undefined;
       }
       flagTransaction(session);
-      session.replyNow(encode.error(errors.unknownCommand(args[0], args.slice(1))));
+      session.replyNow(encode.errorBytes(errors.unknownCommand(args[0], args.slice(1))));
       return undefined;
     }
     if (arityMismatch(top, args.length)) {
@@ -106,7 +106,7 @@ export class Dispatcher {
       if (Buffer.isBuffer(sub) && this.answersUnknownSubcommand(session, top.name, sub, args)) return undefined;
       if (sub === null || Buffer.isBuffer(sub)) {
         flagTransaction(session);
-        session.replyNow(encode.error(errors.unknownSubcommand(top.name, sub ?? Buffer.alloc(0))));
+        session.replyNow(encode.errorBytes(errors.unknownSubcommand(top.name, sub ?? Buffer.alloc(0))));
         return undefined;
       }
       if (arityMismatch(sub, args.length)) {

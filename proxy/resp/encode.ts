@@ -22,6 +22,14 @@ export function error(message: string): Buffer {
   return Buffer.from(`-${message.replace(/[\r\n]+/g, ' ')}${CRLF}`);
 }
 
+/**
+ * An error reply whose text is latin1, one char a byte: it quotes a client's bytes (an unknown
+ * command, a protocol error's `got '%c'`). As Redis's rejectCommandFormat, each CR or LF is a space.
+ */
+export function errorBytes(message: string): Buffer {
+  return Buffer.from(`-${message.replace(/[\r\n]/g, ' ')}${CRLF}`, 'latin1');
+}
+
 export function integer(n: number | bigint): Buffer {
   return Buffer.from(`:${n}${CRLF}`);
 }

@@ -49,18 +49,29 @@ export function wrongArity(fullName: string): string {
   return `ERR wrong number of arguments for '${fullName}' command`;
 }
 
-/** Redis's text, arguments quoted and cut as Redis does. */
+/**
+ * Redis's text, arguments quoted and cut as Redis does ("%.128s", "%.*s": at most so many bytes, and
+ * a NUL ends them). Latin1, one char a byte, for encode.errorBytes: junk is echoed byte for byte.
+ */
 export function unknownCommand(name: Buffer, args: Buffer[]): string {
   let rest = '';
   for (const a of args) {
     if (rest.length >= 128) break;
-    rest += `'${a.toString('utf8', 0, Math.min(a.length, 128 - rest.length))}' `;
+    rest += `'${cString(a, 128 - rest.length)}' `;
   }
-  return `ERR unknown command '${name.toString('utf8', 0, Math.min(name.length, 128))}', with args beginning with: ${rest}`;
+  return `ERR unknown command '${cString(name, 128)}', with args beginning with: ${rest}`;
 }
 
+/** Like unknownCommand: latin1, for encode.errorBytes. */
 export function unknownSubcommand(container: string, sub: Buffer): string {
-  return `ERR unknown subcommand '${sub.toString('utf8', 0, Math.min(sub.length, 128))}'. Try ${container.toUpperCase()} HELP.`;
+  return `ERR unknown subcommand '${cString(sub, 128)}'. Try ${container.toUpperCase()} HELP.`;
+}
+
+/** At most `max` bytes of `b` as C's "%.*s" prints them (up to a NUL), latin1. */
+function cString(b: Buffer, max: number): string {
+  const head = b.subarray(0, Math.min(b.length, max));
+  const nul = head.indexOf(0);
+  return head.toString('latin1', 0, nul < 0 ? head.length : nul);
 }
 
 export function unsupported(name: string, why: string): string {

@@ -8,44 +8,92 @@
  * re-encoding. redis-parser still decodes the back-end replies the proxy acts on (decode-reply.ts).
  *
  * State survives chunk boundaries: the arguments decoded so far stay as sub-arrays of the chunks they
- * came in, and only the undecoded tail is kept (and joined to the next chunk). A bulk that is still
- * arriving is gathered as a list of chunks and joined once, when it is whole.
+ * came in. What is still undecoded (a line without its end, a bulk still arriving) is parked as a
+ * list of chunks and joined once, when it is whole; a line is scanned once, chunk by chunk, so a
+ * client that writes a byte at a time costs no more than one that writes it all at once.
  *
- * Error texts are Redis's own (networking.c), because clients and tests match on them.
+ * Redis 7.0's networking.c (processInlineBuffer, processMultibulkBuffer), to the letter:
+ * - A request starting with `*` is a multibulk, anything else an inline line.
+ * - A line is found as Redis's strchr() finds it: an inline line ends at the first LF, a `*` or `$`
+ *   line at the first CR (the byte after it is taken as its LF, unchecked, and must have arrived).
+ *   A NUL before that end hides it for good, as it ends the C string: the line waits, like any
+ *   line without an end, until more than maxInlineBytes (64 KiB) are held, then "too big ...".
+ *   As in Redis, the 64 KiB are counted when bytes arrive (what one read brought), not per line: a
+ *   line whose end has arrived is decoded, whatever its length.
+ * - `*<n>` with n <= 0 (`*0`, `*-10`) is skipped; n over INT_MAX (or maxArgs) is an error.
+ * - `$` is checked once its line has ended, so `expected '$', got 'x'` waits for the CR as Redis
+ *   does; a CR or LF there is written as a space (Redis keeps a reply on one line).
+ * - Before AUTH (sink.authenticated false), a count over 10 and a bulk over 16384 are refused.
+ *
+ * Error texts are Redis's own; a message is latin1 (one char a byte), as `got 'x'` can be any byte.
  */
 
 export interface DecoderLimits {
   /** Largest single request (sum of its bulk lengths), checked before any of it is buffered. */
   maxRequestBytes: number;
-  /** Largest multibulk count (Redis: 1024*1024). */
+  /** Largest multibulk count (Redis 7.0: INT_MAX). */
   maxArgs: number;
-  /** Longest inline line, and longest `*`/`$` header line (Redis: 64 KiB). */
+  /** Bytes held for an inline line or a `*`/`$` line that has not ended (Redis: 64 KiB). */
   maxInlineBytes: number;
 }
 
 export interface RequestSink {
   /** One whole request. `raw` is its exact RESP bytes when it came in one chunk, else null. */
   onRequest(args: Buffer[], raw: Buffer | null): void;
-  /** The stream is broken; the message is Redis's ("Protocol error: ..."). No more calls follow. */
+  /** The stream is broken; the message is Redis's ("Protocol error: ..."), latin1. No more calls follow. */
   onProtocolError(message: string): void;
+  /** False while the client must still AUTH (absent: true); read only for a count over 10 or a bulk over 16 KiB. */
+  readonly authenticated?: boolean;
 }
 
 const CR = 13;
 const LF = 10;
+const NUL = 0;
 const STAR = 42;
 const DOLLAR = 36;
 const MINUS = 45;
+const ZERO = 48;
 
 const NEED_MORE = -1;
 const FAILED = -2;
+const UNKNOWN = -3;
+
+/** What a parked line is: it picks the line's end byte and its "too big" text. */
+const NO_LINE = -1;
+const INLINE_LINE = 0;
+const COUNT_LINE = 1;
+const LENGTH_LINE = 2;
+const TOO_BIG = [
+  'Protocol error: too big inline request',
+  'Protocol error: too big mbulk count string',
+  'Protocol error: too big bulk count string',
+];
+const INVALID_MBULK = 'Protocol error: invalid multibulk length';
+const INVALID_BULK = 'Protocol error: invalid bulk length';
+
+const INT_MAX = 2147483647;
+/** Redis's limits before AUTH (networking.c). */
+const UNAUTH_MAX_COUNT = 10;
+const UNAUTH_MAX_BULK = 16384;
+/** parseLongLong's answers for a negative number, and for what Redis's string2ll refuses (small ints, so lengths stay small ints). */
+const NEGATIVE = -1;
+const INVALID = -2;
 
 export class RequestDecoder {
-  /** Undecoded bytes; a request or header in progress starts at offset 0. */
-  private tail: Buffer | null = null;
-  /** Chunks of a bulk still arriving, and their total length, joined once `needed` is reached. */
+  /**
+   * Undecoded bytes, as the chunks they came in: a line without its end, or a bulk still arriving.
+   * The line (or bulk) in progress starts at offset 0 of the first one.
+   */
   private parked: Buffer[] = [];
   private parkedLength = 0;
+  /** A bulk is parked: the bytes needed (body and CRLF) before it is joined. 0: none. */
   private needed = 0;
+  /** A line is parked: which kind (NO_LINE: none). */
+  private line = NO_LINE;
+  /** The parked line's CR is its last byte so far (one more byte ends it). */
+  private lineCr = false;
+  /** The parked line holds a NUL before any end: it can only grow until it is too big. */
+  private lineBlocked = false;
 
   /** Multibulk in progress: how many arguments are still expected (0: none in progress). */
   private remaining = 0;
@@ -57,73 +105,75 @@ export class RequestDecoder {
   /** True while the request in progress began in an earlier chunk (its raw bytes are scattered). */
   private spansChunks = false;
   private failed = false;
+  /** Inline lines: the first NUL at or after the line in `decode`'s buffer (-1: none; UNKNOWN: not looked for). */
+  private nulAt = UNKNOWN;
 
   constructor(private readonly limits: DecoderLimits, private readonly sink: RequestSink) {}
 
   /** Bytes held for requests not yet whole (for memory accounting). */
   get bufferedBytes(): number {
-    return (this.tail === null ? 0 : this.tail.length) + this.parkedLength;
+    return this.parkedLength;
   }
 
   push(chunk: Buffer): void {
     if (this.failed) return;
-    let buf: Buffer;
     if (this.needed > 0) {
       this.parked.push(chunk);
       this.parkedLength += chunk.length;
       if (this.parkedLength < this.needed) return;
-      buf = Buffer.concat(this.parked, this.parkedLength);
-      this.parked = [];
-      this.parkedLength = 0;
       this.needed = 0;
-    } else if (this.tail !== null) {
-      buf = Buffer.concat([this.tail, chunk]);
+    } else if (this.line !== NO_LINE) {
+      this.parked.push(chunk);
+      this.parkedLength += chunk.length;
+      if (!this.lineEndsIn(chunk)) {
+        // Redis's check after a read: more than 64 KiB held and still no end.
+        if (!this.lineCr && this.parkedLength > this.limits.maxInlineBytes) this.fail(TOO_BIG[this.line]);
+        return;
+      }
+      this.line = NO_LINE;
     } else {
-      buf = chunk;
+      this.decode(chunk);
+      return;
     }
-    this.tail = null;
+    const buf = this.parked.length === 1 ? this.parked[0] : Buffer.concat(this.parked, this.parkedLength);
+    this.parked = [];
+    this.parkedLength = 0;
     this.decode(buf);
   }
 
   private decode(buf: Buffer): void {
     let pos = 0;
     const end = buf.length;
+    this.nulAt = UNKNOWN;
     while (pos < end) {
       const start = pos;
       if (this.remaining === 0) {
         // A new request: `*<count>` or an inline line.
         this.spansChunks = false;
-        if (buf[pos] !== STAR) {
-          pos = this.decodeInline(buf, pos);
-        } else {
-          pos = this.readMultibulkHeader(buf, pos);
-        }
-        if (pos === FAILED) return;
-        if (pos === NEED_MORE) {
-          this.keep(buf, start);
-          return;
-        }
-        if (this.remaining === 0) continue; // `*0`, an empty inline line, or a whole inline request
+        pos = buf[pos] === STAR ? this.readCount(buf, pos) : this.readInline(buf, pos);
+        if (pos < 0) return; // FAILED, or NEED_MORE with the line parked
+        if (this.remaining === 0) continue; // `*0`, `*-1`, an empty inline line, or a whole inline request
       }
       pos = this.readArguments(buf, pos, start);
-      if (pos === FAILED) return;
-      if (pos === NEED_MORE) return; // readArguments kept what it needs
+      if (pos < 0) return;
     }
   }
 
-  /** Reads `*<n>\r\n`; sets `remaining`. Returns the position after it. */
-  private readMultibulkHeader(buf: Buffer, pos: number): number {
-    const lineEnd = findLineEnd(buf, pos + 1, this.limits.maxInlineBytes);
-    if (lineEnd === NEED_MORE) return NEED_MORE;
-    if (lineEnd === FAILED) return this.fail('Protocol error: too big mbulk count string');
-    const n = parseLength(buf, pos + 1, lineEnd);
-    if (n === FAILED || n > this.limits.maxArgs || n > 0x7fffffff) {
-      return this.fail('Protocol error: invalid multibulk length');
+  /** Reads `*<n>\r\n`; sets `remaining` (left 0 for n <= 0, which Redis skips). Returns the position after it. */
+  private readCount(buf: Buffer, pos: number): number {
+    const cr = findLineEnd(buf, pos + 1, CR); // buf[pos] is the '*'
+    if (cr < 0) return this.holdLine(buf, pos, COUNT_LINE);
+    const n = parseLongLong(buf, pos + 1, cr);
+    if (n === INVALID || n > INT_MAX || n > this.limits.maxArgs) return this.fail(INVALID_MBULK);
+    if (n > UNAUTH_MAX_COUNT && this.sink.authenticated === false) {
+      return this.fail('Protocol error: unauthenticated multibulk length');
     }
-    this.args = [];
-    this.remaining = n;
-    this.requestBytes = 0;
-    return lineEnd + 2;
+    if (n > 0) {
+      this.args = [];
+      this.remaining = n;
+      this.requestBytes = 0;
+    }
+    return cr + 2;
   }
 
   /**
@@ -134,30 +184,33 @@ export class RequestDecoder {
     const end = buf.length;
     while (this.remaining > 0) {
       if (this.bulkLength < 0) {
-        if (pos >= end) return this.keepFrom(buf, pos);
-        if (buf[pos] !== DOLLAR) {
-          return this.fail(`Protocol error: expected '$', got '${String.fromCharCode(buf[pos])}'`);
+        // Redis finds the line's end before it looks at the first byte (which may be the CR itself).
+        const first = buf[pos];
+        const cr = findLineEnd(buf, first === DOLLAR ? pos + 1 : pos, CR);
+        if (cr < 0) return this.holdLine(buf, pos, LENGTH_LINE);
+        if (first !== DOLLAR) {
+          // Redis's addReplyErrorFormat turns CR and LF into spaces.
+          const got = first === CR || first === LF ? ' ' : String.fromCharCode(first);
+          return this.fail(`Protocol error: expected '$', got '${got}'`);
         }
-        const lineEnd = findLineEnd(buf, pos + 1, this.limits.maxInlineBytes);
-        if (lineEnd === NEED_MORE) return this.keepFrom(buf, pos);
-        if (lineEnd === FAILED) return this.fail('Protocol error: too big bulk count string');
-        const len = parseLength(buf, pos + 1, lineEnd);
-        if (len === FAILED || len > this.limits.maxRequestBytes) return this.fail('Protocol error: invalid bulk length');
+        const len = parseLongLong(buf, pos + 1, cr);
+        if (len < 0 || len > this.limits.maxRequestBytes) return this.fail(INVALID_BULK); // INVALID or NEGATIVE
+        if (len > UNAUTH_MAX_BULK && this.sink.authenticated === false) {
+          return this.fail('Protocol error: unauthenticated bulk length');
+        }
         this.requestBytes += len;
         if (this.requestBytes > this.limits.maxRequestBytes) {
           return this.fail(`Protocol error: request larger than ${this.limits.maxRequestBytes} bytes`);
         }
         this.bulkLength = len;
-        pos = lineEnd + 2;
+        pos = cr + 2;
       }
       const bodyEnd = pos + this.bulkLength;
       if (bodyEnd + 2 > end) {
         // Wait for the whole body without re-scanning on every chunk.
-        this.keepFrom(buf, pos);
+        this.park(buf, pos);
+        this.spansChunks = true;
         this.needed = this.bulkLength + 2;
-        this.parked = [this.tail as Buffer];
-        this.parkedLength = (this.tail as Buffer).length;
-        this.tail = null;
         return NEED_MORE;
       }
       // Like Redis, the two bytes after a bulk are taken as its CRLF without being checked.
@@ -175,13 +228,11 @@ export class RequestDecoder {
   }
 
   /** Inline command: one line, split like Redis's sdssplitargs. Returns the position after it. */
-  private decodeInline(buf: Buffer, pos: number): number {
+  private readInline(buf: Buffer, pos: number): number {
+    // findLineEnd's rule, with native scans: the first LF, unless a NUL comes before it.
     const nl = buf.indexOf(LF, pos);
-    if (nl < 0) {
-      if (buf.length - pos > this.limits.maxInlineBytes) return this.fail('Protocol error: too big inline request');
-      return NEED_MORE;
-    }
-    if (nl - pos > this.limits.maxInlineBytes) return this.fail('Protocol error: too big inline request');
+    if (nl >= 0 && (this.nulAt === UNKNOWN || (this.nulAt >= 0 && this.nulAt < pos))) this.nulAt = buf.indexOf(NUL, pos);
+    if (nl < 0 || (this.nulAt >= 0 && this.nulAt < nl)) return this.holdLine(buf, pos, INLINE_LINE);
     const lineEnd = nl > pos && buf[nl - 1] === CR ? nl - 1 : nl;
     const args = splitInlineArgs(buf.subarray(pos, lineEnd));
     if (args === null) return this.fail('Protocol error: unbalanced quotes in request');
@@ -189,21 +240,59 @@ export class RequestDecoder {
     return nl + 1;
   }
 
-  /** Keeps buf[from..] for the next chunk; the request in progress no longer has contiguous raw bytes. */
-  private keepFrom(buf: Buffer, from: number): number {
-    this.spansChunks = true;
-    this.keep(buf, from);
+  /**
+   * The line at `from` has not ended in `buf`: parks it (NEED_MORE), or FAILED when more than
+   * maxInlineBytes are held without an end (Redis's check after a read).
+   */
+  private holdLine(buf: Buffer, from: number, kind: number): number {
+    const end = buf.length;
+    // Why findLineEnd found no end: a NUL, a CR that is the last byte, or nothing yet.
+    const term = kind === INLINE_LINE ? LF : CR;
+    let i = from;
+    while (i < end && buf[i] !== NUL && buf[i] !== term) i++;
+    const cr = i < end && buf[i] === CR;
+    if (!cr && end - from > this.limits.maxInlineBytes) return this.fail(TOO_BIG[kind]);
+    this.park(buf, from);
+    this.line = kind;
+    this.lineCr = cr;
+    this.lineBlocked = i < end && buf[i] === NUL;
+    // A `$` line cut off: the request's bytes are no longer in one chunk. (A `*` line or an inline
+    // line starts its request, so a request whose header was cut can still come whole.)
+    if (kind === LENGTH_LINE) this.spansChunks = true;
     return NEED_MORE;
   }
 
-  private keep(buf: Buffer, from: number): void {
-    // Copy, so a small tail does not pin a large chunk in memory.
-    this.tail = Buffer.from(buf.subarray(from));
+  /** Scans a chunk added to the parked line: has the line ended? Each byte is scanned once. */
+  private lineEndsIn(chunk: Buffer): boolean {
+    if (this.lineCr) return true; // the byte after the CR has come
+    if (this.lineBlocked) return false;
+    const term = this.line === INLINE_LINE ? LF : CR;
+    for (let i = 0; i < chunk.length; i++) {
+      const c = chunk[i];
+      if (c > CR) continue;
+      if (c === term) {
+        if (term === LF || i + 1 < chunk.length) return true;
+        this.lineCr = true;
+        return false;
+      }
+      if (c === NUL) {
+        this.lineBlocked = true;
+        return false;
+      }
+    }
+    return false;
+  }
+
+  /** Parks buf[from..] for the next chunk: copied, so a small tail does not pin a large chunk. */
+  private park(buf: Buffer, from: number): void {
+    if (from < buf.length) {
+      this.parked = [Buffer.from(buf.subarray(from))];
+      this.parkedLength = buf.length - from;
+    }
   }
 
   private fail(message: string): number {
     this.failed = true;
-    this.tail = null;
     this.parked = [];
     this.parkedLength = 0;
     this.args = [];
@@ -213,30 +302,68 @@ export class RequestDecoder {
 }
 
 /**
- * Index of the CR ending the header line that starts at `from` (the byte after it is taken as LF,
- * as Redis does), NEED_MORE while it has not arrived, FAILED when the line is longer than maxLine.
+ * Where the line at `from` ends, as Redis's strchr() finds it: `term` LF (an inline line), or CR
+ * (a `*`/`$` line) with one byte after it, taken as its LF. -1 when it has not arrived, or a NUL
+ * comes first: a NUL ends Redis's C string, so the end behind it is never found.
  */
-function findLineEnd(buf: Buffer, from: number, maxLine: number): number {
-  const limit = Math.min(buf.length, from + maxLine + 1);
-  for (let i = from; i < limit; i++) {
-    if (buf[i] === CR) return i + 1 < buf.length ? i : NEED_MORE;
+function findLineEnd(buf: Buffer, from: number, term: number): number {
+  const end = buf.length;
+  for (let i = from; i < end; i++) {
+    const c = buf[i];
+    if (c > CR) continue; // most bytes: one comparison
+    if (c === term) return term === LF || i + 1 < end ? i : -1;
+    if (c === NUL) return -1;
   }
-  return limit === buf.length ? NEED_MORE : FAILED;
+  return -1;
 }
 
-/** A non-negative decimal length in buf[from, to); FAILED for anything else (sign, junk, overflow). */
-function parseLength(buf: Buffer, from: number, to: number): number {
-  if (to <= from || to - from > 15) return FAILED;
-  // Like Redis's string2ll: no sign, and no leading zero unless the number is 0 itself.
-  if (buf[from] === MINUS || (buf[from] === 48 && to - from > 1)) return FAILED;
+/**
+ * Redis's string2ll over buf[from, to): an optional '-', then 0 alone or digits not starting with 0,
+ * within a long long, in fewer than 21 bytes. Returns the value, NEGATIVE for any negative one (no
+ * caller needs more), INVALID for the rest. The hot path is a length of up to 15 digits (exact).
+ */
+function parseLongLong(buf: Buffer, from: number, to: number): number {
+  const len = to - from;
+  if (len <= 0 || len > 15 || buf[from] === MINUS || (buf[from] === ZERO && len > 1)) return parseRareLongLong(buf, from, to);
   let n = 0;
   for (let i = from; i < to; i++) {
-    const d = buf[i] - 48;
-    if (d < 0 || d > 9) return FAILED;
+    const d = buf[i] - ZERO;
+    if (d < 0 || d > 9) return INVALID;
     n = n * 10 + d;
   }
   return n;
 }
+
+/** parseLongLong off the hot path: a sign, a leading zero, 16 to 20 digits, or nothing at all. */
+function parseRareLongLong(buf: Buffer, from: number, to: number): number {
+  if (to <= from || to - from >= 21) return INVALID;
+  let i = from;
+  const negative = buf[i] === MINUS;
+  if (negative && ++i === to) return INVALID;
+  const digits = to - i;
+  // Past 2^53 the value is approximate, which no caller minds: limits are far below.
+  let n = 0;
+  for (let j = i; j < to; j++) {
+    const d = buf[j] - ZERO;
+    if (d < 0 || d > 9 || (d === 0 && j === i)) return INVALID; // no leading zero ("0" alone is the hot path's)
+    n = n * 10 + d;
+  }
+  if (digits > 19 || (digits === 19 && !withinLongLong(buf, i, negative))) return INVALID;
+  return negative ? NEGATIVE : n;
+}
+
+/** 19 digits at buf[i..]: at most 9223372036854775807, or ...808 for a negative number. */
+function withinLongLong(buf: Buffer, i: number, negative: boolean): boolean {
+  const max = negative ? LLONG_MIN_DIGITS : LLONG_MAX_DIGITS;
+  for (let j = 0; j < 19; j++) {
+    const d = buf[i + j] - max[j];
+    if (d !== 0) return d < 0;
+  }
+  return true;
+}
+
+const LLONG_MAX_DIGITS = Buffer.from('9223372036854775807');
+const LLONG_MIN_DIGITS = Buffer.from('9223372036854775808');
 
 const SPACE = 32;
 const DQUOTE = 34;

@@ -13,7 +13,8 @@
  *   mark) or has too many replies outstanding, the session stops reading from the client. It never
  *   stalls a shared back-end connection.
  * - After QUIT or a protocol error, nothing more is read; the connection closes once every earlier
- *   reply has been written.
+ *   reply has been written, and closes fully, as Redis's close() does: a client still writing gets a
+ *   reset, not a half-open socket that swallows its bytes until its send buffer blocks.
  */
 import net from 'node:net';
 import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
@@ -110,7 +111,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   drainThenClose(): void {
     this.closeAfterReply = true;
     this.applyBackPressure();
-    if (this.slots.length === 0) this.socket.end();
+    if (this.slots.length === 0) this.close();
   }
 
   destroy(): void {
@@ -186,7 +187,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   onProtocolError(message: string): void {
     this.stats.protocolErrors++;
     if (this.closeAfterReply) return;
-    this.replyNow(encode.error(`ERR ${message}`));
+    this.replyNow(encode.errorBytes(`ERR ${message}`));
     this.closeAfterReply = true;
   }
 
@@ -249,11 +250,17 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     if (out.length === 1) this.socket.write(out[0]);
     else if (out.length > 1) this.socket.write(Buffer.concat(out));
     if (this.closeAfterReply && this.slots.length === 0) {
-      this.socket.end();
+      this.close();
       return;
     }
     this.applyBackPressure();
   };
+
+  /** FIN after the last reply, then the socket is released once the replies are handed to the kernel. */
+  private close(): void {
+    if (this.socket.writableEnded) return;
+    this.socket.end(() => this.socket.destroy());
+  }
 
   private applyBackPressure(): void {
     if (this.closed) return;

@@ -32,6 +32,8 @@ interface Delivered {
 
 class Recorder implements RequestSink {
   readonly requests: Delivered[] = [];
+  /** As Session.authenticated: false makes the decoder apply Redis's limits before AUTH. */
+  authenticated = true;
   readonly errors: string[] = [];
   /** Sink calls that came after a protocol error (must stay 0). */
   callsAfterError = 0;
@@ -142,6 +144,9 @@ const VALID: Fixture[] = [
   { name: 'empty bulks $0', parts: [mb('SET', '', '')] },
   { name: 'one empty bulk only', parts: [mb('')] },
   { name: '*0 is ignored', parts: [ignored('*0\r\n')] },
+  // Redis 7.0 skips any count <= 0 (processMultibulkBuffer: `if (ll <= 0) return C_OK`).
+  { name: 'negative counts are ignored, as Redis does', parts: [ignored('*-1\r\n'), ignored('*-5\r\n'), ignored('*-10\r\n'), mb('PING')] },
+  { name: '*LLONG_MIN is a number (string2ll), so ignored', parts: [ignored('*-9223372036854775808\r\n'), mb('PING')] },
   { name: '*0 between requests', parts: [mb('GET', 'a'), ignored('*0\r\n'), ignored('*0\r\n'), mb('GET', 'b')] },
   {
     name: 'pipelined requests in one buffer',
@@ -203,8 +208,10 @@ const BULK = 'Protocol error: invalid bulk length';
 const HUGE_ARGS: DecoderLimits = { maxRequestBytes: 1024, maxArgs: Number.MAX_SAFE_INTEGER, maxInlineBytes: 64 };
 
 const ERRORS: ErrorFixture[] = [
-  err('negative multibulk length *-1', '*-1\r\n', MBULK),
-  err('negative multibulk length *-5', '*-5\r\n', MBULK),
+  err('*-0 (string2ll refuses it)', '*-0\r\n', MBULK),
+  err('*LLONG_MIN-1 is no long long', '*-9223372036854775809\r\n', MBULK),
+  err('*LLONG_MAX is past INT_MAX', '*9223372036854775807\r\n', MBULK, [], HUGE_ARGS),
+  err('* line ended by the CR of the next line', '*1\n$4\r\n', MBULK),
   err('non-numeric multibulk length *abc', '*abc\r\n', MBULK),
   err('empty multibulk length *', '*\r\n', MBULK),
   err('multibulk length with a sign *+1', '*+1\r\n', MBULK),
@@ -234,7 +241,14 @@ const ERRORS: ErrorFixture[] = [
   err('closing quote followed by a letter', 'ECHO "a"b\r\n', 'Protocol error: unbalanced quotes in request'),
   err('escaped closing quote leaves the quote open', 'ECHO "abc\\"\r\n', 'Protocol error: unbalanced quotes in request'),
   err('inline line over maxInlineBytes without newline', 'x'.repeat(65), 'Protocol error: too big inline request'),
-  err('inline line over maxInlineBytes with its newline', `${'x'.repeat(70)}\r\n`, 'Protocol error: too big inline request'),
+  // A NUL ends Redis's strchr(): the line's end behind it is never found, the line only grows.
+  err('a NUL hides an inline line end', `PING\x00\r\n${'x'.repeat(58)}`, 'Protocol error: too big inline request'),
+  err('a NUL hides a * line end', `*\x00\r\n${'x'.repeat(62)}`, 'Protocol error: too big mbulk count string'),
+  err('a NUL hides a $ line end', `*1\r\n$3\x00\r\n${'x'.repeat(60)}`, 'Protocol error: too big bulk count string'),
+  err("no CR where $ is due: too big, not expected '$'", `*1\r\n${'P'.repeat(65)}`, 'Protocol error: too big bulk count string'),
+  err("a CR where $ is due is written as a space", '*1\r\n\r\n', "Protocol error: expected '$', got ' '"),
+  err("an LF where $ is due is written as a space", '*1\r\n\n\r\n', "Protocol error: expected '$', got ' '"),
+  err("byte 0xff where $ is due is named as it is (latin1)", '*1\r\n\xff\r\n', "Protocol error: expected '$', got '\xff'"),
   err('multibulk count line over maxInlineBytes', `*${'1'.repeat(70)}`, 'Protocol error: too big mbulk count string'),
   err('bulk count line over maxInlineBytes', `*1\r\n$${'1'.repeat(70)}`, 'Protocol error: too big bulk count string'),
   err('requests before the error are delivered', 'PING\r\n*1\r\n$3\r\nGET\r\n*1\r\n$-1\r\n', BULK, [['PING'], ['GET']]),
@@ -359,6 +373,76 @@ describe('RequestDecoder protocol errors', () => {
     expect(rec2.errors).toEqual([MBULK]);
   });
 
+  // Redis counts the 64 KiB after each read, while the line has no end: a line whose end came in
+  // the same read is decoded, whatever its length (what Redis does depends on its read sizes too).
+  test('a long line whose end comes in the same chunk is decoded; held past the limit without it, too big', () => {
+    const line = Buffer.from(`ECHO ${'x'.repeat(70)}\r\n`);
+    const { rec } = feed([line]);
+    expect(rec.errors).toEqual([]);
+    expect(argsAsLatin1(rec.requests)).toEqual([['ECHO', 'x'.repeat(70)]]);
+    for (const [head, message] of [
+      [line, 'Protocol error: too big inline request'],
+      [Buffer.from(`*${'1'.repeat(70)}\r\n`), 'Protocol error: too big mbulk count string'],
+      [Buffer.from(`*1\r\n$${'1'.repeat(70)}\r\n`), 'Protocol error: too big bulk count string'],
+    ] as const) {
+      const cut = head.length - 2; // everything but the line's end
+      const { rec: cutRec, decoder } = feed([head.subarray(0, cut), head.subarray(cut)]);
+      expect(cutRec.errors).toEqual([message]);
+      expect(cutRec.requests).toEqual([]);
+      expect(decoder.bufferedBytes).toBe(0);
+    }
+  });
+
+  test('a CR that is the last byte held is a line end still waiting for one byte: no "too big"', () => {
+    const { rec, decoder } = feed([Buffer.from(`*${'1'.repeat(70)}\r`)]);
+    expect(rec.errors).toEqual([]);
+    expect(decoder.bufferedBytes).toBe(72);
+    decoder.push(Buffer.from('\n'));
+    expect(rec.errors).toEqual([MBULK]);
+  });
+
+  test("expected '$' waits for the line's CR, as Redis does", () => {
+    const { rec, decoder } = feed([Buffer.from('*1\r\nPING')]);
+    expect(rec.errors).toEqual([]);
+    expect(decoder.bufferedBytes).toBe(4);
+    decoder.push(Buffer.from('\r\n'));
+    expect(rec.errors).toEqual(["Protocol error: expected '$', got 'P'"]);
+  });
+
+  test('before AUTH, a count over 10 and a bulk over 16384 are refused (Redis 7.0)', () => {
+    const limits: DecoderLimits = { maxRequestBytes: 1_000_000, maxArgs: 1000, maxInlineBytes: 64 };
+    const run = (input: string, authenticated: boolean): Recorder => {
+      const rec = new Recorder();
+      rec.authenticated = authenticated;
+      new RequestDecoder(limits, rec).push(Buffer.from(input));
+      return rec;
+    };
+    expect(run('*11\r\n', false).errors).toEqual(['Protocol error: unauthenticated multibulk length']);
+    expect(run('*10\r\n', false).errors).toEqual([]);
+    expect(run('*11\r\n', true).errors).toEqual([]);
+    expect(run('*1\r\n$16385\r\n', false).errors).toEqual(['Protocol error: unauthenticated bulk length']);
+    expect(run('*1\r\n$16384\r\n', false).errors).toEqual([]);
+    expect(run('*1\r\n$16385\r\n', true).errors).toEqual([]);
+    // An invalid count is named invalid first, as in Redis.
+    expect(run('*2147483648\r\n', false).errors).toEqual([MBULK]);
+    // The state is read when the header is: AUTH earlier in the same chunk counts.
+    const rec = new Recorder();
+    rec.authenticated = false;
+    const decoder = new RequestDecoder(limits, {
+      onRequest: (args, raw) => {
+        if (args[0].toString() === 'AUTH') rec.authenticated = true;
+        rec.onRequest(args, raw);
+      },
+      onProtocolError: (m) => rec.onProtocolError(m),
+      get authenticated() {
+        return rec.authenticated;
+      },
+    });
+    decoder.push(Buffer.from(`AUTH pw\r\n*11\r\n${'$1\r\nx\r\n'.repeat(11)}`));
+    expect(rec.errors).toEqual([]);
+    expect(rec.requests).toHaveLength(2);
+  });
+
   test('an inline line of maxInlineBytes without its newline is still waited for', () => {
     const { rec, decoder } = feed([Buffer.from('x'.repeat(64))]);
     expect(rec.errors).toEqual([]);
@@ -409,6 +493,29 @@ describe('RequestDecoder memory', () => {
     expect(value.equals(body.subarray(0, size))).toBe(true);
     expect(rec.requests[0].raw).toBeNull();
     expect(decoder.bufferedBytes).toBe(0);
+  });
+
+  test('a line written a byte at a time is scanned once and joined once', () => {
+    const concat = jest.spyOn(Buffer, 'concat');
+    try {
+      const rec = new Recorder();
+      const decoder = new RequestDecoder({ maxRequestBytes: 1024, maxArgs: 16, maxInlineBytes: 65536 }, rec);
+      const line = Buffer.from(`ECHO ${'y'.repeat(60_000)}\r\n`);
+      for (let i = 0; i < line.length; i++) decoder.push(line.subarray(i, i + 1));
+      expect(argsAsLatin1(rec.requests)).toEqual([['ECHO', 'y'.repeat(60_000)]]);
+      expect(concat).toHaveBeenCalledTimes(1);
+      // A line that never ends is never joined: it is refused once more than 64 KiB are held.
+      concat.mockClear();
+      const rec2 = new Recorder();
+      const decoder2 = new RequestDecoder({ maxRequestBytes: 1024, maxArgs: 16, maxInlineBytes: 65536 }, rec2);
+      const junk = Buffer.alloc(65537, 'payload');
+      junk[0] = 0;
+      for (let i = 0; i < junk.length; i += 8) decoder2.push(junk.subarray(i, i + 8));
+      expect(rec2.errors).toEqual(['Protocol error: too big inline request']);
+      expect(concat).not.toHaveBeenCalled();
+    } finally {
+      concat.mockRestore();
+    }
   });
 
   test('a partial inline line is held, then released', () => {
@@ -661,8 +768,14 @@ function checkFuzz(rng: () => number, input: Buffer, expected: Buffer[][] | null
     if (r.rec.errors.length > 0 && r.decoder.bufferedBytes !== 0) return 'bytes held after the error';
     if (r.decoder.bufferedBytes > input.length) return `bufferedBytes ${r.decoder.bufferedBytes} > input ${input.length}`;
   }
-  if (!sameRequests(whole.rec.requests, chunked.rec.requests)) return 'chunked feed gave other requests than the whole feed';
-  if (JSON.stringify(whole.rec.errors) !== JSON.stringify(chunked.rec.errors)) {
+  // As in Redis, a line longer than maxInlineBytes is "too big" only if a read (chunk) ends while it
+  // has no end yet: cut into chunks, the feed may stop there, after a prefix of the whole feed's requests.
+  const tooBig = chunked.rec.errors.length > 0 && chunked.rec.errors[0].startsWith('Protocol error: too big');
+  if (tooBig && !sameRequests(chunked.rec.requests, whole.rec.requests.slice(0, chunked.rec.requests.length))) {
+    return 'chunked feed stopped as too big after other requests than the whole feed';
+  } else if (!tooBig && !sameRequests(whole.rec.requests, chunked.rec.requests)) {
+    return 'chunked feed gave other requests than the whole feed';
+  } else if (!tooBig && JSON.stringify(whole.rec.errors) !== JSON.stringify(chunked.rec.errors)) {
     return `chunked feed gave other errors: ${JSON.stringify(whole.rec.errors)} vs ${JSON.stringify(chunked.rec.errors)}`;
   }
   if (expected !== null) {

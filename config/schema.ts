@@ -336,7 +336,7 @@ const limitsSchema = z.strictObject({
   /** One request's size; bulk lengths are checked against it before anything is buffered. Default 64 MiB. */
   maxRequestBytes: int(1).default(64 * 1024 * 1024),
   /** Arguments in one request: a larger multibulk count is a protocol error. Default 2147483647 (Redis 7.0's INT_MAX). */
-  maxArgs: int(1).default(2_147_483_647),
+  maxArgs: int(1).default(1024 * 1024),
   /** Bytes held for an inline line or a `*`/`$` header line that has not ended. Default 65536 (Redis's PROTO_INLINE_MAX_SIZE). */
   maxInlineBytes: int(1).default(64 * 1024),
   /** Unsent reply bytes above which a client that does not read is paused instead of buffered. Default 8 MiB. */

@@ -227,7 +227,8 @@ afterEach(() => {
 
 describe('request decoding, byte for byte against Redis', () => {
   const reference = useCluster({ masters: 1, replicasPerMaster: 0 });
-  const { cluster, proxy } = useProxy({}, { masters: 3, replicasPerMaster: 0 });
+  // Redis 7.0's own multibulk limit (INT_MAX); the proxy's default is lower, to bound memory.
+  const { cluster, proxy } = useProxy({ limits: { maxArgs: 2_147_483_647 } }, { masters: 3, replicasPerMaster: 0 });
   const ref = (): Address => reference().nodes[0];
 
   test.each(table(CASES))('%s (%s)', async (_name, _mode, c, size) => {
@@ -239,7 +240,7 @@ describe('request decoding, byte for byte against Redis', () => {
 
     beforeAll(async () => {
       await reference().nodes[0].command('CONFIG', 'SET', 'requirepass', PASSWORD);
-      authProxy = await startProxy(cluster().seeds, { auth: { password: PASSWORD } });
+      authProxy = await startProxy(cluster().seeds, { auth: { password: PASSWORD }, limits: { maxArgs: 2_147_483_647 } });
     }, 30_000);
 
     afterAll(async () => {

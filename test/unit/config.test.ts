@@ -12,7 +12,7 @@ const RING_MIN = { mode: 'ring', ring: { nodes: [{ addr: '127.0.0.1:7101' }] } }
 const DEFAULT_LIMITS = {
   maxClients: 10000,
   maxRequestBytes: 64 * 1024 * 1024,
-  maxArgs: 2147483647,
+  maxArgs: 1048576,
   maxInlineBytes: 65536,
   clientOutputHighWaterBytes: 8 * 1024 * 1024,
   idleClientTimeoutMs: 0,

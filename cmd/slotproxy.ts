@@ -19,6 +19,8 @@ import { registerMigrate } from './migrate';
 import { isWorkerProcess, superviseWorkers } from './workers';
 
 import { VERSION } from '../proxy/server/version';
+import { ClientAuth } from '../proxy/security/auth';
+import { CommandTable } from '../proxy/commands/table';
 
 function fail(err: unknown): never {
   if (err instanceof ConfigError) {
@@ -57,7 +59,7 @@ async function serve(config: Config, file: string | null, overrides: ConfigOverr
       const apply = server.prepareReload(next);
       server.reloadRing(next);
       apply();
-      log.info({ file }, 'configuration reloaded (limits, log level, auth, TLS certificate, back-end credentials, scripts, ring and migration applied)');
+      log.info({ file }, 'configuration reloaded (limits, log level, auth and permissions, TLS certificate, back-end credentials, scripts, ring and migration applied)');
     } catch (err) {
       log.error({ file, err: err instanceof ConfigError ? err.problems : String(err) }, 'reload refused; the running configuration stays');
     }
@@ -131,6 +133,7 @@ program
   .action((file: string) => {
     try {
       const c = loadConfigFile(file);
+      checkUserRules(c, file);
       const backend = c.mode === 'cluster' ? `${c.cluster.seeds.length} seed(s)` : `${c.ring.nodes.length} ring node(s)`;
       process.stdout.write(`${file}: OK (mode ${c.mode}, ${backend}, listen ${c.listen})\n`);
     } catch (err) {
@@ -157,6 +160,18 @@ program
       fail(err);
     }
   });
+
+/**
+ * The command names in `auth.users[].commands`, against the table recorded from Redis 7.0 (a
+ * running proxy checks them against its back end's own table, modules' commands included).
+ */
+function checkUserRules(c: Config, file: string): void {
+  try {
+    ClientAuth.fromConfig(c.auth, CommandTable.fallback(), c.mode);
+  } catch (err) {
+    throw err instanceof ConfigError ? new ConfigError(err.problems, file) : err;
+  }
+}
 
 registerImportTwemproxy(program, fail);
 registerMigrate(program, fail);

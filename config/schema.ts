@@ -11,6 +11,7 @@
  */
 import { isIPv6 } from 'node:net';
 import { z } from 'zod';
+import { RulesInput, parseChannelRules, parseCommandRules, parseKeyRules } from './acl-rules';
 
 export interface HostPort {
   /** Without brackets for IPv6, as `net.connect` and `server.listen` want it. */
@@ -228,12 +229,35 @@ const migrationSchema = z.strictObject({
   to: z.strictObject(ringShape(z.enum(HASH_NAMES).optional())),
 });
 
+/** A rules field: one string of space-separated Redis ACL rules, or a list of them, checked by `parse`. */
+function rulesField(parse: (input: RulesInput) => { problems: string[] }) {
+  return z
+    .union([z.string(), z.array(z.string())], {
+      error: (iss) => `expected rules, as a string ("+@read -keys") or a list of strings, got ${describeInput(iss.input)}`,
+    })
+    .superRefine((input, ctx) => {
+      for (const message of parse(input).problems) ctx.addIssue({ code: 'custom', message });
+    });
+}
+
+const userSchema = z.strictObject({
+  name: nonEmpty,
+  password: nonEmpty,
+  // Syntax and categories are checked here; command names against the back end's table when the proxy loads them.
+  /** Redis ACL command rules (`+@all -@admin +config|get`), applied left to right from `-@all`. Optional: absent, every command. */
+  commands: rulesField(parseCommandRules).optional(),
+  /** Key patterns (`~cache:*`, `%R~ro:*`, `%W~`, `allkeys`, `resetkeys`). Optional: absent, every key. */
+  keys: rulesField(parseKeyRules).optional(),
+  /** Pub/Sub channel patterns (`&news.*`, `allchannels`, `resetchannels`). Optional: absent, every channel. */
+  channels: rulesField(parseChannelRules).optional(),
+});
+
 const authSchema = z
   .strictObject({
     /** Password of the default user, as Redis's `requirepass`. Optional. */
     password: nonEmpty.optional(),
-    /** ACL-style users for `AUTH name password`. Optional. */
-    users: z.array(z.strictObject({ name: nonEmpty, password: nonEmpty })).optional(),
+    /** ACL-style users for `AUTH name password`, each with optional permissions. Optional. */
+    users: z.array(userSchema).optional(),
   })
   .superRefine((auth, ctx) => {
     const users = auth.users ?? [];
@@ -389,6 +413,7 @@ export type MigrationConfig = {
   to: Omit<z.output<typeof migrationSchema>['to'], 'hash'> & { hash: HashName };
 };
 export type AuthConfig = z.output<typeof authSchema>;
+export type UserConfig = z.output<typeof userSchema>;
 export type BackendConfig = z.output<typeof backendSchema>;
 export type LimitsConfig = z.output<typeof limitsSchema>;
 export type ClientTlsConfig = z.output<typeof clientTlsSchema>;

@@ -19,17 +19,27 @@ export function arityMismatch(info: CommandInfo, argc: number): boolean {
 /**
  * Positions of the keys in `args`, or null when only the node can tell (COMMAND GETKEYS).
  * An empty result for a command that has keys means the arguments are malformed; the node will
- * answer with its own error when the command is sent to it.
+ * answer with its own error when the command is sent to it. With `acl`, each key's spec's
+ * KeySpec.acl is appended to it, in the same order (0 for a table without key specs).
  */
-export function keyPositions(info: CommandInfo, args: readonly Buffer[]): number[] | null {
+export function keyPositions(info: CommandInfo, args: readonly Buffer[], acl?: number[]): number[] | null {
   if (info.needsGetKeys) return null;
-  if (info.keySpecs.length === 0) return legacyPositions(info, args.length);
+  if (info.keySpecs.length === 0) {
+    const positions = legacyPositions(info, args.length);
+    for (let i = 0; acl !== undefined && i < positions.length; i++) acl.push(0);
+    return positions;
+  }
   const argc = args.length;
   const out: number[] = [];
   for (const spec of info.keySpecs) {
     if (spec.notKey) continue;
+    const before = out.length;
     const found = specPositions(spec, args, argc, out);
-    if (!found) return [];
+    if (!found) {
+      if (acl !== undefined) acl.length = 0;
+      return [];
+    }
+    for (let i = before; acl !== undefined && i < out.length; i++) acl.push(spec.acl);
   }
   return out;
 }

@@ -183,9 +183,11 @@ export const RING_POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strate
 ]);
 
 /**
- * Administrative commands: they change every node's settings or drop data or scripts everywhere.
- * Allowed to every client today (as to Redis's default user); the one list a per-user permission
- * check will consult.
+ * Administrative commands: they change every node's settings, pause every node, or drop data,
+ * scripts or functions everywhere. Users' permissions (security/permissions.ts) count them in
+ * `@admin` and `@dangerous` on top of their Redis categories (Redis 7.0 files FLUSHALL under
+ * `@dangerous` only, SCRIPT FLUSH and FUNCTION FLUSH/DELETE/RESTORE under neither). The proxy's
+ * PROXY command is one too (PROXY_COMMAND there).
  */
 export const ADMIN_COMMANDS: ReadonlySet<string> = new Set([
   'config|get',
@@ -196,6 +198,10 @@ export const ADMIN_COMMANDS: ReadonlySet<string> = new Set([
   'flushdb',
   'script|flush',
   'function|flush',
+  'function|delete',
+  'function|restore',
+  'client|pause',
+  'client|unpause',
 ]);
 
 /**

@@ -17,7 +17,18 @@ export interface KeySpec {
   readonly incomplete: boolean;
   /** Not really a key (e.g. a channel): ignored for routing. */
   readonly notKey: boolean;
+  /**
+   * What Redis's ACL requires of a key pattern for these keys (ACLSelectorCheckKey): KEY_READS when
+   * the spec has `access`, KEY_WRITES when it has `insert`, `delete` or `update`; 0 when neither.
+   */
+  readonly acl: number;
+  /** `variable_flags`: the real flags depend on the arguments (SET ... GET, BITFIELD ... SET). */
+  readonly variableFlags: boolean;
 }
+
+/** Bits of KeySpec.acl, the same as a key pattern's `%R` and `%W`. */
+export const KEY_READS = 1;
+export const KEY_WRITES = 2;
 
 export interface CommandInfo {
   /** Lower case; a subcommand is `container|sub` as Redis writes it. */
@@ -32,6 +43,12 @@ export interface CommandInfo {
   /** Key positions cannot be computed from the specs: use COMMAND GETKEYS. */
   readonly needsGetKeys: boolean;
   readonly subcommands: ReadonlyMap<string, CommandInfo> | null;
+  /**
+   * The ACL categories rules such as `+@read` reach it by (COMMAND's 7th element, without the `@`):
+   * its own and, for a subcommand, its container's, since Redis applies a category rule that
+   * matches a container to all of its subcommands.
+   */
+  readonly aclCategories: ReadonlySet<string>;
   /** Calls through this proxy (Redis's own `calls`): one field increment on the hot path, read by /metrics. */
   readonly counters: { calls: number };
 }
@@ -80,14 +97,15 @@ export class CommandTable {
   }
 }
 
-function parseCommand(e: Reply[]): CommandInfo {
+function parseCommand(e: Reply[], containerCategories: readonly string[] = []): CommandInfo {
   const name = asString(e[0]).toLowerCase();
   const flags = new Set(asArray(e[2]).map((f) => asString(f).toLowerCase()));
   const keySpecs = e.length > 8 && Array.isArray(e[8]) ? asArray(e[8]).map((s) => parseKeySpec(asArray(s))) : [];
+  const categories = e.length > 6 && Array.isArray(e[6]) ? asArray(e[6]).map((c) => asString(c).replace(/^@/, '').toLowerCase()) : [];
   const subcommands =
     e.length > 9 && Array.isArray(e[9]) && e[9].length > 0
       ? new Map(asArray(e[9]).map((s) => {
-          const sub = parseCommand(asArray(s));
+          const sub = parseCommand(asArray(s), categories);
           return [sub.name.slice(sub.name.indexOf('|') + 1), sub] as const;
         }))
       : null;
@@ -105,6 +123,7 @@ function parseCommand(e: Reply[]): CommandInfo {
     keySpecs,
     needsGetKeys,
     subcommands,
+    aclCategories: new Set([...categories, ...containerCategories]),
     counters: { calls: 0 },
   });
 }
@@ -145,5 +164,6 @@ function parseKeySpec(raw: Reply[]): KeySpec {
       keyStep: asNumber(fkSpec.get('keystep') ?? null),
     };
   }
-  return { begin, find, incomplete: flags.has('incomplete'), notKey: flags.has('not_key') };
+  const acl = (flags.has('access') ? KEY_READS : 0) | (flags.has('insert') || flags.has('delete') || flags.has('update') ? KEY_WRITES : 0);
+  return { begin, find, incomplete: flags.has('incomplete'), notKey: flags.has('not_key'), acl, variableFlags: flags.has('variable_flags') };
 }

@@ -29,9 +29,13 @@ import { SUBSCRIBED_MODE_COMMANDS } from './subscription-state';
 import { runBlocking, runWait } from './blocking';
 import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
 import { SPLIT_RULES, SplitCommand, SplitRule, splitByShard } from './split';
+import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
-export interface DispatchSession extends TransactionClient, SubscriberClient {}
+export interface DispatchSession extends TransactionClient, SubscriberClient {
+  /** What the signed-in user may run; null for everything (security/permissions.ts). */
+  readonly permissions: UserPermissions | null;
+}
 
 const NOAUTH_REPLY = encode.error(errors.NOAUTH);
 
@@ -69,6 +73,11 @@ export class Dispatcher {
     return this.ctx.auth !== null;
   }
 
+  /** A user's permissions under the current config (null: everything). */
+  permissionsOf(user: string): UserPermissions | null {
+    return this.ctx.auth?.permissionsOf(user) ?? null;
+  }
+
   /**
    * Handles one request. Returns a promise when the keys can only be learned from a node
    * (COMMAND GETKEYS): the session must hold its later requests until it settles, to keep order.
@@ -80,6 +89,7 @@ export class Dispatcher {
     if (top === undefined) {
       // The proxy's own PROXY command is in no Redis's table: looked for only here, off the hot path.
       if (isProxyCommand(args[0])) {
+        if (session.authenticated && session.permissions !== null && this.refused(session, PROXY_COMMAND, args)) return undefined;
         replyEventually(session, session.authenticated ? proxyCommand(ctx, args) : NOAUTH_REPLY);
         return undefined;
       }
@@ -122,6 +132,8 @@ export class Dispatcher {
       session.replyNow(NOAUTH_REPLY);
       return undefined;
     }
+    // Redis's ACL check comes here: after AUTH, before MULTI queues it, before keys are routed or split.
+    if (session.permissions !== null && this.refused(session, info, args)) return undefined;
     info.counters.calls++;
     session.command = info.name;
 
@@ -173,6 +185,16 @@ export class Dispatcher {
     const positions = keyPositions(info, args);
     if (positions === null) return this.routeWithNodeKeys(session, info, args, raw);
     return this.route(session, info, args, raw, positions);
+  }
+
+  /** A user's rules refuse the request: Redis's NOPERM (inside MULTI, EXEC then aborts), counted. */
+  private refused(session: DispatchSession, info: CommandInfo, args: Buffer[]): boolean {
+    const denial = (session.permissions as UserPermissions).check(info, args);
+    if (denial === null) return false;
+    this.ctx.stats.aclDenied[denial.reason]++;
+    flagTransaction(session);
+    session.replyNow(encode.error(denial.message));
+    return true;
   }
 
   /**

@@ -142,6 +142,8 @@ export class PartSession implements ReplyOwner {
   authenticated = true;
   protocol: 2 | 3 = 2;
   user = 'default';
+  /** The whole request's keys were checked against the client's permissions before the split. */
+  readonly permissions = null;
   command = 'NULL';
   blocked = null;
   transaction = null;

@@ -29,6 +29,19 @@ export const EXEC_WITHOUT_MULTI = 'ERR EXEC without MULTI';
 export const DISCARD_WITHOUT_MULTI = 'ERR DISCARD without MULTI';
 export const WATCH_INSIDE_MULTI = 'ERR WATCH inside MULTI is not allowed';
 export const EXECABORT = 'EXECABORT Transaction discarded because of previous errors.';
+/** A user's `keys` or `channels` rules refuse an argument (proxy/security/permissions.ts). */
+export const NOPERM_KEY = 'NOPERM this user has no permissions to access one of the keys used as arguments';
+export const NOPERM_CHANNEL = 'NOPERM this user has no permissions to access one of the channels used as arguments';
+
+/** A user's `commands` rules refuse the command (its full name, `config|set` for a subcommand). */
+export function nopermCommand(fullName: string): string {
+  return `NOPERM this user has no permissions to run the '${fullName}' command`;
+}
+
+/** SORT's BY pattern or GET for a user without read access to every key. */
+export function sortOptionDenied(option: 'BY' | 'GET'): string {
+  return `ERR ${option} option of SORT denied due to insufficient ACL permissions.`;
+}
 
 /** A Redis Cluster node's answer to SELECT (a database other than 0), MOVE and SWAPDB. */
 export function notAllowedInCluster(name: 'SELECT' | 'MOVE' | 'SWAPDB'): string {

@@ -12,6 +12,8 @@
  */
 import crypto from 'node:crypto';
 import { AuthConfig } from '../../config/schema';
+import { CommandTable } from '../commands/table';
+import { UserPermissions, compilePermissions } from './permissions';
 
 /** `AUTH password` authenticates the user Redis calls `default`. */
 export const DEFAULT_USER = 'default';
@@ -25,15 +27,36 @@ export class ClientAuth {
   private readonly users = new Map<string, Buffer>();
   /** Compared against for unknown users, so that they take as long as known ones. */
   private readonly decoy = digest(crypto.randomBytes(32));
+  /** Users with `commands`, `keys` or `channels` rules; the others may do everything. */
+  private readonly permissions = new Map<string, UserPermissions>();
+  private readonly removedUser = UserPermissions.none();
 
-  constructor(config: AuthConfig) {
+  /**
+   * Throws a ConfigError when a user's rules name a command `backend.table` does not have (the
+   * proxy always passes its command table and mode; tests of passwords alone may leave it out).
+   */
+  constructor(config: AuthConfig, backend?: { table: CommandTable; mode: 'cluster' | 'ring' }) {
     if (config.password !== undefined) this.users.set(DEFAULT_USER, digest(config.password));
-    for (const u of config.users ?? []) this.users.set(u.name, digest(u.password));
+    (config.users ?? []).forEach((u, i) => {
+      this.users.set(u.name, digest(u.password));
+      const permissions = compilePermissions(u, i, backend?.table, backend?.mode === 'cluster');
+      if (permissions !== null) this.permissions.set(u.name, permissions);
+    });
   }
 
   /** Null when the config has no `auth` section: clients are authenticated from the start. */
-  static fromConfig(config: AuthConfig | undefined): ClientAuth | null {
-    return config === undefined ? null : new ClientAuth(config);
+  static fromConfig(config: AuthConfig | undefined, table: CommandTable, mode: 'cluster' | 'ring'): ClientAuth | null {
+    return config === undefined ? null : new ClientAuth(config, { table, mode });
+  }
+
+  /**
+   * What a session signed in as `user` may do: null for everything (no rules, as Redis's default
+   * user). A user this config does not have (a reload removed it) may run nothing but AUTH, HELLO,
+   * QUIT and RESET, so its clients sign in again.
+   */
+  permissionsOf(user: string): UserPermissions | null {
+    if (!this.hasUser(user)) return this.removedUser;
+    return this.permissions.get(user) ?? null;
   }
 
   /** CLIENT KILL USER: the default user always exists, as in Redis. */

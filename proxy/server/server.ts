@@ -98,12 +98,21 @@ export class ProxyServer {
       stats: new ProxyStats(),
       crossSlot: config.crossSlot,
       backendVersion: '7.0.0',
-      auth: ClientAuth.fromConfig(config.auth),
+      auth: null, // below, once the command table the users' rules name commands from is loaded
       scripts: new ScriptStore(config.limits.scriptStoreBytes),
       clients,
     };
     await routing.start();
     await loadBackendFacts(ctx);
+    try {
+      ctx.auth = ClientAuth.fromConfig(config.auth, ctx.table, config.mode);
+    } catch (err) {
+      // A rule naming a command the back end does not have: nothing serves yet, stop what started.
+      ctx.topology?.stop();
+      ctx.replicaReads?.stop();
+      pool.closeAll();
+      throw err;
+    }
     const server = new ProxyServer(config, ctx, clients);
     const preloader = await startPreloading(ctx, config.scripts);
     ctx.topology?.onChange(() => preloader.checkAll());
@@ -159,7 +168,7 @@ export class ProxyServer {
     // Read and parse the certificate now, so that a bad one refuses the reload before anything changes.
     const tlsOptions = next.tls === undefined ? null : clientTlsOptions(next.tls);
     if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
-    const auth = ClientAuth.fromConfig(next.auth);
+    const auth = ClientAuth.fromConfig(next.auth, this.ctx.table, next.mode);
     const handshake = backendHandshake(next);
     // Read the script files now too: one that is missing refuses the reload. (Always reloaded: the
     // files may have changed under the same names, and loading what a master has is a no-op.)
@@ -169,6 +178,8 @@ export class ProxyServer {
       Object.assign(this.limits, next.limits);
       setLogLevel(next.log.level);
       this.ctx.auth = auth;
+      // As ACL SETUSER on Redis: signed-in clients get their user's new permissions at once.
+      for (const s of this.sessions) s.refreshPermissions();
       this.ctx.pool.setHandshake(handshake);
       void this.preloader?.reload(scripts);
       if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
@@ -263,6 +274,10 @@ export class ProxyServer {
       `reply_errors:${s.replyErrors}`,
       `auth_failures:${s.authFailures}`,
       `noauth_errors:${s.noauthErrors}`,
+      `acl_denied:${s.aclDenied.command + s.aclDenied.key + s.aclDenied.channel}`,
+      `acl_denied_cmd:${s.aclDenied.command}`,
+      `acl_denied_key:${s.aclDenied.key}`,
+      `acl_denied_channel:${s.aclDenied.channel}`,
       `tls_handshake_errors:${s.tlsHandshakeErrors}`,
       `backend_connections:${this.ctx.pool.openConnections}`,
       `backend_connects_started:${this.ctx.pool.connectsStarted}`,

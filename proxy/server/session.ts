@@ -24,6 +24,7 @@ import { Subscription } from '../dispatch/subscription';
 import { ReplyMode, Releasable, Unblockable } from '../client/client-session';
 import { ClientType, ListedClient, clientInfoLine } from '../client/client-list';
 import { DEFAULT_USER } from '../security/auth';
+import { UserPermissions } from '../security/permissions';
 import { ReplySlot } from '../client/reply-slot';
 import { Queue } from '../client/queue';
 import { Flushable, inBatch, markReady } from '../client/reply-flusher';
@@ -45,7 +46,8 @@ let nextSessionId = 1;
 export class Session implements DispatchSession, ListedClient, Flushable {
   readonly id = nextSessionId++;
   name: Buffer | null = null;
-  user = DEFAULT_USER;
+  /** What the signed-in user may run: null for everything (the dispatcher's one check; security/permissions.ts). */
+  permissions: UserPermissions | null;
   blocked: Unblockable | null = null;
   /** The last command's full name, CLIENT LIST's `cmd` (set by the dispatcher). */
   command = 'NULL';
@@ -74,6 +76,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   private replyOff = false;
   private skipNext = false;
   private silent = false;
+  private signedInAs = DEFAULT_USER;
 
   constructor(
     private readonly socket: net.Socket,
@@ -83,6 +86,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     private readonly onClosed: (session: Session) => void,
   ) {
     this.authenticated = !dispatcher.requiresAuth;
+    this.permissions = dispatcher.permissionsOf(DEFAULT_USER);
     this.decoder = new RequestDecoder(limits, this);
     this.addr = formatPeer(socket.remoteAddress, socket.remotePort);
     this.laddr = formatPeer(socket.localAddress, socket.localPort);
@@ -105,6 +109,21 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       for (const held of [...this.dedicated]) held.release();
       this.onClosed(this);
     });
+  }
+
+  /** The user signed in as (AUTH, HELLO AUTH, RESET set it); its permissions follow it. */
+  get user(): string {
+    return this.signedInAs;
+  }
+
+  set user(name: string) {
+    this.signedInAs = name;
+    this.refreshPermissions();
+  }
+
+  /** After a reload: the user's permissions as the new config has them. */
+  refreshPermissions(): void {
+    this.permissions = this.dispatcher.permissionsOf(this.signedInAs);
   }
 
   /** Shutdown: read nothing more; close once every reply already owed has been written. */

@@ -90,7 +90,7 @@ export function createRegistry(sources: MetricsSources): Registry {
   new SnapshotHistogram(stats.latency, 'slotproxy_command_duration_seconds', 'Time from receiving a command to its reply being ready, for commands sent to a node (retries and redirections included).', registry);
   new Counter({
     name: 'slotproxy_errors_total',
-    help: 'Errors, by kind: protocol, crossslot, backend (connection lost/timeout), reply (error replies to forwarded commands), auth (wrong password), noauth, tls_handshake, maxclients.',
+    help: 'Errors, by kind: protocol, crossslot, backend (connection lost/timeout), reply (error replies to forwarded commands), auth (wrong password), noauth, noperm (refused by the user\'s permissions), tls_handshake, maxclients.',
     labelNames: ['kind'],
     registers: [registry],
     collect() {
@@ -101,8 +101,19 @@ export function createRegistry(sources: MetricsSources): Registry {
       this.inc({ kind: 'reply' }, stats.replyErrors);
       this.inc({ kind: 'auth' }, stats.authFailures);
       this.inc({ kind: 'noauth' }, stats.noauthErrors);
+      this.inc({ kind: 'noperm' }, stats.aclDenied.command + stats.aclDenied.key + stats.aclDenied.channel);
       this.inc({ kind: 'tls_handshake' }, stats.tlsHandshakeErrors);
       this.inc({ kind: 'maxclients' }, stats.rejectedConnections);
+    },
+  });
+  new Counter({
+    name: 'slotproxy_acl_denied_total',
+    help: "Requests refused with NOPERM by the user's permissions, by what was refused: command, key, channel.",
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [reason, n] of Object.entries(stats.aclDenied)) this.inc({ reason }, n);
     },
   });
   new Counter({

@@ -22,6 +22,8 @@ export class ProxyStats {
   authFailures = 0;
   /** Commands refused with NOAUTH (sent before AUTH). */
   noauthErrors = 0;
+  /** Requests refused by a user's permissions (NOPERM), by what was refused: the command, a key, a channel. */
+  readonly aclDenied = { command: 0, key: 0, channel: 0 };
   /** Client connections whose TLS handshake failed. */
   tlsHandshakeErrors = 0;
   /** Error replies to forwarded commands: the nodes' (WRONGTYPE, OOM ...) and the proxy's (node lost, timeout). */

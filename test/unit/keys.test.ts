@@ -31,7 +31,7 @@ describe('the fallback table', () => {
     const get = table.get('get') as CommandInfo;
     expect(get).toMatchObject({ name: 'get', arity: 2, firstKey: 1, lastKey: 1, keyStep: 1, needsGetKeys: false, subcommands: null });
     expect(get.keySpecs).toEqual([
-      { begin: { index: 1 }, find: { kind: 'range', lastKey: 0, keyStep: 1, limit: 0 }, incomplete: false, notKey: false },
+      { begin: { index: 1 }, find: { kind: 'range', lastKey: 0, keyStep: 1, limit: 0 }, incomplete: false, notKey: false, acl: 1, variableFlags: false },
     ]);
     expect([...get.flags].sort()).toEqual(['fast', 'readonly']);
   });

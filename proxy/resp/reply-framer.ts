@@ -160,12 +160,28 @@ function parseSigned(buf: Buffer, from: number, to: number): number {
 
 /**
  * The elements of a whole array reply frame, as raw frames (views into `frame`, no copy), or null
- * when `frame` is not an array (an error, or a null array).
+ * when `frame` is not an array (an error, or a null array). Bulk strings and nulls, all an MGET
+ * holds, are cut by their length headers; anything else goes through a ReplyFramer.
  */
 export function arrayElements(frame: Buffer): Buffer[] | null {
   if (frame[0] !== 42 || frame[1] === 45) return null; // '*', and not '*-1'
-  const headerEnd = frame.indexOf(CR, 1) + 2;
+  const cr = frame.indexOf(CR, 1);
+  const count = parseSigned(frame, 1, cr);
+  const elements = new Array<Buffer>(count);
+  let at = cr + 2;
+  for (let i = 0; i < count; i++) {
+    if (frame[at] !== 36) return framedElements(frame, cr + 2); // not '$': let the framer cut it
+    const end = frame.indexOf(CR, at + 1);
+    const len = parseSigned(frame, at + 1, end);
+    const next = len < 0 ? end + 2 : end + 2 + len + 2;
+    elements[i] = frame.subarray(at, next);
+    at = next;
+  }
+  return elements;
+}
+
+function framedElements(frame: Buffer, from: number): Buffer[] {
   const elements: Buffer[] = [];
-  new ReplyFramer().push(frame.subarray(headerEnd), (element) => elements.push(element));
+  new ReplyFramer().push(frame.subarray(from), (element) => elements.push(element));
   return elements;
 }

@@ -1,7 +1,7 @@
 // ReplyFramer: back-end replies (RESP2 and RESP3) cut into whole raw frames. Every fixture is fed
 // whole, byte by byte and in random chunks, alone and concatenated in a stream: the frames must come
 // out byte-identical and in order.
-import { ReplyFramer, ReplyFramingError } from '../../proxy/resp/reply-framer';
+import { ReplyFramer, ReplyFramingError, arrayElements } from '../../proxy/resp/reply-framer';
 import { randInt, xorshift32 } from '../helpers/random';
 
 /** Seeded PRNG (xorshift32), so a failing random case can be reproduced from its seed. */
@@ -239,5 +239,21 @@ describe('ReplyFramer garbage', () => {
 
   test('the error names the bad type byte', () => {
     expect(() => new ReplyFramer().push(b('@foo\r\n'), () => undefined)).toThrow('not a RESP reply: type byte 0x40');
+  });
+});
+
+describe('arrayElements', () => {
+  const raw = (s: string): Buffer => Buffer.from(s, 'latin1');
+  test.each([
+    ['bulks and nulls', '*4\r\n$1\r\nx\r\n$-1\r\n$0\r\n\r\n$7\r\n\r\n$-1\r\n\r\n', ['$1\r\nx\r\n', '$-1\r\n', '$0\r\n\r\n', '$7\r\n\r\n$-1\r\n\r\n']],
+    ['the empty array', '*0\r\n', []],
+    ['other types, cut by the framer', '*3\r\n:1\r\n*2\r\n+a\r\n$1\r\nb\r\n_\r\n', [':1\r\n', '*2\r\n+a\r\n$1\r\nb\r\n', '_\r\n']],
+  ])('%s', (_what, frame, elements) => {
+    expect(arrayElements(raw(frame))?.map((e) => e.toString('latin1'))).toEqual(elements);
+  });
+
+  test('not an array: null', () => {
+    expect(arrayElements(raw('-ERR no\r\n'))).toBeNull();
+    expect(arrayElements(raw('*-1\r\n'))).toBeNull();
   });
 });

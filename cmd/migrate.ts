@@ -33,11 +33,7 @@ function migratingConfig(file: string): { config: RingModeConfig; placement: Pla
 
 /** Every live proxy of the ring, read from ring A's nodes. */
 function fleetOf(nodes: NodeClient, placement: Placement): Promise<ProxyRecord[]> {
-  return readFleet((addr, args) => nodes.call(addr, args), ringANodes(placement));
-}
-
-function ringANodes(placement: Placement): string[] {
-  return [...new Set(placement.from.nodes.map((n) => n.addr))];
+  return readFleet((addr, args) => nodes.call(addr, args), placement.from.addresses);
 }
 
 async function withNodes<T>(config: RingModeConfig, work: (nodes: NodeClient) => Promise<T>): Promise<T> {
@@ -120,7 +116,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) throw new Error(`phase must be one of ${MIGRATION_PHASES.join(', ')}`);
         const { config, placement } = migratingConfig(opts.config);
         const outcomes = await withNodes(config, (nodes) =>
-          switchFleet((addr, args) => nodes.call(addr, args), ringANodes(placement), phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
+          switchFleet((addr, args) => nodes.call(addr, args), placement.from.addresses, phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
         );
         if (outcomes.length === 0) throw new Error('no live proxy is registered on ring A');
         for (const o of outcomes) process.stdout.write(`  ${o.proxy.id} ${o.proxy.addr}: ${o.problem ?? phase}\n`);

@@ -75,6 +75,8 @@ export function md5Points(label: string | Buffer): [number, number, number, numb
 export class Ring {
   /** In config order: shard numbers are indexes into this list. */
   readonly nodes: readonly RingNode[];
+  /** Every distinct node address, in config order (two entries may share a node). */
+  readonly addresses: readonly string[];
   readonly hash: HashName;
   private readonly keyHash: KeyHash;
   private readonly tag: { open: number; close: number } | null;
@@ -111,6 +113,7 @@ export class Ring {
     this.nodes = Object.freeze(
       spec.nodes.map((n, i) => Object.freeze({ name: names[i].toString('utf8'), addr: n.addr, weight: n.weight, points: points[i] })),
     );
+    this.addresses = Object.freeze([...new Set(spec.nodes.map((n) => n.addr))]);
     Object.freeze(this);
   }
 

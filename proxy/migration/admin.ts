@@ -56,7 +56,7 @@ async function toDone(ctx: ProxyContext, next: Placement, swap: () => Buffer): P
   const refuse = (why: string): Buffer => encode.error(errors.migrationPhaseRefused(why));
   let fleet: ProxyRecord[];
   try {
-    fleet = await readFleet(fleetCall(ctx), [...new Set(next.from.nodes.map((n) => n.addr))]);
+    fleet = await readFleet(fleetCall(ctx), next.from.addresses);
   } catch (err) {
     return refuse(`cannot read the proxies of the ring, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
   }

@@ -12,9 +12,8 @@ import { FENCE_KEY } from './converge';
  */
 export async function fenceRingB(pool: BackendPool, placement: Placement, timeoutMs: number): Promise<void> {
   if (placement.to === null) return;
-  const addrs = [...new Set(placement.to.nodes.map((n) => n.addr))];
   await Promise.all(
-    addrs.map(async (addr) => {
+    placement.to.addresses.map(async (addr) => {
       const frame = await request(pool.connection(addr, 0), ['SET', FENCE_KEY, '1'], timeoutMs);
       const err = errorText(frame);
       if (err !== null) throw new Error(`${addr}: ${err}`);

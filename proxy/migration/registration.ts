@@ -58,7 +58,7 @@ export class FleetRegistration {
   }
 
   /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */
-  private nodes(): string[] {
-    return [...new Set(this.ring.placement.from.nodes.map((n) => n.addr))];
+  private nodes(): readonly string[] {
+    return this.ring.placement.from.addresses;
   }
 }

@@ -11,7 +11,7 @@ import { Progress } from './progress';
 export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts: { batch: number; progress: boolean }): Promise<{ deleted: number }> {
   const to = placement.to;
   if (to === null) throw new Error('the config has no migration: section');
-  const sources = [...new Set(placement.from.nodes.map((n) => n.addr))];
+  const sources = placement.from.addresses;
   const sizes = await Promise.all(sources.map(async (a) => Number(await nodes.call(a, ['DBSIZE']))));
   const progress = opts.progress ? new Progress('cleanup', sizes.reduce((s, n) => s + n, 0)) : null;
   let deleted = 0;

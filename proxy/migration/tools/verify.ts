@@ -100,9 +100,9 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     if (result.examples.length < opts.show) result.examples.push(`${showKey(key)}: ${diff}`);
   };
   // Keys of A that move, then keys of B that arrived: together they catch lost and resurrected keys.
-  const passes: { addrs: string[]; owns: (k: Buffer, addr: string) => boolean }[] = [
-    { addrs: [...new Set(from.nodes.map((n) => n.addr))], owns: (k, addr) => from.nodeOf(k).addr === addr && to.nodeOf(k).addr !== addr },
-    { addrs: [...new Set(to.nodes.map((n) => n.addr))], owns: (k, addr) => to.nodeOf(k).addr === addr && from.nodeOf(k).addr !== addr },
+  const passes: { addrs: readonly string[]; owns: (k: Buffer, addr: string) => boolean }[] = [
+    { addrs: from.addresses, owns: (k, addr) => from.nodeOf(k).addr === addr && to.nodeOf(k).addr !== addr },
+    { addrs: to.addresses, owns: (k, addr) => to.nodeOf(k).addr === addr && from.nodeOf(k).addr !== addr },
   ];
   for (const pass of passes) {
     for (const addr of pass.addrs) {

@@ -57,8 +57,11 @@ const FANOUT_MERGES = new Map([
   ['client|unpause', allOk],
 ]);
 
-/** Sent on a connection of their own per master: the client's lane may be stuck behind the busy script. */
-const OUT_OF_LANE: ReadonlySet<string> = new Set(['script|kill', 'function|kill']);
+/**
+ * Sent on a connection of their own per master: the client's lane may be stuck behind the busy
+ * script they kill, or behind a write that the pause they end holds.
+ */
+const OUT_OF_LANE: ReadonlySet<string> = new Set(['script|kill', 'function|kill', 'client|unpause']);
 
 export class Dispatcher {
   /** How commands that are not simply routed by their keys are handled, in this proxy's mode. */

@@ -135,6 +135,19 @@ describe("the proxy's own clients", () => {
     for (const ms of took) expect(ms).toBeGreaterThan(pauseMs - 100);
   });
 
+  test('CLIENT UNPAUSE gets through although a paused write holds its shared back-end connection', async () => {
+    const writer = connect();
+    const writerId = await idOf(writer);
+    // A client on the writer's lane (lane = client id modulo the 2 lanes per node).
+    let admin = connect();
+    while ((await idOf(admin)) % 2 !== writerId % 2) admin = connect();
+    const [{ key }] = await keyPerMaster(cluster(), 'unpause');
+    expect(await connect().client('PAUSE', '30000', 'WRITE')).toBe('OK');
+    const write = writer.set(key, 'v');
+    expect(await admin.client('UNPAUSE')).toBe('OK');
+    expect(await write).toBe('OK');
+  });
+
   test('CLIENT UNBLOCK ends a blocked proxy client as a timeout, or with the UNBLOCKED error', async () => {
     const blocked = connect();
     const admin = connect();

@@ -2,12 +2,15 @@
 
 import path from 'node:path';
 import { ALL_TESTS, Shape, TestName, parseShape, shapeLabel } from './redis-benchmark';
+import { TARGET_IDS, TargetId } from './targets';
 
 export interface BenchOptions {
   rounds: number;
   requests: number;
   shapes: Shape[];
   tests: TestName[];
+  /** Targets to run, in TARGET_IDS order. */
+  targets: TargetId[];
   outDir: string;
   quick: boolean;
   memoryTest: boolean;
@@ -32,6 +35,8 @@ export const USAGE = `usage: node dist/bench/run.js [options]   (or: npm run ben
   --rounds N       rounds; each round runs every shape on every target in turn (default ${DEFAULT_ROUNDS})
   --requests N     requests per redis-benchmark test (default ${DEFAULT_REQUESTS})
   --shapes LIST    CLIENTSxPIPELINE,... (default ${FULL_SHAPES.map((s) => `${s.clients}x${s.pipeline}`).join(',')})
+  --targets LIST   some of ${TARGET_IDS.join(',')} (default: all); a partial run skips the memory and migration tests
+  --tests LIST     some of ${ALL_TESTS.join(',')} (default: all); a partial run skips the memory and migration tests
   --out DIR        where BENCHMARKS.md and BENCHMARKS.svg go (default: the repository root)
   --quick          smoke run: 1 round, -c 50 -P 1, ${QUICK_REQUESTS} requests, SET/GET/MGET10, no memory test
   --help           this text
@@ -48,6 +53,16 @@ function positiveInt(flag: string, value: string | undefined): number {
   return n;
 }
 
+/** A comma-separated list of names out of `known`. */
+function listOf<T extends string>(flag: string, value: string | undefined, known: readonly T[]): T[] {
+  const names = (value ?? '').split(',').map((s) => s.trim()).filter((s) => s !== '');
+  if (names.length === 0) throw new UsageError(`${flag} needs a list out of ${known.join(',')}`);
+  for (const name of names) {
+    if (!(known as readonly string[]).includes(name)) throw new UsageError(`${flag}: unknown ${JSON.stringify(name)}; known: ${known.join(',')}`);
+  }
+  return names as T[];
+}
+
 /** Parses argv (without node and the script); null means --help was asked for. */
 export function parseOptions(argv: readonly string[], repoRoot: string): BenchOptions | null {
   let rounds: number | undefined;
@@ -55,6 +70,8 @@ export function parseOptions(argv: readonly string[], repoRoot: string): BenchOp
   let shapes: Shape[] | undefined;
   let outDir = repoRoot;
   let quick = false;
+  let targets: TargetId[] | undefined;
+  let tests: TestName[] | undefined;
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i];
     // Accept both "--flag value" and "--flag=value".
@@ -85,6 +102,12 @@ export function parseOptions(argv: readonly string[], repoRoot: string): BenchOp
         }
         break;
       }
+      case '--targets':
+        targets = listOf(flag, value(), TARGET_IDS);
+        break;
+      case '--tests':
+        tests = listOf(flag, value(), ALL_TESTS);
+        break;
       case '--out': {
         const dir = value();
         if (dir === undefined || dir === '') throw new UsageError('--out needs a directory');
@@ -103,9 +126,10 @@ export function parseOptions(argv: readonly string[], repoRoot: string): BenchOp
     rounds: rounds ?? (quick ? 1 : DEFAULT_ROUNDS),
     requests: requests ?? (quick ? QUICK_REQUESTS : DEFAULT_REQUESTS),
     shapes: uniqueShapes(shapes ?? (quick ? QUICK_SHAPES : FULL_SHAPES)),
-    tests: [...(quick ? QUICK_TESTS : ALL_TESTS)],
+    tests: tests ?? [...(quick ? QUICK_TESTS : ALL_TESTS)],
+    targets: TARGET_IDS.filter((id) => targets === undefined || targets.includes(id)),
     outDir,
     quick,
-    memoryTest: !quick,
+    memoryTest: !quick && targets === undefined && tests === undefined,
   };
 }

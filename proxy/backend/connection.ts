@@ -61,11 +61,10 @@ export class BackendConnection {
 
   constructor(readonly address: string, private readonly options: ConnectionOptions) {
     const [host, port] = splitAddress(address);
-    const opened = backendSocket(host, options.tls);
+    const opened = backendSocket(host, options.tls, (chunk) => this.onData(chunk));
     this.socket = opened.socket;
     this.socket.setNoDelay(true);
     this.socket.setKeepAlive(true, 10_000);
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('drain', () => {
       this.blocked = false;
       this.flush();

@@ -27,12 +27,11 @@ export class PubSubLink {
     private readonly onClose: (reason: string) => void,
   ) {
     const [host, port] = splitAddress(address);
-    const opened = backendSocket(host, options.tls);
+    const opened = backendSocket(host, options.tls, (chunk) => this.onData(chunk));
     this.socket = opened.socket;
     this.socket.setNoDelay(true);
     this.socket.setKeepAlive(true, 10_000);
     this.handshakeReplies = options.handshake.length;
-    this.socket.on('data', (chunk: Buffer) => this.onData(chunk));
     this.socket.on('error', (err: Error) => this.fail(err.message));
     this.socket.on('close', () => this.fail('connection closed'));
     this.connectTimer = setTimeout(() => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`), options.connectTimeoutMs);

@@ -13,6 +13,7 @@ import { readFileSync } from 'node:fs';
 import net from 'node:net';
 import tls from 'node:tls';
 import { BackendTlsConfig, ClientTlsConfig } from '../../config/schema';
+import { OnBytes, onreadOption } from '../net/socket-reader';
 
 /** A TLS handshake from a client must finish within this long, so half-open handshakes do not pile up. */
 const CLIENT_HANDSHAKE_TIMEOUT_MS = 10_000;
@@ -55,11 +56,16 @@ export interface BackendSocket {
   connect(port: number, host: string, onReady: () => void): void;
 }
 
-export function backendSocket(host: string, options: BackendTls | null): BackendSocket {
-  const raw = new net.Socket();
+/**
+ * `onBytes` gets what the node sends: over plain TCP read into the shared buffer (net/socket-reader.ts),
+ * over TLS as 'data' events (the TLS layer reads the TCP socket itself).
+ */
+export function backendSocket(host: string, options: BackendTls | null, onBytes: OnBytes): BackendSocket {
   if (options === null) {
-    return { socket: raw, connect: (port, h, onReady) => raw.connect(port, h, onReady) };
+    const plain = new net.Socket({ onread: onreadOption(onBytes) } as net.SocketConstructorOpts);
+    return { socket: plain, connect: (port, h, onReady) => plain.connect(port, h, onReady) };
   }
+  const raw = new net.Socket();
   raw.setNoDelay(true);
   const socket = tls.connect({
     socket: raw,
@@ -69,6 +75,7 @@ export function backendSocket(host: string, options: BackendTls | null): Backend
     secureContext: options.secureContext,
     rejectUnauthorized: options.rejectUnauthorized,
   });
+  socket.on('data', onBytes);
   return {
     socket,
     connect: (port, h, onReady) => {

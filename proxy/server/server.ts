@@ -71,7 +71,7 @@ export class ProxyServer {
     this.limits = { ...config.limits };
     this.listener =
       config.tls === undefined
-        ? net.createServer({ noDelay: true }, (socket) => this.accept(socket))
+        ? net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.accept(socket))
         : tls.createServer({ ...clientTlsOptions(config.tls), noDelay: true }, (socket) => this.accept(socket));
     // A failed handshake never becomes a session; count it, do not crash or log a stack per attempt.
     this.listener.on('tlsClientError', () => ctx.stats.tlsHandshakeErrors++);
@@ -238,6 +238,7 @@ export class ProxyServer {
     if (this.sessions.size >= this.limits.maxClients) {
       stats.rejectedConnections++;
       socket.on('error', () => undefined);
+      socket.resume(); // a plain socket is accepted paused: read, so the client's FIN closes it
       socket.end(MAX_CLIENTS_REACHED);
       return;
     }

@@ -29,6 +29,7 @@ import { ReplySlot } from '../client/reply-slot';
 import { Queue } from '../client/queue';
 import { Flushable, inBatch, markReady } from '../client/reply-flusher';
 import { ProxyStats } from '../telemetry/stats';
+import { readAccepted } from '../net/socket-reader';
 import * as encode from '../resp/encode';
 
 export interface SessionLimits extends DecoderLimits {
@@ -97,7 +98,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
         if (this.dedicated.size === 0) socket.destroy();
       });
     }
-    socket.on('data', (chunk: Buffer) => {
+    // The socket comes paused (the listener's pauseOnConnect); this starts reading it.
+    readAccepted(socket, (chunk) => {
       this.lastActiveAt = Date.now();
       inBatch(() => this.decoder.push(chunk));
       this.applyBackPressure();

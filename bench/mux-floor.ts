@@ -1,8 +1,10 @@
 // The floor of slotproxy's own design, for the bench's "Node floor" row: every client multiplexed
 // over ONE shared connection to one Redis, requests of one event-loop turn written to it with one
 // write, a FIFO of the clients waiting for replies, the replies of one back-end read written to
-// each client with one write, and a frame counter instead of a parser. No
-// routing, no checks, no metrics: what any multiplexing Node proxy pays per request at the least.
+// each client with one write, and a frame counter instead of a parser. Sockets read into one
+// shared buffer, copied out per read (as slotproxy's proxy/net/socket-reader.ts does; written
+// again here so the floor runs none of the product's code). No routing, no checks, no metrics:
+// what any multiplexing Node proxy pays per request at the least.
 // Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT
 import net from 'node:net';
 
@@ -44,14 +46,31 @@ class Frames {
   }
 }
 
+const shared = Buffer.allocUnsafeSlow(64 * 1024);
+function copyOut(n: number): Buffer {
+  const chunk = Buffer.allocUnsafe(n);
+  shared.copy(chunk, 0, 0, n);
+  return chunk;
+}
+
+/** Reads an accepted (paused) socket into `shared` through the fields Node's `onread` option sets. */
+function readInto(socket: net.Socket, onChunk: (chunk: Buffer) => void): void {
+  const symbols = new Map(Object.getOwnPropertySymbols(socket).map((s) => [s.description, s]));
+  const handle = (socket as unknown as { _handle: { useUserBuffer(b: Buffer): void } })._handle;
+  const fields = socket as unknown as Record<symbol, unknown>;
+  fields[symbols.get('kBuffer') as symbol] = shared;
+  fields[symbols.get('kBufferCb') as symbol] = (n: number) => onChunk(copyOut(n));
+  handle.useUserBuffer(shared);
+  socket.resume();
+}
+
 const waiting: net.Socket[] = []; // one entry per request in flight, in order
 let head = 0;
 let out: Buffer[] = [];
-const backend = net.connect({ host, port: Number(port), noDelay: true });
 const replies = new Frames();
 /** Replies of one back-end read, gathered per client so that each client gets one write. */
 const gathered = new Map<net.Socket, Buffer[]>();
-backend.on('data', (chunk) => {
+const onReplies = (chunk: Buffer): void => {
   replies.each(chunk, (frame) => {
     const client = waiting[head++];
     const frames = gathered.get(client);
@@ -60,7 +79,8 @@ backend.on('data', (chunk) => {
   });
   for (const [client, frames] of gathered) client.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
   gathered.clear();
-});
+};
+const backend = net.connect({ host, port: Number(port), noDelay: true, onread: { buffer: shared, callback: (n) => (onReplies(copyOut(n)), true) } });
 backend.on('error', (err) => {
   console.error(`mux-floor: ${err.message}`);
   process.exit(1);
@@ -75,9 +95,9 @@ const flush = (): void => {
 };
 
 net
-  .createServer({ noDelay: true }, (client) => {
+  .createServer({ noDelay: true, pauseOnConnect: true }, (client) => {
     const requests = new Frames();
-    client.on('data', (chunk) =>
+    readInto(client, (chunk) =>
       requests.each(chunk, (frame) => {
         if (out.length === 0) setImmediate(flush);
         out.push(frame);

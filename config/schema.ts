@@ -329,8 +329,8 @@ const backendTlsSchema = z
 
 const backendSchema = z
   .strictObject({
-    /** Shared connections to each node; blocking, MULTI and Pub/Sub clients get their own on top. Default 2. */
-    connectionsPerNode: int(1, 64).default(2),
+    /** Shared connections to each node; blocking, MULTI and Pub/Sub clients get their own on top. Default 1, as twemproxy's server_connections. */
+    connectionsPerNode: int(1, 64).default(1),
     /** ACL user for back-end connections (needs `password`). Optional. */
     username: nonEmpty.optional(),
     /** Back-end password (`requirepass`/`masterauth`, or the ACL user's). Optional. */

@@ -18,7 +18,7 @@ const DEFAULT_LIMITS = {
   idleClientTimeoutMs: 0,
   scriptStoreBytes: 16 * 1024 * 1024,
 };
-const DEFAULT_BACKEND = { connectionsPerNode: 2, connectTimeoutMs: 2000, commandTimeoutMs: 10000, maxConnectsPerSecond: 100 };
+const DEFAULT_BACKEND = { connectionsPerNode: 1, connectTimeoutMs: 2000, commandTimeoutMs: 10000, maxConnectsPerSecond: 100 };
 
 /** The problems of the ConfigError `fn` throws; fails the test if it throws anything else. */
 function problemsOf(fn: () => unknown): string[] {

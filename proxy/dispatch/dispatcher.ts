@@ -246,6 +246,11 @@ export class Dispatcher {
         return;
       }
     }
+    return this.routeTo(session, info, args, raw, positions, shard);
+  }
+
+  /** A request whose keys all belong to `shard`: written where the ring's migration phase says, else forwarded. */
+  private routeTo(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: number[], shard: number): Promise<void> | undefined {
     const ring = this.ctx.ring;
     if (ring !== null && !info.flags.has('readonly')) {
       const placement = ring.placement;
@@ -277,13 +282,16 @@ export class Dispatcher {
     const router = this.ctx.router;
     const parts = splitByShard(args, positions, rule.stride, (key) => router.shardOf(key));
     const command = session.track(new SplitCommand(session, rule, parts, positions.length));
-    const holds: Promise<void>[] = [];
-    parts.forEach((part, i) => {
-      const partPositions = part.keyIndexes.map((_, j) => 1 + j * rule.stride);
-      const hold = this.route(command.partSession(i), info, part.args, null, partPositions);
-      if (hold !== undefined) holds.push(hold);
-    });
-    return holds.length === 0 ? undefined : Promise.all(holds).then(() => undefined);
+    let holds: Promise<void>[] | null = null;
+    for (let i = 0; i < parts.length; i++) {
+      const part = parts[i];
+      const partPositions = new Array<number>(part.keyIndexes.length);
+      for (let j = 0; j < partPositions.length; j++) partPositions[j] = 1 + j * rule.stride;
+      // The part's shard is known: no second hash of its keys.
+      const hold = this.routeTo(command.partSession(i), info, part.args, null, partPositions, part.shard);
+      if (hold !== undefined) (holds ??= []).push(hold);
+    }
+    return holds === null ? undefined : Promise.all(holds).then(() => undefined);
   }
 
   /** Returns a promise when later requests must wait for this one (a blocking command). */

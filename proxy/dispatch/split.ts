@@ -13,7 +13,7 @@
  */
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { Releasable } from '../client/client-session';
-import { arrayElements } from '../resp/reply-framer';
+import { arrayElementBounds } from '../resp/reply-framer';
 import * as encode from '../resp/encode';
 
 /** How each splittable command's keys sit in its arguments, and how part replies merge. */
@@ -32,32 +32,43 @@ export const SPLIT_RULES: ReadonlyMap<string, SplitRule> = new Map([
   ['touch', { stride: 1, merge: 'sum' }],
 ]);
 
-/** One part: the argument list to send and where its keys stand in the client's key order. */
+/** One part: the shard it goes to, the argument list to send and where its keys stand in the client's key order. */
 export interface SplitPart {
+  shard: number;
   args: Buffer[];
   /** Positions of this part's keys among the request's keys (0-based, in key order). */
   keyIndexes: number[];
 }
 
-/** Groups the keys at `positions` by shard, keeping the first-seen order of shards and of keys. */
+/**
+ * Groups the keys at `positions` by shard, keeping the first-seen order of shards and of keys.
+ * A list, not a map: a request spans a handful of shards at most.
+ */
 export function splitByShard(
   args: Buffer[],
   positions: readonly number[],
   stride: number,
   shardOf: (key: Buffer) => number,
 ): SplitPart[] {
-  const parts = new Map<number, SplitPart>();
-  positions.forEach((pos, keyIndex) => {
+  const parts: SplitPart[] = [];
+  for (let keyIndex = 0; keyIndex < positions.length; keyIndex++) {
+    const pos = positions[keyIndex];
     const shard = shardOf(args[pos]);
-    let part = parts.get(shard);
+    let part: SplitPart | undefined;
+    for (let p = 0; p < parts.length; p++) {
+      if (parts[p].shard === shard) {
+        part = parts[p];
+        break;
+      }
+    }
     if (part === undefined) {
-      part = { args: [args[0]], keyIndexes: [] };
-      parts.set(shard, part);
+      part = { shard, args: [args[0]], keyIndexes: [] };
+      parts.push(part);
     }
     for (let j = 0; j < stride; j++) part.args.push(args[pos + j]);
     part.keyIndexes.push(keyIndex);
-  });
-  return [...parts.values()];
+  }
+  return parts;
 }
 
 /** The client's reply: filled once every part has answered. */
@@ -73,10 +84,11 @@ export class SplitCommand extends ReplySlot {
 
   /** A stand-in session for part `i`, to dispatch the part against. */
   partSession(i: number): PartSession {
-    return new PartSession(this.owner.id, (frame) => this.collect(i, frame));
+    return new PartSession(this.owner.id, this, i);
   }
 
-  private collect(i: number, frame: Buffer): void {
+  /** Part `i`'s reply (PartSession calls it). */
+  collect(i: number, frame: Buffer): void {
     if (this.replies[i] !== null) return;
     this.replies[i] = frame;
     if (--this.missing === 0) this.complete(this.merge(this.replies as Buffer[]));
@@ -98,24 +110,46 @@ export class SplitCommand extends ReplySlot {
     }
   }
 
-  /** MGET: each part's values, cut from its raw reply and put in key order; nothing decoded. */
+  /**
+   * MGET: each part's values, located by their bulk headers in its raw reply and copied in key
+   * order into one buffer; nothing decoded, no buffer per value.
+   */
   private mergeValues(frames: Buffer[]): Buffer {
-    const values = new Array<Buffer>(this.keyCount);
+    const n = this.keyCount;
+    // For key k: the part reply holding its value, and the value frame's bounds in it.
+    const source = new Array<Buffer>(n);
+    const bounds = new Array<number>(2 * n);
     const resp3 = this.owner.protocol === 3;
-    let size = 0;
+    const header = `*${n}\r\n`;
+    let size = header.length;
     for (let i = 0; i < frames.length; i++) {
-      const elements = arrayElements(frames[i]);
+      const found = arrayElementBounds(frames[i]);
       const keyIndexes = this.parts[i].keyIndexes;
-      if (elements === null || elements.length !== keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
-      for (let j = 0; j < elements.length; j++) {
-        // Parts speak RESP2 (PartSession); a RESP3 client gets RESP3's null, as from one Redis.
-        const v = resp3 && elements[j][1] === 45 ? encode.RESP3_NULL : elements[j];
-        values[keyIndexes[j]] = v;
-        size += v.length;
+      if (found === null || found.length !== 2 * keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
+      for (let j = 0; j < keyIndexes.length; j++) {
+        const k = keyIndexes[j];
+        source[k] = frames[i];
+        bounds[2 * k] = found[2 * j];
+        bounds[2 * k + 1] = found[2 * j + 1];
+        size += found[2 * j + 1] - found[2 * j];
       }
     }
-    const header = Buffer.from(`*${this.keyCount}\r\n`);
-    return Buffer.concat([header, ...values], header.length + size);
+    const out = Buffer.allocUnsafe(size);
+    let at = out.write(header, 0, 'latin1');
+    for (let k = 0; k < n; k++) {
+      const frame = source[k];
+      const start = bounds[2 * k];
+      const end = bounds[2 * k + 1];
+      if (resp3 && frame[start + 1] === 45) {
+        // Parts speak RESP2 (PartSession); a RESP3 client gets RESP3's null (`_`), as from one Redis.
+        at += encode.RESP3_NULL.copy(out, at);
+        continue;
+      }
+      // Values are small in the common case: a byte loop beats a typed-array view per value.
+      if (end - start <= 64) for (let b = start; b < end; b++) out[at++] = frame[b];
+      else at += frame.copy(out, at, start, end);
+    }
+    return at === size ? out : out.subarray(0, at);
   }
 
   /** The error of the part holding the earliest key, if any part failed. */
@@ -136,6 +170,9 @@ export class SplitCommand extends ReplySlot {
  * What the dispatcher sees of a part: a signed-in RESP2 client outside MULTI and Pub/Sub whose one
  * reply goes to the SplitCommand. RESP2, because the MGET merge decodes the parts' replies.
  */
+/** Parts never hold a dedicated connection (nothing blocking is split): one empty set for all of them. */
+const NO_DEDICATED: Set<Releasable> = new Set();
+
 export class PartSession implements ReplyOwner {
   name: Buffer | null = null;
   closeAfterReply = false;
@@ -148,16 +185,16 @@ export class PartSession implements ReplyOwner {
   blocked = null;
   transaction = null;
   subscription = null;
-  readonly dedicated = new Set<Releasable>();
+  readonly dedicated = NO_DEDICATED;
 
-  constructor(readonly id: number, private readonly onReply: (frame: Buffer) => void) {}
+  constructor(readonly id: number, private readonly split: SplitCommand, private readonly index: number) {}
 
   track<S extends ReplySlot>(slot: S): S {
     return slot;
   }
 
   replyNow(reply: Buffer): void {
-    this.onReply(reply);
+    this.split.collect(this.index, reply);
   }
 
   setReplyMode(): void {
@@ -165,6 +202,6 @@ export class PartSession implements ReplyOwner {
   }
 
   onSlotFilled(slot: ReplySlot): void {
-    if (slot.reply !== null) this.onReply(slot.reply);
+    if (slot.reply !== null) this.split.collect(this.index, slot.reply);
   }
 }

@@ -159,29 +159,39 @@ function parseSigned(buf: Buffer, from: number, to: number): number {
 }
 
 /**
- * The elements of a whole array reply frame, as raw frames (views into `frame`, no copy), or null
- * when `frame` is not an array (an error, or a null array). Bulk strings and nulls, all an MGET
- * holds, are cut by their length headers; anything else goes through a ReplyFramer.
+ * Where the elements of a whole array reply frame lie in it: their [start, end) offsets, flat
+ * (start0, end0, start1, end1, ...), or null when `frame` is not an array (an error, a null array).
+ * No view per element. Bulk strings and nulls, all an MGET holds, are cut by their length headers;
+ * from the first element of another type on, a ReplyFramer cuts the rest.
  */
-export function arrayElements(frame: Buffer): Buffer[] | null {
+export function arrayElementBounds(frame: Buffer): number[] | null {
   if (frame[0] !== 42 || frame[1] === 45) return null; // '*', and not '*-1'
   const cr = frame.indexOf(CR, 1);
   const count = parseSigned(frame, 1, cr);
-  const elements = new Array<Buffer>(count);
+  const bounds = new Array<number>(2 * count);
   let at = cr + 2;
   for (let i = 0; i < count; i++) {
-    if (frame[at] !== 36) return framedElements(frame, cr + 2); // not '$': let the framer cut it
+    if (frame[at] !== 36) return framedBounds(frame, at, i, bounds); // not '$'
     const end = frame.indexOf(CR, at + 1);
     const len = parseSigned(frame, at + 1, end);
     const next = len < 0 ? end + 2 : end + 2 + len + 2;
-    elements[i] = frame.subarray(at, next);
+    bounds[2 * i] = at;
+    bounds[2 * i + 1] = next;
     at = next;
   }
-  return elements;
+  return bounds;
 }
 
-function framedElements(frame: Buffer, from: number): Buffer[] {
-  const elements: Buffer[] = [];
-  new ReplyFramer().push(frame.subarray(from), (element) => elements.push(element));
-  return elements;
+/** Fills `bounds` from element `first` on, which starts at `at`, with a ReplyFramer. */
+function framedBounds(frame: Buffer, at: number, first: number, bounds: number[]): number[] {
+  let i = first;
+  let pos = at;
+  new ReplyFramer().push(frame.subarray(at), (element) => {
+    bounds[2 * i] = pos;
+    pos += element.length;
+    bounds[2 * i + 1] = pos;
+    i++;
+  });
+  if (2 * i !== bounds.length) throw new ReplyFramingError('not a RESP reply: an array is cut short');
+  return bounds;
 }

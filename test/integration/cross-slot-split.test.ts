@@ -47,6 +47,12 @@ describe('crossSlot: split', () => {
     expect((await exchange(port, [['HELLO', '3'], ['MGET', 'split:raw:a', 'split:raw:b', 'split:raw:c']])).replies).toMatch(
       /\*3\r\n\$1\r\nx\r\n_\r\n\$7\r\n\r\n\$-1\r\n\r\n$/,
     );
+    // Values past the merge's byte-loop size (64 bytes), one of them larger than a socket read.
+    const big = 'y'.repeat(100_000);
+    await c.mset('split:raw:65', 'z'.repeat(65), 'split:raw:big', big);
+    expect((await exchange(port, [['MGET', 'split:raw:big', 'split:raw:a', 'split:raw:65']])).replies).toBe(
+      `*3\r\n$100000\r\n${big}\r\n$1\r\nx\r\n$65\r\n${'z'.repeat(65)}\r\n`,
+    );
   });
 
   test('EXISTS, TOUCH, DEL, UNLINK are summed, duplicates counted as Redis counts them', async () => {

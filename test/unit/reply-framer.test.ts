@@ -1,7 +1,7 @@
 // ReplyFramer: back-end replies (RESP2 and RESP3) cut into whole raw frames. Every fixture is fed
 // whole, byte by byte and in random chunks, alone and concatenated in a stream: the frames must come
 // out byte-identical and in order.
-import { ReplyFramer, ReplyFramingError, arrayElements } from '../../proxy/resp/reply-framer';
+import { ReplyFramer, ReplyFramingError, arrayElementBounds } from '../../proxy/resp/reply-framer';
 import { randInt, xorshift32 } from '../helpers/random';
 
 /** Seeded PRNG (xorshift32), so a failing random case can be reproduced from its seed. */
@@ -242,18 +242,31 @@ describe('ReplyFramer garbage', () => {
   });
 });
 
-describe('arrayElements', () => {
+describe('arrayElementBounds', () => {
   const raw = (s: string): Buffer => Buffer.from(s, 'latin1');
+  /** The elements the bounds point at, as text. */
+  const elementsOf = (frame: Buffer): string[] | undefined => {
+    const bounds = arrayElementBounds(frame);
+    if (bounds === null) return undefined;
+    const out: string[] = [];
+    for (let i = 0; i < bounds.length; i += 2) out.push(frame.toString('latin1', bounds[i], bounds[i + 1]));
+    return out;
+  };
   test.each([
     ['bulks and nulls', '*4\r\n$1\r\nx\r\n$-1\r\n$0\r\n\r\n$7\r\n\r\n$-1\r\n\r\n', ['$1\r\nx\r\n', '$-1\r\n', '$0\r\n\r\n', '$7\r\n\r\n$-1\r\n\r\n']],
     ['the empty array', '*0\r\n', []],
     ['other types, cut by the framer', '*3\r\n:1\r\n*2\r\n+a\r\n$1\r\nb\r\n_\r\n', [':1\r\n', '*2\r\n+a\r\n$1\r\nb\r\n', '_\r\n']],
+    ['bulks, then other types', '*3\r\n$1\r\nx\r\n:5\r\n$2\r\nyz\r\n', ['$1\r\nx\r\n', ':5\r\n', '$2\r\nyz\r\n']],
   ])('%s', (_what, frame, elements) => {
-    expect(arrayElements(raw(frame))?.map((e) => e.toString('latin1'))).toEqual(elements);
+    expect(elementsOf(raw(frame))).toEqual(elements);
   });
 
   test('not an array: null', () => {
-    expect(arrayElements(raw('-ERR no\r\n'))).toBeNull();
-    expect(arrayElements(raw('*-1\r\n'))).toBeNull();
+    expect(arrayElementBounds(raw('-ERR no\r\n'))).toBeNull();
+    expect(arrayElementBounds(raw('*-1\r\n'))).toBeNull();
+  });
+
+  test('an array cut short: an error, not wrong bounds', () => {
+    expect(() => arrayElementBounds(raw('*2\r\n:1\r\n'))).toThrow(ReplyFramingError);
   });
 });

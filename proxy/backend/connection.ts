@@ -9,6 +9,8 @@
  * - Everything accepted during one event-loop turn is written with one socket write, in a
  *   setImmediate callback: that runs after every socket read of the current poll phase, so requests
  *   from many clients share a write (and a syscall, and a Redis read) instead of one each.
+ * - Requests are copied into one output buffer as they are sent (`OutputBuffer`), reused from one
+ *   write to the next while the kernel takes each write whole: no list and no Buffer.concat per write.
  * - When the socket's buffer is full (write() returned false) no more is written until 'drain';
  *   requests wait in `queued`. Back-pressure toward clients is the sessions' job.
  * - On any failure every request gets exactly one onFailure: `written` tells the owner whether it
@@ -49,6 +51,7 @@ export class BackendConnection {
   private readonly queued = new Queue<BackendRequest>();
   private readonly inflight = new Queue<BackendRequest>();
   private readonly framer = new ReplyFramer();
+  private readonly output = new OutputBuffer();
   private flushScheduled = false;
   private blocked = false;
   private repliesSeen = 0;
@@ -112,6 +115,7 @@ export class BackendConnection {
       return;
     }
     this.queued.push(request);
+    this.output.append(request.payload);
     if (!this.flushScheduled && this.state === 'ready') {
       this.flushScheduled = true;
       setImmediate(this.flushNow);
@@ -130,17 +134,8 @@ export class BackendConnection {
 
   private flush(): void {
     if (this.state !== 'ready' || this.blocked || this.queued.length === 0) return;
-    const batch = this.queued.drain();
-    let payload: Buffer;
-    if (batch.length === 1) {
-      payload = batch[0].payload;
-    } else {
-      const parts = new Array<Buffer>(batch.length);
-      for (let i = 0; i < batch.length; i++) parts[i] = batch[i].payload;
-      payload = Buffer.concat(parts);
-    }
-    for (const r of batch) this.inflight.push(r);
-    if (!this.socket.write(payload)) this.blocked = true;
+    for (let r = this.queued.shift(); r !== undefined; r = this.queued.shift()) this.inflight.push(r);
+    if (!this.output.writeTo(this.socket)) this.blocked = true;
   }
 
   private onConnect(): void {
@@ -170,12 +165,14 @@ export class BackendConnection {
 
   private onData(chunk: Buffer): void {
     try {
-      inBatch(() => this.framer.push(chunk, this.deliver));
+      inBatch(this.frame, chunk);
     } catch (err) {
       const why = err instanceof ReplyFramingError ? err.message : String(err);
       this.fail(`ERR slotproxy: node ${this.address} sent ${why}`);
     }
   }
+
+  private readonly frame = (chunk: Buffer): void => this.framer.push(chunk, this.deliver);
 
   private readonly deliver = (frame: Buffer): void => {
     this.repliesSeen++;
@@ -215,4 +212,68 @@ export function splitAddress(address: string): [string, number] {
   const i = address.lastIndexOf(':');
   const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
   return [host, Number(address.slice(i + 1))];
+}
+
+/** Bytes at which a request is written by reference instead of copied into the output buffer. */
+const COPY_LIMIT = 64 * 1024;
+/** An output buffer grown past this is dropped after its write, not kept for the next. */
+const KEEP_LIMIT = 1024 * 1024;
+
+/**
+ * The bytes of the requests accepted since the last write. Small requests are copied into one
+ * buffer, which is written with one write and reused when the kernel took all of it at once (the
+ * socket then holds no reference to it). A large request is kept by reference, not copied: the
+ * write is then a writev of the pieces.
+ */
+class OutputBuffer {
+  private buf: Buffer | null = null;
+  private length = 0;
+  /** Where the pieces not yet in `buf` go when a large request came: written in order, before `buf`'s tail. */
+  private pieces: Buffer[] | null = null;
+
+  append(payload: Buffer): void {
+    if (payload.length >= COPY_LIMIT) {
+      this.seal();
+      (this.pieces ??= []).push(payload);
+      return;
+    }
+    const need = this.length + payload.length;
+    if (this.buf === null || need > this.buf.length) this.grow(need);
+    (this.buf as Buffer).set(payload, this.length);
+    this.length = need;
+  }
+
+  /** Writes everything appended since the last call; returns what socket.write returned. */
+  writeTo(socket: net.Socket): boolean {
+    if (this.pieces !== null) {
+      this.seal();
+      const pieces = this.pieces;
+      this.pieces = null;
+      socket.cork();
+      let ok = true;
+      for (const p of pieces) ok = socket.write(p);
+      socket.uncork();
+      return ok;
+    }
+    const buf = this.buf as Buffer;
+    const ok = socket.write(this.length === buf.length ? buf : buf.subarray(0, this.length));
+    this.length = 0;
+    // Still queued in the socket (the kernel did not take it all): it is the socket's now.
+    if (socket.writableLength > 0 || buf.length > KEEP_LIMIT) this.buf = null;
+    return ok;
+  }
+
+  /** Moves what `buf` holds into `pieces`, leaving `buf` to the socket. */
+  private seal(): void {
+    if (this.length === 0) return;
+    (this.pieces ??= []).push((this.buf as Buffer).subarray(0, this.length));
+    this.buf = null;
+    this.length = 0;
+  }
+
+  private grow(need: number): void {
+    const next = Buffer.allocUnsafeSlow(Math.max(need, this.buf === null ? 16 * 1024 : 2 * this.buf.length));
+    if (this.buf !== null && this.length > 0) this.buf.copy(next, 0, 0, this.length);
+    this.buf = next;
+  }
 }

@@ -61,18 +61,20 @@ export class PubSubLink {
     this.socket.destroy();
   }
 
+  private readonly frame = (chunk: Buffer): void => this.framer.push(chunk, this.deliver);
+
+  private readonly deliver = (frame: Buffer): void => {
+    if (this.handshakeReplies > 0) {
+      this.handshakeReplies--;
+      if (frame[0] === 45) this.fail(`handshake refused: ${frame.toString('utf8', 1, frame.length - 2)}`);
+      return;
+    }
+    if (!this.closed) this.onFrame(frame);
+  };
+
   private onData(chunk: Buffer): void {
     try {
-      inBatch(() =>
-        this.framer.push(chunk, (frame) => {
-          if (this.handshakeReplies > 0) {
-            this.handshakeReplies--;
-            if (frame[0] === 45) this.fail(`handshake refused: ${frame.toString('utf8', 1, frame.length - 2)}`);
-            return;
-          }
-          if (!this.closed) this.onFrame(frame);
-        }),
-      );
+      inBatch(this.frame, chunk);
     } catch (err) {
       this.fail((err as Error).message);
     }

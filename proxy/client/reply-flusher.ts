@@ -32,12 +32,15 @@ export function batchClock(): number {
   return depth > 0 ? batchStartedAt : performance.now();
 }
 
-/** Runs `work` (a socket read's handling) and then writes every reply it completed. */
-export function inBatch(work: () => void): void {
+/**
+ * Runs `work(arg)` (a socket read's handling) and then writes every reply it completed. The
+ * argument is passed, not captured, so a read costs no closure.
+ */
+export function inBatch<T>(work: (arg: T) => void, arg: T): void {
   if (depth === 0) batchStartedAt = performance.now();
   depth++;
   try {
-    work();
+    work(arg);
   } finally {
     if (--depth === 0) flushReady();
   }

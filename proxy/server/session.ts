@@ -101,7 +101,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     // The socket comes paused (the listener's pauseOnConnect); this starts reading it.
     readAccepted(socket, (chunk) => {
       this.lastActiveAt = Date.now();
-      inBatch(() => this.decoder.push(chunk));
+      inBatch(this.decode, chunk);
       this.applyBackPressure();
     });
     socket.on('drain', () => this.applyBackPressure());
@@ -112,6 +112,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       this.onClosed(this);
     });
   }
+
+  private readonly decode = (chunk: Buffer): void => this.decoder.push(chunk);
 
   /** The user signed in as (AUTH, HELLO AUTH, RESET set it); its permissions follow it. */
   get user(): string {
@@ -260,16 +262,21 @@ export class Session implements DispatchSession, ListedClient, Flushable {
 
   private readonly flush = (): void => {
     this.flushScheduled = false;
-    const out: Buffer[] = [];
+    // Without pipelining one reply is ready at a time: written as it is, no list.
+    let first: Buffer | null = null;
+    let more: Buffer[] | null = null;
     let head = this.slots.peek();
     while (head !== undefined && head.reply !== null) {
-      if (!head.silent) out.push(head.reply);
+      if (!head.silent) {
+        if (first === null) first = head.reply;
+        else (more ??= [first]).push(head.reply);
+      }
       this.slots.shift();
       head = this.slots.peek();
     }
     if (this.closed) return;
-    if (out.length === 1) this.socket.write(out[0]);
-    else if (out.length > 1) this.socket.write(Buffer.concat(out));
+    if (more !== null) this.socket.write(Buffer.concat(more));
+    else if (first !== null) this.socket.write(first);
     if (this.closeAfterReply && this.slots.length === 0) {
       this.close();
       return;

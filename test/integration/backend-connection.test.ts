@@ -1,0 +1,72 @@
+// A shared back-end connection against a real redis-server: requests are copied into one output
+// buffer that is reused between writes (proxy/backend/connection.ts, OutputBuffer). These check
+// that no request's bytes are ever overwritten or reordered: small and large requests mixed in one
+// event-loop turn, and bursts the kernel cannot take at once (the buffer then stays the socket's).
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { BackendConnection } from '../../proxy/backend/connection';
+import { request } from '../../proxy/backend/request';
+import { decodeReply } from '../../proxy/resp/decode-reply';
+
+let nodes: StandaloneNodes;
+let conn: BackendConnection | null = null;
+
+beforeAll(async () => {
+  nodes = await StandaloneNodes.start(1);
+});
+
+afterEach(() => conn?.close());
+
+afterAll(async () => {
+  await nodes.stop();
+});
+
+function connect(): BackendConnection {
+  conn = new BackendConnection(nodes.addresses[0], { connectTimeoutMs: 2000, commandTimeoutMs: 10_000, delayMs: 0, handshake: [], tls: null });
+  return conn;
+}
+
+/** A value of `size` bytes that differs per key, so a reordered or overwritten request shows. */
+const valueOf = (key: string, size: number): string => `${key}:`.repeat(Math.ceil(size / (key.length + 1))).slice(0, size);
+
+describe('one output buffer per back-end connection', () => {
+  test('small and large requests sent in one turn reach the node whole and in order', async () => {
+    const c = connect();
+    // Sizes on both sides of the 64 KiB copy limit, interleaved.
+    const sizes = [10, 70_000, 32, 200_000, 5, 65_536, 65_535, 1, 1_000_000, 40];
+    const keys = sizes.map((size, i) => `mixed:${i}:${size}`);
+    const sets = keys.map((k, i) => request(c, ['SET', k, valueOf(k, sizes[i])]));
+    expect((await Promise.all(sets)).map((f) => f.toString())).toEqual(keys.map(() => '+OK\r\n'));
+    const gets = await Promise.all(keys.map((k) => request(c, ['GET', k])));
+    gets.forEach((frame, i) => expect(String(decodeReply(frame, false))).toBe(valueOf(keys[i], sizes[i])));
+  });
+
+  test('bursts the kernel cannot take at once, then more requests while they drain: nothing overwritten', async () => {
+    const c = connect();
+    expect((await request(c, ['PING'])).toString()).toBe('+PONG\r\n');
+    const pid = nodes.nodes[0].pid as number;
+    // A stopped node reads nothing: the socket's buffers fill and writes stay queued in Node.
+    process.kill(pid, 'SIGSTOP');
+    const pending: Promise<Buffer>[] = [];
+    const keys: string[] = [];
+    try {
+      await burst(c, pending, keys);
+    } finally {
+      process.kill(pid, 'SIGCONT');
+    }
+    expect((await Promise.all(pending)).every((f) => f.toString() === '+OK\r\n')).toBe(true);
+    const values = await Promise.all(keys.map((k) => request(c, ['GET', k])));
+    values.forEach((frame, i) => expect(String(decodeReply(frame, false))).toBe(valueOf(keys[i], 8192)));
+  });
+});
+
+/** 40 turns of 100 SETs of 8 KiB: 800 KiB a turn (under the copy and keep limits), 32 MiB in all, more than the sockets buffer. */
+async function burst(c: BackendConnection, pending: Promise<Buffer>[], keys: string[]): Promise<void> {
+    for (let turn = 0; turn < 40; turn++) {
+      for (let i = 0; i < 100; i++) {
+        const k = `burst:${turn}:${i}`;
+        keys.push(k);
+        pending.push(request(c, ['SET', k, valueOf(k, 8192)]));
+      }
+      await new Promise((resolve) => setImmediate(resolve));
+    }
+}

@@ -166,12 +166,13 @@ export class SplitCommand extends ReplySlot {
   }
 }
 
-/**
- * What the dispatcher sees of a part: a signed-in RESP2 client outside MULTI and Pub/Sub whose one
- * reply goes to the SplitCommand. RESP2, because the MGET merge decodes the parts' replies.
- */
 /** Parts never hold a dedicated connection (nothing blocking is split): one empty set for all of them. */
 const NO_DEDICATED: Set<Releasable> = new Set();
+
+/**
+ * What the dispatcher sees of a part: a signed-in RESP2 client outside MULTI and Pub/Sub whose one
+ * reply goes to the SplitCommand. RESP2, because the MGET merge cuts the parts' replies by their RESP2 headers.
+ */
 
 export class PartSession implements ReplyOwner {
   name: Buffer | null = null;

@@ -4,7 +4,7 @@
  * it through the Readable stream's 'data' machinery. Here every plain TCP socket of the proxy reads
  * into one shared buffer (a read callback runs to its end before the next read), and the bytes are
  * copied out into a small slice of Node's buffer pool that the receiver may keep. At one request
- * per read (no pipelining) that is the largest part of Node's own cost per request.
+ * per read (no pipelining) it took a fifth off the proxy's CPU per request (bench/NOTES.md, round 3).
  *
  * Back-end sockets use Node's public `onread` option. Accepted client sockets have no public way to
  * it in Node 20, so `readAccepted` sets the same two fields `onread` sets, found by their symbol

@@ -98,7 +98,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
         if (this.dedicated.size === 0) socket.destroy();
       });
     }
-    // The socket comes paused (the listener's pauseOnConnect); this starts reading it.
+    // A plain socket comes paused (the listener's pauseOnConnect); this starts reading it.
     readAccepted(socket, (chunk) => {
       this.lastActiveAt = Date.now();
       inBatch(this.decode, chunk);

@@ -28,7 +28,7 @@ import { SubscriberClient } from './subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from './subscription-state';
 import { runBlocking, runWait } from './blocking';
 import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
-import { SPLIT_RULES, SplitCommand, SplitRule, splitByShard } from './split';
+import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard } from './split';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
@@ -218,7 +218,7 @@ export class Dispatcher {
     return true;
   }
 
-  private route(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: number[]): Promise<void> | undefined {
+  private route(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: readonly number[]): Promise<void> | undefined {
     if (positions.length === 0) {
       const script = SCRIPT_CALLS.get(info.name);
       const badNumkeys = script === 'eval' || script === 'evalsha' ? numkeysError(args) : null;
@@ -250,7 +250,7 @@ export class Dispatcher {
   }
 
   /** A request whose keys all belong to `shard`: written where the ring's migration phase says, else forwarded. */
-  private routeTo(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: number[], shard: number): Promise<void> | undefined {
+  private routeTo(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: readonly number[], shard: number): Promise<void> | undefined {
     const ring = this.ctx.ring;
     if (ring !== null && !info.flags.has('readonly')) {
       const placement = ring.placement;
@@ -273,7 +273,7 @@ export class Dispatcher {
   }
 
   /** crossSlot: split: one request per shard, merged in key order (split.ts). */
-  private split(session: DispatchSession, info: CommandInfo, args: Buffer[], positions: number[], rule: SplitRule): Promise<void> | undefined {
+  private split(session: DispatchSession, info: CommandInfo, args: Buffer[], positions: readonly number[], rule: SplitRule): Promise<void> | undefined {
     if ((args.length - 1) % rule.stride !== 0) {
       session.replyNow(encode.error(errors.wrongArity(info.name))); // MSET with a key and no value
       return undefined;
@@ -285,10 +285,9 @@ export class Dispatcher {
     let holds: Promise<void>[] | null = null;
     for (let i = 0; i < parts.length; i++) {
       const part = parts[i];
-      const partPositions = new Array<number>(part.keyIndexes.length);
-      for (let j = 0; j < partPositions.length; j++) partPositions[j] = 1 + j * rule.stride;
       // The part's shard is known: no second hash of its keys.
-      const hold = this.routeTo(command.partSession(i), info, part.args, null, partPositions, part.shard);
+      const positions = partPositions(rule.stride, part.keyIndexes.length);
+      const hold = this.routeTo(command.partSession(i), info, part.args, null, positions, part.shard);
       if (hold !== undefined) (holds ??= []).push(hold);
     }
     return holds === null ? undefined : Promise.all(holds).then(() => undefined);

@@ -50,25 +50,54 @@ export function splitByShard(
   stride: number,
   shardOf: (key: Buffer) => number,
 ): SplitPart[] {
-  const parts: SplitPart[] = [];
-  for (let keyIndex = 0; keyIndex < positions.length; keyIndex++) {
+  // First pass: each key's part, and each part's size. Second: arrays of their final size, so that
+  // what stays alive while the parts are in flight holds no spare capacity.
+  const keyCount = positions.length;
+  const partOf = new Array<number>(keyCount);
+  const shards: number[] = [];
+  const sizes: number[] = [];
+  for (let keyIndex = 0; keyIndex < keyCount; keyIndex++) {
+    const shard = shardOf(args[positions[keyIndex]]);
+    let p = 0;
+    while (p < shards.length && shards[p] !== shard) p++;
+    if (p === shards.length) {
+      shards.push(shard);
+      sizes.push(0);
+    }
+    sizes[p]++;
+    partOf[keyIndex] = p;
+  }
+  const parts = new Array<SplitPart>(shards.length);
+  for (let p = 0; p < shards.length; p++) {
+    const partArgs = new Array<Buffer>(1 + sizes[p] * stride);
+    partArgs[0] = args[0];
+    parts[p] = { shard: shards[p], args: partArgs, keyIndexes: new Array<number>(sizes[p]) };
+    sizes[p] = 0; // from here on: keys placed so far
+  }
+  for (let keyIndex = 0; keyIndex < keyCount; keyIndex++) {
+    const p = partOf[keyIndex];
+    const part = parts[p];
+    const slot = sizes[p]++;
     const pos = positions[keyIndex];
-    const shard = shardOf(args[pos]);
-    let part: SplitPart | undefined;
-    for (let p = 0; p < parts.length; p++) {
-      if (parts[p].shard === shard) {
-        part = parts[p];
-        break;
-      }
-    }
-    if (part === undefined) {
-      part = { shard, args: [args[0]], keyIndexes: [] };
-      parts.push(part);
-    }
-    for (let j = 0; j < stride; j++) part.args.push(args[pos + j]);
-    part.keyIndexes.push(keyIndex);
+    for (let j = 0; j < stride; j++) part.args[1 + slot * stride + j] = args[pos + j];
+    part.keyIndexes[slot] = keyIndex;
   }
   return parts;
+}
+
+/** Shared, never changed: where a part's keys stand in its arguments (1, 1+stride, ...), by stride and key count. */
+const PART_POSITIONS: number[][][] = [[], [], []];
+const CACHED_PART_KEYS = 64;
+
+/** The key positions of a part with `keyCount` keys, `stride` arguments apart. Callers must not change it. */
+export function partPositions(stride: number, keyCount: number): readonly number[] {
+  const cache = stride < PART_POSITIONS.length && keyCount <= CACHED_PART_KEYS ? PART_POSITIONS[stride] : null;
+  const cached = cache?.[keyCount];
+  if (cached !== undefined) return cached;
+  const positions = new Array<number>(keyCount);
+  for (let j = 0; j < keyCount; j++) positions[j] = 1 + j * stride;
+  if (cache !== null) cache[keyCount] = positions;
+  return positions;
 }
 
 /** The client's reply: filled once every part has answered. */
@@ -173,20 +202,21 @@ const NO_DEDICATED: Set<Releasable> = new Set();
  * What the dispatcher sees of a part: a signed-in RESP2 client outside MULTI and Pub/Sub whose one
  * reply goes to the SplitCommand. RESP2, because the MGET merge cuts the parts' replies by their RESP2 headers.
  */
-
 export class PartSession implements ReplyOwner {
-  name: Buffer | null = null;
-  closeAfterReply = false;
-  authenticated = true;
-  protocol: 2 | 3 = 2;
-  user = 'default';
+  // Every part has the same values for these: they live on the prototype (below), so a part in
+  // flight is three fields, not fourteen. A write would make an own property, as on any object.
+  declare name: Buffer | null;
+  declare closeAfterReply: boolean;
+  declare authenticated: boolean;
+  declare protocol: 2 | 3;
+  declare user: string;
   /** The whole request's keys were checked against the client's permissions before the split. */
-  readonly permissions = null;
-  command = 'NULL';
-  blocked = null;
-  transaction = null;
-  subscription = null;
-  readonly dedicated = NO_DEDICATED;
+  declare readonly permissions: null;
+  declare command: string;
+  declare blocked: null;
+  declare transaction: null;
+  declare subscription: null;
+  declare readonly dedicated: Set<Releasable>;
 
   constructor(readonly id: number, private readonly split: SplitCommand, private readonly index: number) {}
 
@@ -206,3 +236,17 @@ export class PartSession implements ReplyOwner {
     if (slot.reply !== null) this.split.collect(this.index, slot.reply);
   }
 }
+
+Object.assign(PartSession.prototype, {
+  name: null,
+  closeAfterReply: false,
+  authenticated: true,
+  protocol: 2,
+  user: 'default',
+  permissions: null,
+  command: 'NULL',
+  blocked: null,
+  transaction: null,
+  subscription: null,
+  dedicated: NO_DEDICATED,
+});

@@ -72,6 +72,8 @@ const INVALID_MBULK = 'Protocol error: invalid multibulk length';
 const INVALID_BULK = 'Protocol error: invalid bulk length';
 
 const INT_MAX = 2147483647;
+/** Redis allocates argv for at most 1024 arguments before they arrive (networking.c); so do we. */
+const ARGS_PREALLOCATED = 1024;
 /** Redis's limits before AUTH (networking.c). */
 const UNAUTH_MAX_COUNT = 10;
 const UNAUTH_MAX_BULK = 16384;
@@ -98,6 +100,8 @@ export class RequestDecoder {
   /** Multibulk in progress: how many arguments are still expected (0: none in progress). */
   private remaining = 0;
   private args: Buffer[] = [];
+  /** Arguments of the request in progress read so far (filled by index: no growth from a push). */
+  private argCount = 0;
   /** Length of the bulk whose header was read but whose body has not arrived (-1: none). */
   private bulkLength = -1;
   /** Bytes announced so far by the request in progress, for maxRequestBytes. */
@@ -169,7 +173,9 @@ export class RequestDecoder {
       return this.fail('Protocol error: unauthenticated multibulk length');
     }
     if (n > 0) {
-      this.args = [];
+      // Sized up front, capped as Redis caps its argv allocation, so a huge count reserves nothing.
+      this.args = new Array<Buffer>(Math.min(n, ARGS_PREALLOCATED));
+      this.argCount = 0;
       this.remaining = n;
       this.requestBytes = 0;
     }
@@ -214,7 +220,7 @@ export class RequestDecoder {
         return NEED_MORE;
       }
       // Like Redis, the two bytes after a bulk are taken as its CRLF without being checked.
-      this.args.push(buf.subarray(pos, bodyEnd));
+      this.args[this.argCount++] = buf.subarray(pos, bodyEnd);
       pos = bodyEnd + 2;
       this.bulkLength = -1;
       this.remaining--;

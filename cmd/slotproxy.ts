@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=2
+#!/usr/bin/env -S node --max-semi-space-size=16
 /**
  * The `slotproxy` command: argv -> config -> proxy. No proxy logic of its own.
  * Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage.

@@ -373,6 +373,22 @@ describe('RequestDecoder protocol errors', () => {
     expect(rec2.errors).toEqual([MBULK]);
   });
 
+  // The argument list is sized for at most 1024 up front (as Redis sizes argv); more still arrive whole.
+  test('a request of more arguments than are reserved up front keeps every one, in order, and no hole', () => {
+    const args = ['DEL', ...Array.from({ length: 2999 }, (_, i) => `k${i}`)];
+    const limits = { maxRequestBytes: 1 << 20, maxArgs: 4096, maxInlineBytes: 64 };
+    for (const chunks of [[encodeRequest(args)], [encodeRequest(args).subarray(0, 9000), encodeRequest(args).subarray(9000)]]) {
+      const { rec } = feed(chunks.map((c) => Buffer.from(c)), limits);
+      expect(rec.errors).toEqual([]);
+      expect(rec.requests).toHaveLength(1);
+      const got = rec.requests[0].args;
+      expect(got).toHaveLength(3000);
+      expect(got.every((a) => Buffer.isBuffer(a))).toBe(true);
+      expect(got[0].toString()).toBe('DEL');
+      expect(got[2999].toString()).toBe('k2998');
+    }
+  });
+
   // Redis counts the 64 KiB after each read, while the line has no end: a line whose end came in
   // the same read is decoded, whatever its length (what Redis does depends on its read sizes too).
   test('a long line whose end comes in the same chunk is decoded; held past the limit without it, too big', () => {

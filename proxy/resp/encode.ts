@@ -65,20 +65,26 @@ export function arrayOfBulks(values: readonly (Buffer | string)[]): Buffer {
  */
 export function command(args: readonly (Buffer | string)[]): Buffer {
   const n = args.length;
-  const bytes = new Array<Buffer>(n);
   let size = 1 + digits(n) + 2;
+  let bytes: (Buffer | string)[] | null = null; // only when some argument is a string
   for (let i = 0; i < n; i++) {
-    const a = args[i];
-    const b = typeof a === 'string' ? Buffer.from(a) : a;
-    bytes[i] = b;
-    size += 1 + digits(b.length) + 2 + b.length + 2;
+    let a = args[i];
+    if (typeof a === 'string') {
+      bytes ??= args.slice();
+      a = bytes[i] = Buffer.from(a);
+    }
+    size += 1 + digits(a.length) + 2 + a.length + 2;
   }
+  const from = bytes ?? args;
   const out = Buffer.allocUnsafe(size);
   let at = writeHeader(out, 0, 42, n); // '*'
   for (let i = 0; i < n; i++) {
-    const b = bytes[i];
-    at = writeHeader(out, at, 36, b.length); // '$'
-    at += b.copy(out, at);
+    const b = from[i] as Buffer;
+    const len = b.length;
+    at = writeHeader(out, at, 36, len); // '$'
+    // Keys and small values: a byte loop is cheaper than a native copy call.
+    if (len <= 32) for (let j = 0; j < len; j++) out[at++] = b[j];
+    else at += b.copy(out, at);
     out[at++] = 13;
     out[at++] = 10;
   }

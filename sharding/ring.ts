@@ -83,6 +83,14 @@ export class Ring {
   /** Sorted point values and, at the same index, the config index of the node owning each. */
   private readonly values: Uint32Array;
   private readonly owners: Uint16Array;
+  /**
+   * A jump table into `values`: entry b is the first point at or above bucket b's lowest hash, the
+   * buckets splitting the 32-bit space evenly, about one per point. A lookup then scans a point or
+   * two instead of a binary search's unpredictable branches (measured: the search was 3% of the
+   * proxy's CPU under pipelined GETs).
+   */
+  private readonly firstInBucket: Uint32Array;
+  private readonly bucketShift: number;
 
   constructor(spec: RingSpec) {
     if (spec.nodes.length === 0) throw new Error('a ring needs at least one node');
@@ -110,6 +118,16 @@ export class Ring {
     entries.sort((a, b) => a.value - b.value);
     this.values = Uint32Array.from(entries, (e) => e.value);
     this.owners = Uint16Array.from(entries, (e) => e.owner);
+    // Buckets: the power of two at or above the number of points, from 2^4 to 2^16.
+    const bucketBits = Math.min(16, Math.max(4, Math.ceil(Math.log2(Math.max(1, this.values.length)))));
+    this.bucketShift = 32 - bucketBits;
+    this.firstInBucket = new Uint32Array(1 << bucketBits);
+    let point = 0;
+    for (let b = 0; b < this.firstInBucket.length; b++) {
+      const lowest = b * 2 ** this.bucketShift;
+      while (point < this.values.length && this.values[point] < lowest) point++;
+      this.firstInBucket[b] = point;
+    }
     this.nodes = Object.freeze(
       spec.nodes.map((n, i) => Object.freeze({ name: names[i].toString('utf8'), addr: n.addr, weight: n.weight, points: points[i] })),
     );
@@ -138,15 +156,12 @@ export class Ring {
 
   /** Config index of the node owning continuum position `hash`. */
   indexOfHash(hash: number): number {
+    // The first point at or above `hash` (twemproxy's binary search finds the same one), else the
+    // continuum wraps to the first point.
     const values = this.values;
-    let left = 0;
-    let right = values.length;
-    while (left < right) {
-      const mid = (left + right) >>> 1;
-      if (values[mid] < hash) left = mid + 1;
-      else right = mid;
-    }
-    return this.owners[right === values.length ? 0 : right];
+    let i = this.firstInBucket[hash >>> this.bucketShift];
+    while (i < values.length && values[i] < hash) i++;
+    return this.owners[i === values.length ? 0 : i];
   }
 
   /** The node owning `key`. */

@@ -96,3 +96,44 @@ describe('ketama continuum', () => {
     expect(Object.isFrozen(ring.nodes)).toBe(true);
   });
 });
+
+// indexOfHash jumps into the sorted points through a bucket table; it must find exactly the point
+// twemproxy's binary search finds (the first at or above the hash, wrapping past the last).
+describe('continuum lookup', () => {
+  function binarySearchOwner(ring: Ring, hash: number): number {
+    const { values, owners } = ring as unknown as { values: Uint32Array; owners: Uint16Array };
+    let left = 0;
+    let right = values.length;
+    while (left < right) {
+      const mid = (left + right) >>> 1;
+      if (values[mid] < hash) left = mid + 1;
+      else right = mid;
+    }
+    return owners[right === values.length ? 0 : right];
+  }
+
+  const rings: Record<string, Ring> = {
+    'one node': new Ring({ hash: 'md5', hashTag: null, nodes: [node('a', 1)] }),
+    'three nodes': new Ring({ hash: 'fnv1a_64', hashTag: null, nodes: [node('a', 1), node('b', 2), node('c', 3)] }),
+    'weights 1, 2, 5': new Ring({ hash: 'murmur', hashTag: null, nodes: [node('a', 1), node('b', 2, 2), node('c', 3, 5)] }),
+    '100 nodes (16,000 points)': new Ring({ hash: 'crc32a', hashTag: null, nodes: Array.from({ length: 100 }, (_, i) => node(`n${i}`, 1000 + i)) }),
+    'one node of weight 0 beside another': new Ring({ hash: 'md5', hashTag: null, nodes: [node('a', 1, 100), node('b', 2, 1)] }),
+  };
+
+  for (const [name, ring] of Object.entries(rings)) {
+    test(`${name}: every point, its neighbours, the ends and random hashes`, () => {
+      const { values } = ring as unknown as { values: Uint32Array };
+      const hashes = [0, 1, 0xffffffff, 0xfffffffe, 2 ** 31, 2 ** 31 - 1];
+      for (const v of values) hashes.push(v, Math.max(0, v - 1), Math.min(0xffffffff, v + 1));
+      let x = 12345;
+      for (let i = 0; i < 20000; i++) {
+        x = (Math.imul(x, 1103515245) + 12345) >>> 0;
+        hashes.push(x);
+      }
+      for (const h of hashes) {
+        if (ring.indexOfHash(h) !== binarySearchOwner(ring, h)) throw new Error(`hash ${h}: ${ring.indexOfHash(h)} != ${binarySearchOwner(ring, h)}`);
+      }
+      expect(hashes.length).toBeGreaterThan(20000);
+    });
+  }
+});

@@ -5,6 +5,7 @@
  */
 import { Reply, asArray, asNumber, asString } from '../resp/decode-reply';
 import fallback from './fallback-table.json';
+import { NameIndex } from './name-index';
 
 /** Redis 7 key spec: where the keys begin (begin_search) and how many follow (find_keys). */
 export interface KeySpec {
@@ -55,12 +56,15 @@ export interface CommandInfo {
 
 export class CommandTable {
   private readonly byName = new Map<string, CommandInfo>();
+  /** The same commands, found by a request's name bytes (the hot path). */
+  private readonly byBytes: NameIndex<CommandInfo>;
 
   constructor(commands: Iterable<CommandInfo>, readonly source: 'backend' | 'fallback') {
     for (const c of commands) {
       this.byName.set(c.name, c);
       this.byName.set(c.name.toUpperCase(), c);
     }
+    this.byBytes = new NameIndex([...this.byName].filter(([key, info]) => key === info.name));
   }
 
   /** From a decoded `COMMAND` reply. */
@@ -78,9 +82,7 @@ export class CommandTable {
 
   /** The command named by `name` (any case), or undefined. */
   lookup(name: Buffer): CommandInfo | undefined {
-    // Clients send names in one case almost always, so the exact text usually hits without folding.
-    const text = name.toString('latin1');
-    return this.byName.get(text) ?? this.byName.get(text.toLowerCase());
+    return this.byBytes.get(name);
   }
 
   get(name: string): CommandInfo | undefined {

@@ -9,7 +9,7 @@
 import { readFileSync } from 'node:fs';
 import * as path from 'node:path';
 import { LineCounter, parseDocument } from 'yaml';
-import { z } from 'zod';
+import * as v from 'valibot';
 import { configSchema, describeInput, type Config } from './schema';
 
 export class ConfigError extends Error {
@@ -33,46 +33,40 @@ export interface ConfigOverrides {
   workers?: number;
 }
 
+// valibot's schema types whose wrong-type problems are worded here; the others (mappings, integers,
+// host:port, choices) get their wording from config/schema.ts.
 const TYPE_NAMES: Record<string, string> = {
   number: 'a number',
   string: 'a string',
   boolean: 'true or false',
-  object: 'a mapping',
   array: 'a list',
 };
 
 /**
- * Wording for issues whose schema gave no message of its own. Returning undefined keeps zod's
+ * Wording for issues whose schema gave no message of its own. Returning undefined keeps valibot's
  * text for kinds a config cannot produce.
  */
-function reason(iss: z.core.$ZodRawIssue): string | undefined {
-  switch (iss.code) {
-    case 'invalid_type':
-      if (iss.input === undefined) return 'required';
-      return `expected ${TYPE_NAMES[iss.expected] ?? iss.expected}, got ${describeInput(iss.input)}`;
-    case 'too_small': {
-      const min = iss.minimum.toString();
-      if (iss.origin === 'array') return iss.minimum === 1 ? 'must not be empty' : `must have at least ${min} entries`;
-      if (iss.origin === 'string') return iss.minimum === 1 ? 'must not be empty' : `must be at least ${min} characters`;
-      return iss.inclusive === false ? `must be greater than ${min}` : `must be at least ${min}`;
+function reason(iss: v.BaseIssue<unknown>): string | undefined {
+  if (iss.kind === 'schema' && Object.hasOwn(TYPE_NAMES, iss.type)) {
+    if (iss.input === undefined) return 'required';
+    return `expected ${TYPE_NAMES[iss.type]}, got ${describeInput(iss.input)}`;
+  }
+  switch (iss.type) {
+    case 'min_length': {
+      const min = String(iss.requirement);
+      if (iss.requirement === 1) return 'must not be empty';
+      return Array.isArray(iss.input) ? `must have at least ${min} entries` : `must be at least ${min} characters`;
     }
-    case 'too_big': {
-      const max = iss.maximum.toString();
-      if (iss.origin === 'array') return `must have at most ${max} entries`;
-      if (iss.origin === 'string') return `must be at most ${max} characters`;
-      return iss.inclusive === false ? `must be less than ${max}` : `must be at most ${max}`;
+    case 'max_length': {
+      const max = String(iss.requirement);
+      return Array.isArray(iss.input) ? `must have at most ${max} entries` : `must be at most ${max} characters`;
     }
-    case 'invalid_value':
-      if (iss.input === undefined) return 'required';
-      return `expected one of ${iss.values.map(String).join(' | ')}, got ${describeInput(iss.input)}`;
-    case 'unrecognized_keys':
-      return 'unknown field';
     default:
       return undefined;
   }
 }
 
-function formatPath(p: readonly PropertyKey[]): string {
+function formatPath(p: readonly unknown[]): string {
   let out = '';
   for (const seg of p) {
     if (typeof seg === 'number') out += `[${seg}]`;
@@ -82,59 +76,16 @@ function formatPath(p: readonly PropertyKey[]): string {
   return out === '' ? 'config' : out;
 }
 
-function editDistance(a: string, b: string): number {
-  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
-  for (let i = 1; i <= a.length; i++) {
-    const cur = [i];
-    for (let j = 1; j <= b.length; j++) {
-      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
-    }
-    prev = cur;
-  }
-  return prev[b.length];
-}
-
-function suggestion(key: string, known: readonly string[]): string {
-  const lower = key.toLowerCase();
-  let best: string | undefined;
-  let bestDistance = Math.max(1, Math.floor(key.length / 3)) + 1;
-  for (const k of known) {
-    const d = k.toLowerCase() === lower ? 0 : editDistance(lower, k.toLowerCase());
-    if (d < bestDistance) {
-      best = k;
-      bestDistance = d;
-    }
-  }
-  return best === undefined ? '' : ` (did you mean "${best}"?)`;
-}
-
 /** The unfrozen Config, so loadConfigFile can still resolve paths before freezing. */
 function validate(raw: unknown, file?: string): Config {
-  // The issue for an unknown key carries the object schema only while messages are being made;
-  // its field names are kept here for the "did you mean" hint.
-  const knownFields = new Map<string, string[]>();
-  const result = configSchema.safeParse(raw, {
-    error: (iss) => {
-      if (iss.code === 'unrecognized_keys' && iss.inst instanceof z.ZodObject) {
-        knownFields.set(formatPath(iss.path ?? []), Object.keys(iss.inst.shape));
-      }
-      return reason(iss);
-    },
+  const result = v.safeParse(configSchema, raw, { message: (iss) => reason(iss) ?? iss.message });
+  if (result.success) return result.output;
+  const problems = result.issues.map((iss) => {
+    const p = iss.path?.map((item) => item.key) ?? [];
+    // Config problems end up in logs (a refused SIGHUP reload): never quote a password's value.
+    const secret = p[p.length - 1] === 'password';
+    return `${formatPath(p)}: ${secret ? iss.message.replace(/, got .*$/s, ' (value not shown)') : iss.message}`;
   });
-  if (result.success) return result.data;
-  const problems: string[] = [];
-  for (const iss of result.error.issues) {
-    if (iss.code === 'unrecognized_keys') {
-      const known = knownFields.get(formatPath(iss.path)) ?? [];
-      for (const key of iss.keys) {
-        problems.push(`${formatPath([...iss.path, key])}: unknown field${suggestion(key, known)}`);
-      }
-    } else {
-      // Config problems end up in logs (a refused SIGHUP reload): never quote a password's value.
-      const secret = iss.path[iss.path.length - 1] === 'password';
-      problems.push(`${formatPath(iss.path)}: ${secret ? iss.message.replace(/, got .*$/s, ' (value not shown)') : iss.message}`);
-    }
-  }
   throw new ConfigError(problems, file);
 }
 

@@ -7,10 +7,10 @@
  * narrowed by `mode` so that `cfg.mode === 'ring'` guarantees `cfg.ring`.
  *
  * Messages for ordinary type/range problems are worded by config/load.ts; only messages that need
- * knowledge of the field live here.
+ * knowledge of the field live here (what it holds, its choices, the fields of its mapping).
  */
 import { isIPv6 } from 'node:net';
-import { z } from 'zod';
+import * as v from 'valibot';
 import { RulesInput, parseChannelRules, parseCommandRules, parseKeyRules } from './acl-rules';
 
 export interface HostPort {
@@ -73,16 +73,128 @@ export function parseHostPort(s: string): HostPort {
   return r;
 }
 
+/** "required" for a missing value, else `expected <what>, got <value>`. */
+function expected(what: string) {
+  return (iss: v.BaseIssue<unknown>): string =>
+    iss.input === undefined ? 'required' : `expected ${what}, got ${describeInput(iss.input)}`;
+}
+
+/** Adds a problem, at a field below the checked value when keys are given (`'users', 2, 'name'`). */
+type Report = (message: string, ...keys: (string | number)[]) => void;
+
+type IssuePath = [v.IssuePathItem, ...v.IssuePathItem[]];
+
+/** A Report on `value`, from the `addIssue` of a valibot rawCheck or rawTransform. */
+function reporter(value: unknown, addIssue: (info: { message: string; path?: IssuePath }) => void): Report {
+  return (message, ...keys) => {
+    const path: v.IssuePathItem[] = [];
+    let input = value;
+    for (const key of keys) {
+      const child: unknown = (input as Record<string | number, unknown>)[key];
+      path.push({ type: 'unknown', origin: 'value', input, key, value: child });
+      input = child;
+    }
+    addIssue({ message, path: path.length > 0 ? (path as IssuePath) : undefined });
+  };
+}
+
+/** valibot's strictObject issue for a key that is not a field. */
+function isUnknownKey(iss: v.BaseIssue<unknown>): boolean {
+  return iss.type === 'strict_object' && iss.expected === 'never';
+}
+
+/**
+ * Further checks of a value, skipped while something in it has the wrong type or is missing (its
+ * fields cannot be trusted then). Other problems do not stop them: a number out of range, or an
+ * unknown field, which valibot counts as a wrong type but which leaves every known field as checked.
+ */
+function refine<T>(check: (value: T, report: Report) => void) {
+  return v.rawCheck<T>(({ dataset, addIssue }) => {
+    if (dataset.issues?.some((iss) => iss.kind === 'schema' && !isUnknownKey(iss))) return;
+    check(dataset.value as T, reporter(dataset.value, addIssue));
+  });
+}
+
+/**
+ * The other half of `v.minLength(1)`, which checks values of the right type only: a value of the
+ * wrong type that has a length anyway (`seeds: ""`, `name: []`) gets this problem too.
+ */
+function emptyOfWrongType<T>() {
+  return v.rawCheck<T>(({ dataset, addIssue }) => {
+    if (dataset.typed) return;
+    const x = dataset.value as { length?: unknown } | null | undefined;
+    if (x === null || x === undefined || x.length === undefined || (x.length as number) >= 1) return;
+    addIssue({ message: Array.isArray(x) || typeof x === 'string' ? 'must not be empty' : 'must be at least 1' });
+  });
+}
+
+function editDistance(a: string, b: string): number {
+  let prev = Array.from({ length: b.length + 1 }, (_, j) => j);
+  for (let i = 1; i <= a.length; i++) {
+    const cur = [i];
+    for (let j = 1; j <= b.length; j++) {
+      cur[j] = Math.min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] === b[j - 1] ? 0 : 1));
+    }
+    prev = cur;
+  }
+  return prev[b.length];
+}
+
+/** "unknown field", with the field `key` is most likely a typo of. */
+function unknownField(key: string, known: readonly string[]): string {
+  const lower = key.toLowerCase();
+  let best: string | undefined;
+  let bestDistance = Math.max(1, Math.floor(key.length / 3)) + 1;
+  for (const k of known) {
+    const d = k.toLowerCase() === lower ? 0 : editDistance(lower, k.toLowerCase());
+    if (d < bestDistance) {
+      best = k;
+      bestDistance = d;
+    }
+  }
+  return best === undefined ? 'unknown field' : `unknown field (did you mean "${best}"?)`;
+}
+
+function isMapping(x: unknown): boolean {
+  return typeof x === 'object' && x !== null && !Array.isArray(x);
+}
+
+/**
+ * A mapping holding `entries` and nothing else: every other key is an "unknown field" problem.
+ * valibot's strictObject takes lists for mappings (hence the first check) and reports only the
+ * first unknown key (hence the last: it reports the others, after it and in the file's order).
+ */
+function strictObject<const E extends v.ObjectEntries>(entries: E) {
+  const known = Object.keys(entries);
+  return v.pipe(
+    v.custom<v.InferInput<v.StrictObjectSchema<E, undefined>>>(isMapping, expected('a mapping')),
+    // Its issues are a missing field (no input) or the first unknown key (the key as input).
+    v.strictObject(entries, (iss) => (iss.input === undefined ? 'required' : unknownField(String(iss.input), known))),
+    v.rawCheck(({ dataset, addIssue }) => {
+      const first = dataset.issues?.find((iss) => isUnknownKey(iss) && iss.path?.length === 1);
+      if (first?.path === undefined) return;
+      const { input, key: firstKey } = first.path[0] as v.ObjectPathItem;
+      for (const key in input) {
+        if (key === firstKey || Object.hasOwn(entries, key)) continue;
+        addIssue({ message: unknownField(key, known), path: [{ type: 'object', origin: 'key', input, key, value: input[key] }] });
+      }
+    }),
+  );
+}
+
+/** One of `options`; any other value is named in the problem. */
+function oneOf<const T extends readonly [string, ...string[]]>(options: T) {
+  return v.picklist(options, expected(`one of ${options.join(' | ')}`));
+}
+
 function hostPort(minPort: number) {
-  return z
-    .string({
-      error: (iss) =>
-        iss.input === undefined ? 'required' : `expected host:port, got ${describeInput(iss.input)}`,
-    })
-    .superRefine((s, ctx) => {
+  return v.pipe(
+    v.string(expected('host:port')),
+    refine((s, report) => {
       const r = splitHostPort(s, minPort);
-      if (typeof r === 'string') ctx.addIssue({ code: 'custom', message: r });
-    });
+      if (typeof r === 'string') report(r);
+    }),
+  );
 }
 
 /** Something we listen on: port 0 asks the OS for a free port (tests, sandboxes). */
@@ -90,47 +202,46 @@ const listenAddr = hostPort(0);
 /** Something we connect to: port 0 cannot be reached. */
 const remoteAddr = hostPort(1);
 
-const nonEmpty = z.string().min(1);
+const nonEmpty = v.pipe(v.string(), v.minLength(1), emptyOfWrongType());
 
 /**
- * An integer in [min, max]. Not `z.int()`: its non-integer issue aborts the parse, which would
- * hide the mode/section problems reported by `checkSections` in the same run.
+ * An integer in [min, max]. Anything but a finite number is a wrong type (not `v.number()`, which
+ * takes Infinity), so the checks of the enclosing mapping wait for it; a fraction or a number out
+ * of range is a problem of this field only, and one problem at most is reported.
  */
 function int(min: number, max: number = Number.MAX_SAFE_INTEGER) {
-  return z
-    .number({
-      error: (iss) =>
-        iss.input === undefined ? 'required' : `expected an integer, got ${describeInput(iss.input)}`,
-    })
-    .superRefine((n, ctx) => {
+  return v.pipe(
+    v.custom<number>((n) => typeof n === 'number' && Number.isFinite(n), expected('an integer')),
+    refine((n, report) => {
       if (!Number.isSafeInteger(n)) {
-        ctx.addIssue({ code: 'custom', message: `expected an integer, got ${describeInput(n)}` });
+        report(`expected an integer, got ${describeInput(n)}`);
       } else if (n < min) {
-        ctx.addIssue({ code: 'custom', message: `must be at least ${min}` });
+        report(`must be at least ${min}`);
       } else if (n > max) {
-        ctx.addIssue({ code: 'custom', message: `must be at most ${max}` });
+        report(`must be at most ${max}`);
       }
-    });
+    }),
+  );
 }
 
 export const READ_FROM = ['master', 'replica', 'prefer-replica'] as const;
 export type ReadFrom = (typeof READ_FROM)[number];
 
-const clusterSchema = z.strictObject({
+const clusterSchema = strictObject({
   /** Nodes asked for the slot map; any reachable one will do. Required, at least one. */
-  seeds: z.array(remoteAddr).min(1),
+  seeds: v.pipe(v.array(remoteAddr), v.minLength(1), emptyOfWrongType()),
   /** Where read-only commands go. Default 'master'. */
-  readFrom: z.enum(READ_FROM).default('master'),
+  readFrom: v.optional(oneOf(READ_FROM), 'master'),
   /** With readFrom replica: how often each replica's health and lag are checked. Default 1000. */
-  replicaCheckIntervalMs: int(100).default(1_000),
+  replicaCheckIntervalMs: v.optional(int(100), 1_000),
   /** With readFrom replica: a replica whose last acknowledgement to its master is older is not read from. Default 2. */
-  replicaMaxLagSeconds: int(0).default(2),
+  replicaMaxLagSeconds: v.optional(int(0), 2),
   /** Periodic topology refresh, on top of refreshes triggered by MOVED and lost connections. Default 10000. */
-  refreshIntervalMs: int(100).default(10_000),
+  refreshIntervalMs: v.optional(int(100), 10_000),
   /** MOVED/ASK hops for one command before its error is passed on; bounds redirect loops. Default 16. */
-  maxRedirects: int(1, 100).default(16),
+  maxRedirects: v.optional(int(1, 100), 16),
   /** How long TRYAGAIN, CLUSTERDOWN and connection errors are retried with backoff before the error reaches the client; 0 passes them on at once. Default 5000. */
-  retryWindowMs: int(0).default(5_000),
+  retryWindowMs: v.optional(int(0), 5_000),
 });
 
 /** twemproxy's key hashes, by twemproxy's names, so its pool configs carry over unchanged. */
@@ -150,23 +261,24 @@ export const HASH_NAMES = [
 ] as const;
 export type HashName = (typeof HASH_NAMES)[number];
 
-const ringNodeSchema = z.strictObject({
+const ringNodeSchema = strictObject({
   /**
    * The node's identity on the ketama continuum. Absent: twemproxy's rule applies (the address),
    * so keep names when replacing a twemproxy pool that had them, or keys move. Optional.
    */
-  name: nonEmpty.optional(),
+  name: v.optional(nonEmpty),
   /** A standalone Redis. Required. */
   addr: remoteAddr,
   /** Share of the continuum relative to the other nodes. Default 1. */
-  weight: int(1).default(1),
+  weight: v.optional(int(1), 1),
 });
-export type RingNode = z.output<typeof ringNodeSchema>;
+export type RingNode = v.InferOutput<typeof ringNodeSchema>;
 
-const ringNodesSchema = z
-  .array(ringNodeSchema)
-  .min(1)
-  .superRefine((nodes, ctx) => {
+const ringNodesSchema = v.pipe(
+  v.array(ringNodeSchema),
+  v.minLength(1),
+  emptyOfWrongType(),
+  refine((nodes, report) => {
     // Two entries with one address would double a server's share; two with one name would
     // collide on the continuum. Both are always typos.
     for (const field of ['addr', 'name'] as const) {
@@ -178,246 +290,234 @@ const ringNodesSchema = z
         if (seen === undefined) {
           first.set(value, i);
         } else {
-          ctx.addIssue({
-            code: 'custom',
-            path: [i, field],
-            message: `duplicate ${field} ${describeInput(value)} (already used by nodes[${seen}])`,
-          });
+          report(`duplicate ${field} ${describeInput(value)} (already used by nodes[${seen}])`, i, field);
         }
       });
     }
-  });
+  }),
+);
 
-const hashTagSchema = z
-  .string({
-    error: (iss) =>
-      `expected 2 characters like "{}", got ${describeInput(iss.input)}`,
-  })
-  .refine((s) => /^([\x00-\x7f]{2})?$/.test(s), {
-    // twemproxy compares single bytes, so only single-byte characters mean the same thing here.
-    error: (iss) => `expected 2 ASCII characters like "{}", got ${describeInput(iss.input)}`,
-  });
+const hashTagSchema = v.pipe(
+  v.string((iss) => `expected 2 characters like "{}", got ${describeInput(iss.input)}`),
+  // twemproxy compares single bytes, so only single-byte characters mean the same thing here.
+  v.check(
+    (s) => /^([\x00-\x7f]{2})?$/.test(s),
+    (iss) => `expected 2 ASCII characters like "{}", got ${describeInput(iss.input)}`,
+  ),
+);
 
-function ringShape<H extends z.ZodType>(hash: H) {
+function ringShape<H extends v.GenericSchema>(hash: H) {
   return {
     /** Key hash (twemproxy's `hash`). Default 'md5'; in `migration.to`, the ring's own hash. */
     hash,
     /** Two characters, e.g. "{}": only the part of a key between them is hashed (twemproxy's `hash_tag`). Default "{}" (SPEC 2; in `migration.to`, the ring's own); "" hashes whole keys, as twemproxy without `hash_tag`. */
-    hashTag: hashTagSchema.optional(),
+    hashTag: v.optional(hashTagSchema),
     /** The servers. Required, at least one; addresses and names unique. */
     nodes: ringNodesSchema,
   };
 }
 
-const ringSchema = z.strictObject({
-  ...ringShape(z.enum(HASH_NAMES).default('md5')),
+const ringSchema = strictObject({
+  ...ringShape(v.optional(oneOf(HASH_NAMES), 'md5')),
   /** twemproxy's auto_eject_hosts: a node failing `serverFailureLimit` times in a row leaves the ring (its keys go to the others) for `serverRetryTimeoutMs`. Optional: absent or false, a down node's keys get an error. Not applied during a migration. */
-  autoEjectHosts: z.boolean().optional(),
+  autoEjectHosts: v.optional(v.boolean()),
   /** Consecutive connection failures that eject a node (twemproxy's server_failure_limit). Optional: 2. */
-  serverFailureLimit: int(1).optional(),
+  serverFailureLimit: v.optional(int(1)),
   /** How long an ejected node stays out before it is tried again (twemproxy's server_retry_timeout). Optional: 30000. */
-  serverRetryTimeoutMs: int(1).optional(),
+  serverRetryTimeoutMs: v.optional(int(1)),
 });
 
 export const MIGRATION_PHASES = ['double-write', 'read-new', 'done'] as const;
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number];
 
-const migrationSchema = z.strictObject({
+const migrationSchema = strictObject({
   /** Where reads and writes go (SPEC section 6). Required. */
-  phase: z.enum(MIGRATION_PHASES),
+  phase: oneOf(MIGRATION_PHASES),
   /** The ring being migrated to. Required; `hash` defaults to the current ring's. */
-  to: z.strictObject(ringShape(z.enum(HASH_NAMES).optional())),
+  to: strictObject(ringShape(v.optional(oneOf(HASH_NAMES)))),
 });
 
 /** A rules field: one string of space-separated Redis ACL rules, or a list of them, checked by `parse`. */
 function rulesField(parse: (input: RulesInput) => { problems: string[] }) {
-  return z
-    .union([z.string(), z.array(z.string())], {
-      error: (iss) => `expected rules, as a string ("+@read -keys") or a list of strings, got ${describeInput(iss.input)}`,
-    })
-    .superRefine((input, ctx) => {
-      for (const message of parse(input).problems) ctx.addIssue({ code: 'custom', message });
-    });
+  return v.pipe(
+    v.union(
+      [v.string(), v.array(v.string())],
+      (iss) => `expected rules, as a string ("+@read -keys") or a list of strings, got ${describeInput(iss.input)}`,
+    ),
+    refine((input, report) => {
+      for (const message of parse(input).problems) report(message);
+    }),
+  );
 }
 
-const userSchema = z.strictObject({
+const userSchema = strictObject({
   name: nonEmpty,
   password: nonEmpty,
   // Syntax and categories are checked here; command names against the back end's table when the proxy loads them.
   /** Redis ACL command rules (`+@all -@admin +config|get`), applied left to right from `-@all`. Optional: absent, every command. */
-  commands: rulesField(parseCommandRules).optional(),
+  commands: v.optional(rulesField(parseCommandRules)),
   /** Key patterns (`~cache:*`, `%R~ro:*`, `%W~`, `allkeys`, `resetkeys`). Optional: absent, every key. */
-  keys: rulesField(parseKeyRules).optional(),
+  keys: v.optional(rulesField(parseKeyRules)),
   /** Pub/Sub channel patterns (`&news.*`, `allchannels`, `resetchannels`). Optional: absent, every channel. */
-  channels: rulesField(parseChannelRules).optional(),
+  channels: v.optional(rulesField(parseChannelRules)),
 });
 
-const authSchema = z
-  .strictObject({
+const authSchema = v.pipe(
+  strictObject({
     /** Password of the default user, as Redis's `requirepass`. Optional. */
-    password: nonEmpty.optional(),
+    password: v.optional(nonEmpty),
     /** ACL-style users for `AUTH name password`, each with optional permissions. Optional. */
-    users: z.array(userSchema).optional(),
-  })
-  .superRefine((auth, ctx) => {
+    users: v.optional(v.array(userSchema)),
+  }),
+  refine((auth, report) => {
     const users = auth.users ?? [];
     if (auth.password === undefined && users.length === 0) {
-      ctx.addIssue({
-        code: 'custom',
-        message: 'set "password", "users" or both (remove "auth" to let clients in without AUTH)',
-      });
+      report('set "password", "users" or both (remove "auth" to let clients in without AUTH)');
     }
     const first = new Map<string, number>();
     users.forEach((user, i) => {
       const seen = first.get(user.name);
       if (seen !== undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['users', i, 'name'],
-          message: `duplicate name ${describeInput(user.name)} (already used by users[${seen}])`,
-        });
+        report(`duplicate name ${describeInput(user.name)} (already used by users[${seen}])`, 'users', i, 'name');
       }
       first.set(user.name, i);
       // `AUTH password` is `AUTH default password` in Redis, so both would define one user twice.
       if (user.name === 'default' && auth.password !== undefined) {
-        ctx.addIssue({
-          code: 'custom',
-          path: ['users', i, 'name'],
-          message: '"default" is the user that auth.password sets; set only one of them',
-        });
+        report('"default" is the user that auth.password sets; set only one of them', 'users', i, 'name');
       }
     });
-  });
+  }),
+);
 
 /** TLS towards clients: the proxy's certificate, and optionally the CA that client certificates must chain to. */
-const clientTlsSchema = z
-  .strictObject({
+const clientTlsSchema = v.pipe(
+  strictObject({
     /** PEM certificate (chain) the proxy presents. Required. */
     cert: nonEmpty,
     /** PEM private key of `cert`. Required. */
     key: nonEmpty,
     /** PEM CA bundle that client certificates are verified against. Optional. */
-    ca: nonEmpty.optional(),
+    ca: v.optional(nonEmpty),
     /** Refuse clients without a certificate signed by `ca` (Redis's tls-auth-clients). Default false. */
-    requireClientCert: z.boolean().default(false),
-  })
-  .superRefine((t, ctx) => {
+    requireClientCert: v.optional(v.boolean(), false),
+  }),
+  refine((t, report) => {
     if (t.requireClientCert && t.ca === undefined) {
-      ctx.addIssue({ code: 'custom', path: ['ca'], message: 'required when tls.requireClientCert is true' });
+      report('required when tls.requireClientCert is true', 'ca');
     }
-  });
+  }),
+);
 
 /** TLS towards the Redis nodes. Present (even empty, `tls: {}`): every back-end connection uses TLS. */
-const backendTlsSchema = z
-  .strictObject({
+const backendTlsSchema = v.pipe(
+  strictObject({
     /** PEM CA bundle the nodes' certificates are verified against. Default: Node's built-in CAs. */
-    ca: nonEmpty.optional(),
+    ca: v.optional(nonEmpty),
     /** PEM client certificate, for nodes that require one (tls-auth-clients yes). Optional; needs `key`. */
-    cert: nonEmpty.optional(),
+    cert: v.optional(nonEmpty),
     /** PEM private key of `cert`. Optional; needs `cert`. */
-    key: nonEmpty.optional(),
+    key: v.optional(nonEmpty),
     /** Name the nodes' certificates must carry (and SNI). Default: each node's host. */
-    servername: nonEmpty.optional(),
+    servername: v.optional(nonEmpty),
     /** Verify the nodes' certificates. Default true; false only for tests. */
-    rejectUnauthorized: z.boolean().default(true),
-  })
-  .superRefine((t, ctx) => {
+    rejectUnauthorized: v.optional(v.boolean(), true),
+  }),
+  refine((t, report) => {
     if ((t.cert === undefined) !== (t.key === undefined)) {
-      ctx.addIssue({ code: 'custom', path: [t.cert === undefined ? 'cert' : 'key'], message: 'cert and key go together' });
+      report('cert and key go together', t.cert === undefined ? 'cert' : 'key');
     }
-  });
+  }),
+);
 
-const backendSchema = z
-  .strictObject({
+const backendSchema = v.pipe(
+  strictObject({
     /** Shared connections to each node; blocking, MULTI and Pub/Sub clients get their own on top. Default 1, as twemproxy's server_connections. */
-    connectionsPerNode: int(1, 64).default(1),
+    connectionsPerNode: v.optional(int(1, 64), 1),
     /** ACL user for back-end connections (needs `password`). Optional. */
-    username: nonEmpty.optional(),
+    username: v.optional(nonEmpty),
     /** Back-end password (`requirepass`/`masterauth`, or the ACL user's). Optional. */
-    password: nonEmpty.optional(),
+    password: v.optional(nonEmpty),
     /** Give up on a TCP connect after this long. Default 2000. */
-    connectTimeoutMs: int(1).default(2_000),
+    connectTimeoutMs: v.optional(int(1), 2_000),
     /** A reply later than this fails the command (blocking commands excepted). Default 10000. */
-    commandTimeoutMs: int(1).default(10_000),
+    commandTimeoutMs: v.optional(int(1), 10_000),
     /** New back-end connections per second, all nodes together (bursts of the same size), against connection storms. Default 100. */
-    maxConnectsPerSecond: int(1, 100_000).default(100),
+    maxConnectsPerSecond: v.optional(int(1, 100_000), 100),
     /** TLS to the nodes. Optional: absent, plain TCP. */
-    tls: backendTlsSchema.optional(),
-  })
-  .superRefine((b, ctx) => {
+    tls: v.optional(backendTlsSchema),
+  }),
+  refine((b, report) => {
     if (b.username !== undefined && b.password === undefined) {
-      ctx.addIssue({
-        code: 'custom',
-        path: ['password'],
-        message: 'required when backend.username is set (AUTH needs both)',
-      });
+      report('required when backend.username is set (AUTH needs both)', 'password');
     }
-  });
+  }),
+);
 
-const limitsSchema = z.strictObject({
+const limitsSchema = strictObject({
   /** Connected clients beyond this are refused. Default 10000. */
-  maxClients: int(1).default(10_000),
+  maxClients: v.optional(int(1), 10_000),
   /** One request's size; bulk lengths are checked against it before anything is buffered. Default 64 MiB. */
-  maxRequestBytes: int(1).default(64 * 1024 * 1024),
+  maxRequestBytes: v.optional(int(1), 64 * 1024 * 1024),
   /** Arguments in one request: a larger multibulk count is a protocol error. Default 2147483647 (Redis 7.0's INT_MAX). */
-  maxArgs: int(1).default(1024 * 1024),
+  maxArgs: v.optional(int(1), 1024 * 1024),
   /** Bytes held for an inline line or a `*`/`$` header line that has not ended. Default 65536 (Redis's PROTO_INLINE_MAX_SIZE). */
-  maxInlineBytes: int(1).default(64 * 1024),
+  maxInlineBytes: v.optional(int(1), 64 * 1024),
   /** Unsent reply bytes above which a client that does not read is paused instead of buffered. Default 8 MiB. */
-  clientOutputHighWaterBytes: int(1).default(8 * 1024 * 1024),
+  clientOutputHighWaterBytes: v.optional(int(1), 8 * 1024 * 1024),
   /** Close a client silent this long; 0 never does. Default 0. */
-  idleClientTimeoutMs: int(0).default(0),
+  idleClientTimeoutMs: v.optional(int(0), 0),
   /** Script bodies the proxy keeps for NOSCRIPT healing (EVAL, SCRIPT LOAD); least recently used go first, preloaded ones never. Default 16 MiB. */
-  scriptStoreBytes: int(0).default(16 * 1024 * 1024),
+  scriptStoreBytes: v.optional(int(0), 16 * 1024 * 1024),
 });
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
 
-const flatSchema = z.strictObject({
+// A default given to v.optional is validated like a value from the file, so `{}` gets every default inside.
+const flatSchema = strictObject({
   /** Where clients connect. Loopback unless told otherwise; IPv6 as "[::1]:7777". Default "127.0.0.1:7777". */
-  listen: listenAddr.default('127.0.0.1:7777'),
+  listen: v.optional(listenAddr, '127.0.0.1:7777'),
   /** Back end: a Redis Cluster, or standalone nodes on a ketama ring. Default 'cluster'. */
-  mode: z.enum(['cluster', 'ring']).default('cluster'),
+  mode: v.optional(oneOf(['cluster', 'ring']), 'cluster'),
   /** Cluster back end. Required in cluster mode, refused in ring mode. */
-  cluster: clusterSchema.optional(),
+  cluster: v.optional(clusterSchema),
   /** Ring back end. Required in ring mode, refused in cluster mode. */
-  ring: ringSchema.optional(),
+  ring: v.optional(ringSchema),
   /** A migration from `ring` to `migration.to`. Ring mode only. Optional: absent, no migration. */
-  migration: migrationSchema.optional(),
+  migration: v.optional(migrationSchema),
   /** Multi-key commands spanning slots (or ring nodes): refused with CROSSSLOT as Redis Cluster does, or split per node (MGET/MSET/DEL/EXISTS/UNLINK/TOUCH only). Default 'refuse'. */
-  crossSlot: z.enum(['refuse', 'split']).default('refuse'),
+  crossSlot: v.optional(oneOf(['refuse', 'split']), 'refuse'),
   /** Lua files, or folders of *.lua, preloaded on every master. Relative paths are resolved against the config file's folder by loadConfigFile. Default []. */
-  scripts: z.array(nonEmpty).default(() => []),
+  scripts: v.optional(v.array(nonEmpty), []),
   /** Client authentication. Optional: absent, clients need no AUTH. */
-  auth: authSchema.optional(),
+  auth: v.optional(authSchema),
   /** TLS for clients on `listen`. Optional: absent, plain TCP. */
-  tls: clientTlsSchema.optional(),
+  tls: v.optional(clientTlsSchema),
   /** Connections to the Redis nodes. Default: all defaults. */
-  backend: backendSchema.prefault({}),
+  backend: v.optional(backendSchema, {}),
   /** Protection against clients that are too big, too many, or too slow. Default: all defaults. */
-  limits: limitsSchema.prefault({}),
+  limits: v.optional(limitsSchema, {}),
   /** Prometheus `/metrics` endpoint. Optional: absent, no endpoint. */
-  metrics: z.strictObject({ listen: listenAddr }).optional(),
+  metrics: v.optional(strictObject({ listen: listenAddr })),
   /** Structured logging. Default: all defaults. */
-  log: z.strictObject({ level: z.enum(LOG_LEVELS).default('info') }).prefault({}),
+  log: v.optional(strictObject({ level: v.optional(oneOf(LOG_LEVELS), 'info') }), {}),
   /** Processes serving clients. Default 1. */
-  workers: int(1).default(1),
+  workers: v.optional(int(1), 1),
 });
-type FlatConfig = z.output<typeof flatSchema>;
+type FlatConfig = v.InferOutput<typeof flatSchema>;
 
-export type ClusterConfig = z.output<typeof clusterSchema>;
-export type RingConfig = z.output<typeof ringSchema>;
+export type ClusterConfig = v.InferOutput<typeof clusterSchema>;
+export type RingConfig = v.InferOutput<typeof ringSchema>;
 export type MigrationConfig = {
   phase: MigrationPhase;
-  to: Omit<z.output<typeof migrationSchema>['to'], 'hash'> & { hash: HashName };
+  to: Omit<v.InferOutput<typeof migrationSchema>['to'], 'hash'> & { hash: HashName };
 };
-export type AuthConfig = z.output<typeof authSchema>;
-export type UserConfig = z.output<typeof userSchema>;
-export type BackendConfig = z.output<typeof backendSchema>;
-export type LimitsConfig = z.output<typeof limitsSchema>;
-export type ClientTlsConfig = z.output<typeof clientTlsSchema>;
-export type BackendTlsConfig = z.output<typeof backendTlsSchema>;
+export type AuthConfig = v.InferOutput<typeof authSchema>;
+export type UserConfig = v.InferOutput<typeof userSchema>;
+export type BackendConfig = v.InferOutput<typeof backendSchema>;
+export type LimitsConfig = v.InferOutput<typeof limitsSchema>;
+export type ClientTlsConfig = v.InferOutput<typeof clientTlsSchema>;
+export type BackendTlsConfig = v.InferOutput<typeof backendTlsSchema>;
 
 type CommonConfig = Omit<FlatConfig, 'mode' | 'cluster' | 'ring' | 'migration'>;
 export type ClusterModeConfig = CommonConfig & {
@@ -441,33 +541,25 @@ interface SectionsView {
 }
 
 /**
- * Runs even when other fields are broken (see `when` below), so that a misplaced section is
+ * Runs even when other fields are broken (see `configSchema` below), so that a misplaced section is
  * reported together with everything else; hence it reads its input as unknown.
  */
-function checkSections(c: SectionsView, ctx: z.RefinementCtx): void {
+function checkSections(c: SectionsView, report: Report): void {
   const { mode } = c;
   if (mode !== 'cluster' && mode !== 'ring') return;
   const other = mode === 'cluster' ? 'ring' : 'cluster';
   if (c[mode] === undefined) {
-    ctx.addIssue({ code: 'custom', path: ['mode'], message: `${mode} mode needs a "${mode}" section` });
+    report(`${mode} mode needs a "${mode}" section`, 'mode');
   }
   if (c[other] !== undefined) {
-    ctx.addIssue({
-      code: 'custom',
-      path: [other],
-      message: `only allowed in ${other} mode (mode is "${mode}")`,
-    });
+    report(`only allowed in ${other} mode (mode is "${mode}")`, other);
   }
   if (mode !== 'ring' && c.migration !== undefined) {
-    ctx.addIssue({
-      code: 'custom',
-      path: ['migration'],
-      message: `only allowed in ring mode (mode is "${mode}")`,
-    });
+    report(`only allowed in ring mode (mode is "${mode}")`, 'migration');
   }
 }
 
-function toModeConfig(c: FlatConfig, ctx: z.RefinementCtx): ClusterModeConfig | RingModeConfig {
+function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingModeConfig | undefined {
   const { mode, cluster, ring, migration, ...common } = c;
   if (mode === 'cluster' && cluster !== undefined) return { ...common, mode, cluster };
   if (mode === 'ring' && ring !== undefined) {
@@ -476,18 +568,20 @@ function toModeConfig(c: FlatConfig, ctx: z.RefinementCtx): ClusterModeConfig | 
     return { ...common, mode, ring, migration: { phase: migration.phase, to } };
   }
   // checkSections has reported this already, and a pipe does not run its transform after issues.
-  ctx.addIssue({ code: 'custom', path: ['mode'], message: `${mode} mode needs a "${mode}" section` });
-  return z.NEVER;
+  report(`${mode} mode needs a "${mode}" section`, 'mode');
+  return undefined;
 }
 
-export const configSchema = flatSchema
-  .superRefine(checkSections, {
-    when: (payload) =>
-      typeof payload.value === 'object' && payload.value !== null && !Array.isArray(payload.value),
-  })
-  .transform(toModeConfig);
+export const configSchema = v.pipe(
+  flatSchema,
+  // Unlike `refine`, this runs whatever else is wrong, as long as the config is a mapping.
+  v.rawCheck(({ dataset, addIssue }) => {
+    if (isMapping(dataset.value)) checkSections(dataset.value as SectionsView, reporter(dataset.value, addIssue));
+  }),
+  v.rawTransform(({ dataset, addIssue, NEVER }) => toModeConfig(dataset.value, reporter(dataset.value, addIssue)) ?? NEVER),
+);
 
 /** What a config file may hold (defaults not yet applied). */
-export type ConfigInput = z.input<typeof configSchema>;
+export type ConfigInput = v.InferInput<typeof configSchema>;
 /** A validated config, defaults applied. */
-export type Config = z.output<typeof configSchema>;
+export type Config = v.InferOutput<typeof configSchema>;

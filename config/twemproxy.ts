@@ -3,6 +3,7 @@
  * that pool does: same servers, names, weights, `hash` and `hash_tag`. Only what keeps placement
  * and behaviour is carried over; settings slotproxy does without are named in `notes`.
  */
+import * as v from 'valibot';
 import { parse } from 'yaml';
 import { HASH_NAMES, HashName, configSchema } from './schema';
 
@@ -81,19 +82,23 @@ function convertPool(pool: string, p: Record<string, unknown>): ConvertedPool {
       ...(typeof p.server_retry_timeout === 'number' ? { serverRetryTimeoutMs: p.server_retry_timeout } : {}),
     },
   };
+  // twemproxy sends and asks for AUTH only when redis_auth is non-empty.
+  const password = typeof p.redis_auth === 'string' && p.redis_auth !== '' ? p.redis_auth : undefined;
   const backend: Record<string, unknown> = {};
-  if (typeof p.redis_auth === 'string') backend.password = p.redis_auth;
+  if (password !== undefined) backend.password = password;
   if (typeof p.timeout === 'number' && p.timeout > 0) backend.commandTimeoutMs = p.timeout;
   if (typeof p.server_connections === 'number' && p.server_connections > 0) backend.connectionsPerNode = Math.min(64, p.server_connections);
   if (Object.keys(backend).length > 0) config.backend = backend;
-  if (typeof p.redis_auth === 'string') {
-    config.auth = { password: p.redis_auth };
+  if (password !== undefined) {
+    config.auth = { password };
     notes.push('redis_auth: used for clients (auth.password) and for the nodes (backend.password), as twemproxy does');
+  } else if (p.redis_auth === '') {
+    notes.push('redis_auth: empty, so no AUTH either way, as twemproxy does');
   }
   for (const [field, why] of Object.entries(IGNORED)) if (p[field] !== undefined) notes.push(`${field}: not carried over (${why})`);
 
   // The result must be a config slotproxy accepts; a failure here is a bug in this converter.
-  const checked = configSchema.safeParse(config);
-  if (!checked.success) throw new TwemproxyConfigError(`${where}: converted config is invalid: ${checked.error.issues.map((i) => `${i.path.join('.')}: ${i.message}`).join('; ')}`);
+  const checked = v.safeParse(configSchema, config);
+  if (!checked.success) throw new TwemproxyConfigError(`${where}: converted config is invalid: ${checked.issues.map((i) => `${(i.path ?? []).map((p) => p.key).join('.')}: ${i.message}`).join('; ')}`);
   return { pool, config, notes };
 }

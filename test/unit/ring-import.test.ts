@@ -32,6 +32,14 @@ describe('import-twemproxy', () => {
     for (const p of pools) expect(() => parseConfig(p.config)).not.toThrow();
   });
 
+  test('an empty redis_auth means no AUTH, as in twemproxy (it authenticates only with a non-empty one)', () => {
+    const [pool] = convertTwemproxy('p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_auth: ""\n  servers: ["127.0.0.1:2:1"]\n');
+    expect(pool.config.auth).toBeUndefined();
+    expect(pool.config.backend).toBeUndefined();
+    expect(pool.notes.join('\n')).toContain('redis_auth: empty, so no AUTH');
+    expect(() => parseConfig(pool.config)).not.toThrow();
+  });
+
   test.each([
     ['a memcached pool', 'p:\n  listen: 127.0.0.1:1\n  servers: ["127.0.0.1:2:1"]\n', 'only redis pools'],
     ['modula distribution', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  distribution: modula\n  servers: ["127.0.0.1:2:1"]\n', 'distribution modula'],

@@ -68,18 +68,13 @@ export const crc32: KeyHash = (key, start, end) => ((~crc32Register(key, start, 
 
 export const crc32a: KeyHash = (key, start, end) => (~crc32Register(key, start, end)) >>> 0;
 
-const FNV64_INIT = 0xcbf29ce484222325n;
-const FNV64_PRIME = 0x100000001b3n;
-const MASK64 = 0xffffffffffffffffn;
-
 export const fnv1_64: KeyHash = (key, start, end) => {
-  let h = FNV64_INIT;
-  for (let i = start; i < end; i++) {
-    h = (h * FNV64_PRIME) & MASK64;
-    // (uint64_t) of a signed char: sign-extended to all 64 bits.
-    h ^= key[i] >= 0x80 ? (BigInt(key[i]) | 0xffffffffffffff00n) : BigInt(key[i]);
-  }
-  return Number(h & 0xffffffffn);
+  // twemproxy keeps all 64 bits and returns the low 32. Multiplication and XOR carry nothing from
+  // the high half into the low one, so 32-bit arithmetic with the low halves of the offset basis
+  // (0xcbf29ce4_84222325) and the prime (0x100000001b3) gives the same low 32 bits, without BigInt.
+  let h = 0x84222325;
+  for (let i = start; i < end; i++) h = (Math.imul(h, 0x1b3) ^ signedByte(key[i])) >>> 0;
+  return h;
 };
 
 export const fnv1a_64: KeyHash = (key, start, end) => {

@@ -4,7 +4,7 @@
  * and behaviour is carried over; settings slotproxy does without are named in `notes`.
  */
 import * as v from 'valibot';
-import { parse } from 'yaml';
+import { isScalar, parseDocument } from 'yaml';
 import { HASH_NAMES, HashName, configSchema } from './schema';
 
 export interface ConvertedPool {
@@ -44,20 +44,24 @@ const IGNORED: Record<string, string> = {
 };
 
 export function convertTwemproxy(text: string): ConvertedPool[] {
-  const doc: unknown = parse(text);
+  const document = parseDocument(text);
+  const doc: unknown = document.toJS();
   if (typeof doc !== 'object' || doc === null || Array.isArray(doc)) {
     throw new TwemproxyConfigError('expected a mapping of pool names to pools');
   }
   const out: ConvertedPool[] = [];
   for (const [pool, value] of Object.entries(doc as Record<string, unknown>)) {
     if (typeof value !== 'object' || value === null) throw new TwemproxyConfigError(`pool ${pool}: expected a mapping`);
-    out.push(convertPool(pool, value as Record<string, unknown>));
+    // twemproxy reads redis_auth as text: `redis_auth: 12345` is the password "12345", not a number.
+    const auth = document.getIn([pool, 'redis_auth'], true);
+    const redisAuth = isScalar(auth) ? (auth.source ?? String(auth.value)) : undefined;
+    out.push(convertPool(pool, value as Record<string, unknown>, redisAuth));
   }
   if (out.length === 0) throw new TwemproxyConfigError('no pools found');
   return out;
 }
 
-function convertPool(pool: string, p: Record<string, unknown>): ConvertedPool {
+function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string | undefined): ConvertedPool {
   const notes: string[] = [];
   const where = `pool ${pool}`;
   if (p.redis !== true) throw new TwemproxyConfigError(`${where}: only redis pools (redis: true) can be served by slotproxy`);
@@ -82,8 +86,9 @@ function convertPool(pool: string, p: Record<string, unknown>): ConvertedPool {
       ...(typeof p.server_retry_timeout === 'number' ? { serverRetryTimeoutMs: p.server_retry_timeout } : {}),
     },
   };
-  // twemproxy sends and asks for AUTH only when redis_auth is non-empty.
-  const password = typeof p.redis_auth === 'string' && p.redis_auth !== '' ? p.redis_auth : undefined;
+  // nutcracker 0.5.0 refuses an empty value ("syntax is invalid"); so does the import.
+  if (redisAuth === '') throw new TwemproxyConfigError(`${where}: redis_auth is empty (twemproxy refuses it too); remove it for no AUTH`);
+  const password = redisAuth;
   const backend: Record<string, unknown> = {};
   if (password !== undefined) backend.password = password;
   if (typeof p.timeout === 'number' && p.timeout > 0) backend.commandTimeoutMs = p.timeout;
@@ -92,8 +97,6 @@ function convertPool(pool: string, p: Record<string, unknown>): ConvertedPool {
   if (password !== undefined) {
     config.auth = { password };
     notes.push('redis_auth: used for clients (auth.password) and for the nodes (backend.password), as twemproxy does');
-  } else if (p.redis_auth === '') {
-    notes.push('redis_auth: empty, so no AUTH either way, as twemproxy does');
   }
   for (const [field, why] of Object.entries(IGNORED)) if (p[field] !== undefined) notes.push(`${field}: not carried over (${why})`);
 

@@ -32,12 +32,20 @@ describe('import-twemproxy', () => {
     for (const p of pools) expect(() => parseConfig(p.config)).not.toThrow();
   });
 
-  test('an empty redis_auth means no AUTH, as in twemproxy (it authenticates only with a non-empty one)', () => {
-    const [pool] = convertTwemproxy('p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_auth: ""\n  servers: ["127.0.0.1:2:1"]\n');
-    expect(pool.config.auth).toBeUndefined();
-    expect(pool.config.backend).toBeUndefined();
-    expect(pool.notes.join('\n')).toContain('redis_auth: empty, so no AUTH');
-    expect(() => parseConfig(pool.config)).not.toThrow();
+  test('redis_auth is read as text, as twemproxy reads it: 12345 and 0x10 are passwords, not numbers', () => {
+    const pool = (auth: string) => convertTwemproxy(`p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_auth: ${auth}\n  servers: ["127.0.0.1:2:1"]\n`)[0];
+    for (const [auth, password] of [['12345', '12345'], ['0x10', '0x10'], ['true', 'true'], ['"quoted pw"', 'quoted pw']]) {
+      const converted = pool(auth);
+      expect(converted.config.auth).toEqual({ password });
+      expect(converted.config.backend).toEqual({ password });
+      expect(() => parseConfig(converted.config)).not.toThrow();
+    }
+  });
+
+  test('an empty redis_auth is refused, as nutcracker refuses it', () => {
+    expect(() => convertTwemproxy('p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_auth: ""\n  servers: ["127.0.0.1:2:1"]\n')).toThrow(
+      'pool p: redis_auth is empty (twemproxy refuses it too); remove it for no AUTH',
+    );
   });
 
   test.each([

@@ -19,7 +19,8 @@ export class NameIndex<T> {
     this.slots = new Int32Array(size);
     this.mask = size - 1;
     for (const [name, value] of list) {
-      const folded = Buffer.from(name, 'latin1');
+      // A module's command name may hold any UTF-8 text; requests name it by those bytes.
+      const folded = Buffer.from(name, 'utf8');
       for (let i = 0; i < folded.length; i++) folded[i] = fold(folded[i]);
       let slot = hashFolded(folded) & this.mask;
       while (this.slots[slot] !== 0) slot = (slot + 1) & this.mask;

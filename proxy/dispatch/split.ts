@@ -96,7 +96,7 @@ export function partPositions(stride: number, keyCount: number): readonly number
   if (cached !== undefined) return cached;
   const positions = new Array<number>(keyCount);
   for (let j = 0; j < keyCount; j++) positions[j] = 1 + j * stride;
-  if (cache !== null) cache[keyCount] = positions;
+  if (cache !== null) cache[keyCount] = Object.freeze(positions) as number[]; // shared: a write would throw
   return positions;
 }
 

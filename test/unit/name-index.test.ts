@@ -24,9 +24,15 @@ describe('NameIndex', () => {
   test('bytes other than A-Z are compared as they are', () => {
     expect(index.get(b('x-y\x7fz'))).toBeUndefined(); // '_' (0x5f) is not DEL (0x7f) folded
     expect(index.get(b('x\x0dy_z'))).toBeUndefined();
-    const latin = new NameIndex<number>([['\xe0', 1]]);
-    expect(latin.get(b('\xe0'))).toBe(1);
-    expect(latin.get(b('\xc0'))).toBeUndefined(); // no folding outside ASCII, as in the C locale
+    const accented = new NameIndex<number>([['à', 1]]);
+    expect(accented.get(Buffer.from('à', 'utf8'))).toBe(1);
+    expect(accented.get(Buffer.from('À', 'utf8'))).toBeUndefined(); // no folding outside ASCII, as in the C locale
+  });
+
+  test('a name outside Latin-1 (a module command) is matched by its UTF-8 bytes only', () => {
+    const utf8 = new NameIndex<number>([['ĉmd', 1]]);
+    expect(utf8.get(Buffer.from('ĉmd', 'utf8'))).toBe(1);
+    expect(utf8.get(Buffer.from('\tmd', 'latin1'))).toBeUndefined(); // 'ĉ' cut to one byte would be TAB
   });
 
   test('the empty name is an entry like any other', () => {

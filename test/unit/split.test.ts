@@ -52,6 +52,7 @@ describe('partPositions', () => {
 
   test('small lists are made once and shared; large ones are made per call', () => {
     expect(partPositions(2, 4)).toBe(partPositions(2, 4));
+    expect(Object.isFrozen(partPositions(2, 4))).toBe(true);
     expect(partPositions(1, 4)).not.toBe(partPositions(2, 4));
     const big = partPositions(1, 1000);
     expect(big).toHaveLength(1000);

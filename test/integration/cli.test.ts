@@ -8,6 +8,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
 import { freePort } from '../../cmd/sandbox/ports';
+import { NODE_FLAGS } from '../../cmd/node-flags';
 
 const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cmd', 'slotproxy.js');
 const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });
@@ -41,7 +42,7 @@ function writeConfig(name: string, text: string): string {
 
 /** Starts `slotproxy start ...` and resolves once it logged that it listens. */
 function startProxy(args: string[], listening = 1): Promise<ChildProcess> {
-  const child = spawn(process.execPath, [BIN, 'start', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
+  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, 'start', ...args], { stdio: ['ignore', 'ignore', 'pipe'] });
   children.push(child);
   return new Promise((resolve, reject) => {
     let seen = 0;

@@ -8,6 +8,7 @@ import path from 'node:path';
 import Redis from 'ioredis';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { freePort } from '../../cmd/sandbox/ports';
+import { NODE_FLAGS } from '../../cmd/node-flags';
 import { Ring } from '../../sharding/ring';
 
 const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cmd', 'slotproxy.js');
@@ -76,7 +77,7 @@ beforeAll(async () => {
   } finally {
     for (const c of direct) c.disconnect();
   }
-  proxy = spawn(process.execPath, [BIN, 'start', '-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  proxy = spawn(process.execPath, [...NODE_FLAGS, BIN, 'start', '-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     proxy!.stderr?.on('data', (d: Buffer) => {
       proxyLog += d.toString();

@@ -55,16 +55,14 @@ export interface CommandInfo {
 }
 
 export class CommandTable {
+  /** By lower-case name (as COMMAND gives them): the proxy's own lookups. */
   private readonly byName = new Map<string, CommandInfo>();
-  /** The same commands, found by a request's name bytes (the hot path). */
+  /** The same commands, found by a request's name bytes in any case (the hot path). */
   private readonly byBytes: NameIndex<CommandInfo>;
 
   constructor(commands: Iterable<CommandInfo>, readonly source: 'backend' | 'fallback') {
-    for (const c of commands) {
-      this.byName.set(c.name, c);
-      this.byName.set(c.name.toUpperCase(), c);
-    }
-    this.byBytes = new NameIndex([...this.byName].filter(([key, info]) => key === info.name));
+    for (const c of commands) this.byName.set(c.name, c);
+    this.byBytes = new NameIndex(this.byName);
   }
 
   /** From a decoded `COMMAND` reply. */
@@ -77,7 +75,7 @@ export class CommandTable {
   }
 
   get size(): number {
-    return this.byName.size / 2;
+    return this.byName.size;
   }
 
   /** The command named by `name` (any case), or undefined. */
@@ -85,14 +83,14 @@ export class CommandTable {
     return this.byBytes.get(name);
   }
 
+  /** The command of lower-case name `name`, or undefined. */
   get(name: string): CommandInfo | undefined {
     return this.byName.get(name);
   }
 
   /** Every command and subcommand, once each. */
   *all(): IterableIterator<CommandInfo> {
-    for (const [key, info] of this.byName) {
-      if (key !== info.name) continue; // the upper-case alias
+    for (const info of this.byName.values()) {
       yield info;
       if (info.subcommands !== null) yield* info.subcommands.values();
     }

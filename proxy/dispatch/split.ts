@@ -174,9 +174,7 @@ export class SplitCommand extends ReplySlot {
         at += encode.RESP3_NULL.copy(out, at);
         continue;
       }
-      // Values are small in the common case: a byte loop beats a typed-array view per value.
-      if (end - start <= 64) for (let b = start; b < end; b++) out[at++] = frame[b];
-      else at += frame.copy(out, at, start, end);
+      at = encode.copyBytes(frame, start, end, out, at);
     }
     return at === size ? out : out.subarray(0, at);
   }

@@ -82,13 +82,21 @@ export function command(args: readonly (Buffer | string)[]): Buffer {
     const b = from[i] as Buffer;
     const len = b.length;
     at = writeHeader(out, at, 36, len); // '$'
-    // Keys and small values: a byte loop is cheaper than a native copy call.
-    if (len <= 32) for (let j = 0; j < len; j++) out[at++] = b[j];
-    else at += b.copy(out, at);
+    at = copyBytes(b, 0, len, out, at);
     out[at++] = 13;
     out[at++] = 10;
   }
   return out;
+}
+
+/** Below this many bytes a JS loop copies faster than a native copy call (keys, small values). */
+const LOOP_COPY_MAX = 64;
+
+/** Copies src[start, end) into `out` at `at`; returns where the next byte goes. */
+export function copyBytes(src: Buffer, start: number, end: number, out: Buffer, at: number): number {
+  if (end - start > LOOP_COPY_MAX) return at + src.copy(out, at, start, end);
+  for (let i = start; i < end; i++) out[at++] = src[i];
+  return at;
 }
 
 function digits(n: number): number {

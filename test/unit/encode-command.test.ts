@@ -21,6 +21,7 @@ describe('encode.command', () => {
     'multi-byte text (length in bytes)': ['SET', 'clé', 'π€😀'],
     'binary bytes, CR and LF inside': [Buffer.from('SET'), Buffer.from([0, 13, 10, 255, 36, 42])],
     'arguments of 32, 33 and 100,000 bytes': ['MSET', 'a'.repeat(32), Buffer.alloc(33, 7), 'z', Buffer.alloc(100_000, 120)],
+    'arguments of 64 and 65 bytes (either side of the loop copy)': ['SET', Buffer.alloc(64, 1), 'b'.repeat(65)],
     'ten or more arguments (two-digit count)': Array.from({ length: 12 }, (_, i) => `a${i}`),
   };
   for (const [name, args] of Object.entries(cases)) {

@@ -88,14 +88,13 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
   };
   // nutcracker 0.5.0 refuses an empty value ("syntax is invalid"); so does the import.
   if (redisAuth === '') throw new TwemproxyConfigError(`${where}: redis_auth is empty (twemproxy refuses it too); remove it for no AUTH`);
-  const password = redisAuth;
   const backend: Record<string, unknown> = {};
-  if (password !== undefined) backend.password = password;
+  if (redisAuth !== undefined) backend.password = redisAuth;
   if (typeof p.timeout === 'number' && p.timeout > 0) backend.commandTimeoutMs = p.timeout;
   if (typeof p.server_connections === 'number' && p.server_connections > 0) backend.connectionsPerNode = Math.min(64, p.server_connections);
   if (Object.keys(backend).length > 0) config.backend = backend;
-  if (password !== undefined) {
-    config.auth = { password };
+  if (redisAuth !== undefined) {
+    config.auth = { password: redisAuth };
     notes.push('redis_auth: used for clients (auth.password) and for the nodes (backend.password), as twemproxy does');
   }
   for (const [field, why] of Object.entries(IGNORED)) if (p[field] !== undefined) notes.push(`${field}: not carried over (${why})`);

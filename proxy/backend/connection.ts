@@ -214,4 +214,3 @@ export function splitAddress(address: string): [string, number] {
   const host = address.slice(0, i).replace(/^\[(.*)\]$/, '$1');
   return [host, Number(address.slice(i + 1))];
 }
-

@@ -1,8 +1,9 @@
 /**
- * Writes client replies in batches. A back-end read delivers replies for many sessions; instead of
- * one process.nextTick per session, sessions with replies ready are listed here and written in one
- * pass when the read has been handled (`inBatch`), or on the next tick when a reply completes
- * outside any batch (timers, merges).
+ * Writes client replies in batches, once per event-loop turn. The replies a client is owed arrive
+ * in several back-end reads of one turn (its pipelined requests went to several nodes); each read
+ * only lists the sessions it completed a reply for, and every listed session is written once, in
+ * a setImmediate callback: that runs after all the socket reads of the turn's poll phase, so a
+ * client gets one write for all of them instead of one per back-end read (bench/NOTES.md, round 5).
  */
 export interface Flushable {
   flushReplies(): void;
@@ -10,14 +11,14 @@ export interface Flushable {
 
 let ready: Flushable[] = [];
 let depth = 0;
-let tickScheduled = false;
+let flushScheduled = false;
 
-/** `session` has a reply at the head of its queue; it is written once the current batch ends. */
+/** `session` has a reply at the head of its queue; it is written once this turn's reads are handled. */
 export function markReady(session: Flushable): void {
   ready.push(session);
-  if (depth === 0 && !tickScheduled) {
-    tickScheduled = true;
-    process.nextTick(flushReady);
+  if (!flushScheduled) {
+    flushScheduled = true;
+    setImmediate(flushReady);
   }
 }
 
@@ -33,8 +34,8 @@ export function batchClock(): number {
 }
 
 /**
- * Runs `work(arg)` (a socket read's handling) and then writes every reply it completed. The
- * argument is passed, not captured, so a read costs no closure.
+ * Runs `work(arg)` (a socket read's handling) with the batch clock set. The argument is passed,
+ * not captured, so a read costs no closure.
  */
 export function inBatch<T>(work: (arg: T) => void, arg: T): void {
   if (depth === 0) batchStartedAt = performance.now();
@@ -42,12 +43,12 @@ export function inBatch<T>(work: (arg: T) => void, arg: T): void {
   try {
     work(arg);
   } finally {
-    if (--depth === 0) flushReady();
+    depth--;
   }
 }
 
 function flushReady(): void {
-  tickScheduled = false;
+  flushScheduled = false;
   while (ready.length > 0) {
     const batch = ready;
     ready = [];

@@ -290,6 +290,38 @@ export class RedisCluster {
     await this.poll(timeoutMs, 'a healthy cluster', () => this.clusterProblem());
   }
 
+  /**
+   * Waits until every running replica has applied its master's replication stream up to the
+   * master's offset at the time of the call, so writes made before it can be read from replicas.
+   *
+   * `WAIT` cannot do this here: node.command() opens a fresh connection per command, and WAIT only
+   * waits for that connection's own writes (none), so it answers at once. And a replica whose link
+   * is up may not be receiving the stream yet: after a diskless full sync, Redis 7.0 starts
+   * streaming on the replica's first REPLCONF ACK after it reaps the RDB child; when the replica's
+   * immediate ACK comes before that, streaming waits for the next ACK, up to a second later.
+   */
+  async waitForReplication(timeoutMs: number = DEFAULT_CLUSTER_OK_TIMEOUT_MS): Promise<void> {
+    const live = this.nodes.filter((n) => n.running);
+    const infos = await Promise.all(live.map((n) => n.info('replication')));
+    // master port -> its offset now
+    const targets = new Map<number, number>();
+    live.forEach((n, i) => {
+      if (infos[i].get('role') === 'master') targets.set(n.port, Number(infos[i].get('master_repl_offset')));
+    });
+    const replicas = live.filter((_, i) => infos[i].get('role') === 'slave');
+    await this.poll(timeoutMs, 'replicas to catch up with their masters', async () => {
+      for (const replica of replicas) {
+        const info = await replica.info('replication');
+        const masterPort = Number(info.get('master_port'));
+        const target = targets.get(masterPort);
+        if (target === undefined) return `${replica.address}: its master ${masterPort} was not a running master`;
+        const offset = Number(info.get('slave_repl_offset'));
+        if (!(offset >= target)) return `${replica.address}: at offset ${offset}, its master ${masterPort} at ${target}`;
+      }
+      return null;
+    });
+  }
+
   /** Stops all nodes in parallel and removes the cluster's temp dir. Idempotent. */
   async stop(): Promise<void> {
     try {

@@ -13,6 +13,7 @@ import { RedisReplyError, parseInfo } from '../../cmd/sandbox/resp-client';
 import { parseClusterSlots } from '../../cmd/sandbox/cluster-slots';
 import { liveRedisPids } from '../../cmd/sandbox/live-registry';
 import { useCluster } from '../helpers/cluster';
+import { keyPerMaster } from '../helpers/master-keys';
 
 /** Resolves the error code of a TCP connect to 127.0.0.1:port, or 'connected'. */
 function connectOutcome(port: number): Promise<string> {
@@ -166,6 +167,18 @@ describe('RedisCluster with 3 masters and 1 replica each', () => {
       expect(c.roleOf(replicas[0])).toBe('replica');
       const info = await replicas[0].info('replication');
       expect(info.get('master_link_status')).toBe('up');
+    }
+  });
+
+  // Runs right after the cluster starts, when a replica may not be receiving its master's stream yet.
+  test('waitForReplication: writes made before it are on every replica', async () => {
+    const c = cluster();
+    for (const { key, node } of await keyPerMaster(c, 'repl')) expect(await node.command('SET', key, 'v')).toBe('OK');
+    await c.waitForReplication();
+    for (const master of c.masters) {
+      const size = await master.command('DBSIZE');
+      expect(size).toBeGreaterThan(0);
+      for (const replica of await c.replicasOf(master)) expect(await replica.command('DBSIZE')).toBe(size);
     }
   });
 

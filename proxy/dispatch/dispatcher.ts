@@ -28,7 +28,8 @@ import { SubscriberClient } from './subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from './subscription-state';
 import { runBlocking, runWait } from './blocking';
 import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
-import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard } from './split';
+import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from './split';
+import { PlainSplit } from './split-part';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
@@ -281,6 +282,13 @@ export class Dispatcher {
     this.ctx.stats.splitCommands++;
     const router = this.ctx.router;
     const parts = splitByShard(args, positions, rule.stride, (key) => router.shardOf(key));
+    const ring = this.ctx.ring;
+    if (this.ctx.replicaReads === null && (ring === null || (!ring.placement.converges && ring.drained() === null))) {
+      // The plain path (split-part.ts); a migration's converging writes and replica reads take the long one.
+      useSingleCommands(parts, rule);
+      session.track(new PlainSplit(this.ctx, session, rule, parts, positions.length, info.flags.has('readonly'))).send();
+      return undefined;
+    }
     const command = session.track(new SplitCommand(session, rule, parts, positions.length));
     let holds: Promise<void>[] | null = null;
     for (let i = 0; i < parts.length; i++) {

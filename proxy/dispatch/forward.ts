@@ -42,6 +42,16 @@ const C = 67;
 /** The reply to ASKING is dropped; the command right behind it on the same connection carries on. */
 const askingRequest: BackendRequest = { payload: ASKING, onReply: () => undefined, onFailure: () => undefined };
 
+/** An error reply that ForwardedCommand acts on itself (a redirect, or a retry) rather than passing on. */
+export function isRedirectOrRetry(frame: Buffer): boolean {
+  const b = frame[1];
+  if (b === M) return frame.toString('latin1', 1, 7) === 'MOVED ';
+  if (b === A) return frame.toString('latin1', 1, 5) === 'ASK ';
+  if (b === T) return frame.toString('latin1', 1, 9) === 'TRYAGAIN';
+  if (b === C) return frame.toString('latin1', 1, 12) === 'CLUSTERDOWN';
+  return false;
+}
+
 export class ForwardedCommand extends ReplySlot implements BackendRequest {
   private hops = 0;
   private attempts = 0;
@@ -83,6 +93,16 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
       }
     }
     this.sendTo(address);
+  }
+
+  /**
+   * Takes over a request another sender already wrote to `address` (a split part, split-part.ts):
+   * the reply or failure it got is handed to onReply/onFailure, and everything after is as usual.
+   */
+  adopt(address: string): this {
+    this.address = address;
+    this.triedReplica = true;
+    return this;
   }
 
   /** Leaves a replica that could not serve the read: the master gets it now. */

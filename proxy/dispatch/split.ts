@@ -21,11 +21,17 @@ export interface SplitRule {
   /** Arguments per key, the key first (MSET: key and value). */
   stride: number;
   merge: 'values' | 'sum' | 'ok';
+  /**
+   * The command a part of one key is sent as (GET for MGET, SET for MSET): the same effect on the
+   * node, and GET's reply is the value's frame itself, so the merge need not find it in an array.
+   * In cluster mode every key of a split in its own slot is such a part.
+   */
+  single?: Buffer;
 }
 
 export const SPLIT_RULES: ReadonlyMap<string, SplitRule> = new Map([
-  ['mget', { stride: 1, merge: 'values' }],
-  ['mset', { stride: 2, merge: 'ok' }],
+  ['mget', { stride: 1, merge: 'values', single: Buffer.from('GET') }],
+  ['mset', { stride: 2, merge: 'ok', single: Buffer.from('SET') }],
   ['del', { stride: 1, merge: 'sum' }],
   ['unlink', { stride: 1, merge: 'sum' }],
   ['exists', { stride: 1, merge: 'sum' }],
@@ -85,6 +91,13 @@ export function splitByShard(
   return parts;
 }
 
+/** Sends each part of one key as `rule.single` (GET, SET) instead of the client's command. */
+export function useSingleCommands(parts: SplitPart[], rule: SplitRule): void {
+  const single = rule.single;
+  if (single === undefined) return;
+  for (let p = 0; p < parts.length; p++) if (parts[p].keyIndexes.length === 1) parts[p].args[0] = single;
+}
+
 /** Shared, never changed: where a part's keys stand in its arguments (1, 1+stride, ...), by stride and key count. */
 const PART_POSITIONS: number[][][] = [[], [], []];
 const CACHED_PART_KEYS = 64;
@@ -105,7 +118,7 @@ export class SplitCommand extends ReplySlot {
   private readonly replies: (Buffer | null)[];
   private missing: number;
 
-  constructor(owner: ReplyOwner, private readonly rule: SplitRule, private readonly parts: readonly SplitPart[], private readonly keyCount: number) {
+  constructor(owner: ReplyOwner, private readonly rule: SplitRule, protected readonly parts: readonly SplitPart[], private readonly keyCount: number) {
     super(owner);
     this.replies = new Array<Buffer | null>(parts.length).fill(null);
     this.missing = parts.length;
@@ -119,6 +132,8 @@ export class SplitCommand extends ReplySlot {
   /** Part `i`'s reply (PartSession calls it). */
   collect(i: number, frame: Buffer): void {
     if (this.replies[i] !== null) return;
+    // MGET answers nil for a key that holds no string; GET, its one-key part, answers WRONGTYPE.
+    if (this.rule.merge === 'values' && frame[0] === 45 && isWrongType(frame)) frame = encode.NULL_BULK;
     this.replies[i] = frame;
     if (--this.missing === 0) this.complete(this.merge(this.replies as Buffer[]));
   }
@@ -152,8 +167,17 @@ export class SplitCommand extends ReplySlot {
     const header = `*${n}\r\n`;
     let size = header.length;
     for (let i = 0; i < frames.length; i++) {
-      const found = arrayElementBounds(frames[i]);
       const keyIndexes = this.parts[i].keyIndexes;
+      if (frames[i][0] === 36 /* $ */ && keyIndexes.length === 1) {
+        // A GET part: its reply is the value's frame.
+        const k = keyIndexes[0];
+        source[k] = frames[i];
+        bounds[2 * k] = 0;
+        bounds[2 * k + 1] = frames[i].length;
+        size += frames[i].length;
+        continue;
+      }
+      const found = arrayElementBounds(frames[i]);
       if (found === null || found.length !== 2 * keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
       for (let j = 0; j < keyIndexes.length; j++) {
         const k = keyIndexes[j];
@@ -191,6 +215,12 @@ export class SplitCommand extends ReplySlot {
     });
     return best;
   }
+}
+
+const WRONGTYPE = Buffer.from('-WRONGTYPE ');
+
+function isWrongType(frame: Buffer): boolean {
+  return frame.length > WRONGTYPE.length && frame.compare(WRONGTYPE, 0, WRONGTYPE.length, 0, WRONGTYPE.length) === 0;
 }
 
 /** Parts never hold a dedicated connection (nothing blocking is split): one empty set for all of them. */

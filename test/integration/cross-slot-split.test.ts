@@ -103,6 +103,57 @@ describe('crossSlot: split', () => {
     expect(stdout).toMatch(/"MGET bm:__rand_int__ bm2:__rand_int__ bm3:__rand_int__","\d+/);
     expect(Number(/split_commands:(\d+)/.exec(await env.connect().info('proxy'))?.[1])).toBeGreaterThanOrEqual(2000);
   });
+
+  test('a key holding no string is nil in a split MGET, byte for byte as one node answers; a split MSET overwrites it', async () => {
+    const c = env.connect();
+    await c.set('split:str', 'x');
+    await c.rpush('split:list', 'a');
+    await c.hset('split:hash', 'f', 'v');
+    const port = env.proxy().address.port;
+    const viaProxy = (await exchange(port, [['MGET', 'split:str', 'split:list', 'split:none', 'split:hash']])).replies;
+    // The reference: the same values in one slot, asked of the node that owns it.
+    const node = await env.cluster().masterFor(keySlot(Buffer.from('{ref}')));
+    await node.command('SET', '{ref}str', 'x');
+    await node.command('RPUSH', '{ref}list', 'a');
+    await node.command('HSET', '{ref}hash', 'f', 'v');
+    const direct = (await exchange(node.port, [['MGET', '{ref}str', '{ref}list', '{ref}none', '{ref}hash']])).replies;
+    expect(viaProxy).toBe(direct);
+    expect(viaProxy).toBe('*4\r\n$1\r\nx\r\n$-1\r\n$-1\r\n$-1\r\n');
+    expect(await c.mset('split:list', 'now a string', 'split:str', 'y')).toBe('OK');
+    expect(await c.type('split:list')).toBe('string');
+    expect(await c.mget('split:list', 'split:str')).toEqual(['now a string', 'y']);
+  });
+
+  test('parts that meet ASK and MOVED while a slot changes masters are followed; the merge stays exact', async () => {
+    const cluster = env.cluster();
+    const c = env.connect();
+    // An empty slot (so moving it moves no key), and a key of it.
+    let tag = 0;
+    while (Number(await (await cluster.masterFor(keySlot(Buffer.from(`mv${tag}`)))).command('CLUSTER', 'COUNTKEYSINSLOT', keySlot(Buffer.from(`mv${tag}`)))) !== 0) tag++;
+    const slot = keySlot(Buffer.from(`mv${tag}`));
+    const key = `{mv${tag}}k`;
+    const from = await cluster.masterFor(slot);
+    const to = cluster.masters.find((m) => m !== from) as typeof from;
+    const [fromId, toId] = await Promise.all([from, to].map(async (m) => String(await m.command('CLUSTER', 'MYID'))));
+    const info = async (field: string): Promise<number> => Number(new RegExp(`${field}:(\\d+)`).exec(await c.info('proxy'))?.[1]);
+
+    // Migrating: the key is not on the old master, which answers ASK for it.
+    await to.command('CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId);
+    await from.command('CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId);
+    const asks = await info('redirections_ask');
+    expect(await c.mset(key, 'moved', 'split:m1', 'one', 'split:m2', 'two')).toBe('OK');
+    expect(await c.mget('split:m1', key, 'split:m2', 'split:none')).toEqual(['one', 'moved', 'two', null]);
+    expect(await info('redirections_ask')).toBeGreaterThanOrEqual(asks + 2);
+    expect(await to.command('CLUSTER', 'COUNTKEYSINSLOT', slot)).toBe(1);
+    expect(await from.command('CLUSTER', 'COUNTKEYSINSLOT', slot)).toBe(0);
+
+    // Moved: the proxy still sends the part to the old master, which answers MOVED.
+    for (const m of cluster.masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', toId);
+    const moved = await info('redirections_moved');
+    expect(await c.mget(key, 'split:m1')).toEqual(['moved', 'one']);
+    expect(await info('redirections_moved')).toBeGreaterThan(moved);
+    expect(await c.del('split:m1', key, 'split:m2')).toBe(3);
+  });
 });
 
 describe('crossSlot: split in ring mode (standalone nodes)', () => {

@@ -1,7 +1,7 @@
 // The pure parts of `crossSlot: split` (dispatch/split.ts): how keys are grouped into parts, the
 // shared key-position lists, and the stand-in session a part is dispatched against. End to end
 // against real Redis: test/integration/cross-slot-split.test.ts.
-import { PartSession, SplitCommand, partPositions, splitByShard } from '../../proxy/dispatch/split';
+import { PartSession, SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from '../../proxy/dispatch/split';
 import { ReplyOwner } from '../../proxy/client/reply-slot';
 
 const b = (s: string): Buffer => Buffer.from(s);
@@ -93,5 +93,39 @@ describe('PartSession', () => {
     expect(filled).toEqual([]);
     command.partSession(0).replyNow(b(':1\r\n'));
     expect(texts(filled)).toEqual([':3\r\n']);
+  });
+});
+
+describe('one-key parts sent as GET and SET', () => {
+  const mget = SPLIT_RULES.get('mget') as SplitRule;
+
+  test('a part of one key is sent as the single command, a part of more keys keeps the client\'s', () => {
+    const args = [b('MGET'), b('a'), b('b'), b('c')];
+    const parts = splitByShard(args, [1, 2, 3], 1, (k) => (k.toString() === 'b' ? 1 : 0));
+    useSingleCommands(parts, mget);
+    expect(parts.map((p) => p.args.map((a) => a.toString()))).toEqual([['MGET', 'a', 'c'], ['GET', 'b']]);
+    const mset = splitByShard([b('MSET'), b('a'), b('1'), b('b'), b('2')], [1, 3], 2, (k) => (k.toString() === 'b' ? 1 : 0));
+    useSingleCommands(mset, SPLIT_RULES.get('mset') as SplitRule);
+    expect(mset.map((p) => p.args.map((a) => a.toString()))).toEqual([['SET', 'a', '1'], ['SET', 'b', '2']]);
+  });
+
+  const merged = (protocol: 2 | 3, replies: string[]): string => {
+    const filled: Buffer[] = [];
+    const keyIndexes = [[0, 2], [1], [3]];
+    const parts = replies.map((_, i) => ({ shard: i, args: [], keyIndexes: keyIndexes[i] }));
+    const command = new SplitCommand({ id: 1, protocol, onSlotFilled: (slot) => filled.push(slot.reply as Buffer) }, mget, parts, replies.length + 1);
+    replies.forEach((r, i) => command.partSession(i).replyNow(b(r)));
+    return texts(filled)[0];
+  };
+
+  test('GET replies merge with MGET replies in key order; WRONGTYPE is MGET\'s nil', () => {
+    // keys 0 and 2 on part 0 (MGET), key 1 on part 1 (GET), key 3 on part 2 (GET of a list).
+    const replies = ['*2\r\n$1\r\nx\r\n$-1\r\n', '$2\r\nyy\r\n', '-WRONGTYPE Operation against a key holding the wrong kind of value\r\n'];
+    expect(merged(2, replies)).toBe('*4\r\n$1\r\nx\r\n$2\r\nyy\r\n$-1\r\n$-1\r\n');
+    expect(merged(3, replies)).toBe('*4\r\n$1\r\nx\r\n$2\r\nyy\r\n_\r\n_\r\n');
+  });
+
+  test('any other error of a GET part is the reply, as before', () => {
+    expect(merged(2, ['*2\r\n$1\r\nx\r\n$-1\r\n', '-NOPERM no\r\n', '$1\r\nz\r\n'])).toBe('-NOPERM no\r\n');
   });
 });

@@ -81,6 +81,8 @@ const UNAUTH_MAX_BULK = 16384;
 const NEGATIVE = -1;
 const INVALID = -2;
 
+const EMPTY_MEMORY = new ArrayBuffer(0);
+
 export class RequestDecoder {
   /**
    * Undecoded bytes, as the chunks they came in: a line without its end, or a bulk still arriving.
@@ -111,6 +113,10 @@ export class RequestDecoder {
   private failed = false;
   /** Inline lines: the first NUL at or after the line in `decode`'s buffer (-1: none; UNKNOWN: not looked for). */
   private nulAt = UNKNOWN;
+
+  /** The memory and offset of the chunk `decode` is reading (see view()). */
+  private chunkMemory: ArrayBufferLike = EMPTY_MEMORY;
+  private chunkOffset = 0;
 
   constructor(private readonly limits: DecoderLimits, private readonly sink: RequestSink) {}
 
@@ -149,6 +155,8 @@ export class RequestDecoder {
     let pos = 0;
     const end = buf.length;
     this.nulAt = UNKNOWN;
+    this.chunkMemory = buf.buffer;
+    this.chunkOffset = buf.byteOffset;
     while (pos < end) {
       const start = pos;
       if (this.remaining === 0) {
@@ -220,17 +228,26 @@ export class RequestDecoder {
         return NEED_MORE;
       }
       // Like Redis, the two bytes after a bulk are taken as its CRLF without being checked.
-      this.args[this.argCount++] = buf.subarray(pos, bodyEnd);
+      this.args[this.argCount++] = this.view(pos, bodyEnd);
       pos = bodyEnd + 2;
       this.bulkLength = -1;
       this.remaining--;
     }
     const args = this.args;
     this.args = [];
-    const raw = this.spansChunks ? null : buf.subarray(requestStart, pos);
+    const raw = this.spansChunks ? null : this.view(requestStart, pos);
     this.spansChunks = false;
     this.sink.onRequest(args, raw);
     return pos;
+  }
+
+  /**
+   * buf[start, end) of the chunk being decoded, as a Buffer over the same memory. Not
+   * `buf.subarray()`: that reads `buf.buffer` for every argument, a call into V8's runtime each
+   * time; the chunk's ArrayBuffer is read once per chunk instead.
+   */
+  private view(start: number, end: number): Buffer {
+    return Buffer.from(this.chunkMemory, this.chunkOffset + start, end - start);
   }
 
   /** Inline command: one line, split like Redis's sdssplitargs. Returns the position after it. */

@@ -61,6 +61,10 @@ export class ReplyFramer {
     }
     let frameStart = 0;
     const stack = this.stack;
+    // Frames are views of `buf` made from its ArrayBuffer, read once here: buf.subarray() would
+    // read buf.buffer (a call into V8's runtime) for every frame.
+    const memory = buf.buffer;
+    const offset = buf.byteOffset;
     this.needed = 0;
     while (pos < end) {
       // Scan one value at `pos`.
@@ -101,7 +105,7 @@ export class ReplyFramer {
         stack.pop();
       }
       if (stack.length === 0) {
-        onFrame(buf.subarray(frameStart, pos));
+        onFrame(Buffer.from(memory, offset + frameStart, pos - frameStart));
         frameStart = pos;
       }
     }

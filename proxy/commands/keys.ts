@@ -30,6 +30,11 @@ export function keyPositions(info: CommandInfo, args: readonly Buffer[], acl?: n
     return positions;
   }
   const argc = args.length;
+  if (acl === undefined && info.keySpecs.length === 1) {
+    // GET, SET, INCR, LPUSH, HSET ...: one key at a fixed place. A shared list, no array per request.
+    const at = oneKeyAt(info.keySpecs[0]);
+    if (at > 0) return at < argc ? oneKey(at) : [];
+  }
   const out: number[] = [];
   for (const spec of info.keySpecs) {
     if (spec.notKey) continue;
@@ -42,6 +47,21 @@ export function keyPositions(info: CommandInfo, args: readonly Buffer[], acl?: n
     for (let i = before; acl !== undefined && i < out.length; i++) acl.push(spec.acl);
   }
   return out;
+}
+
+/** Where a spec's one key is when it names exactly one, at a fixed index; 0 otherwise. */
+function oneKeyAt(spec: KeySpec): number {
+  const begin = spec.begin;
+  const find = spec.find;
+  if (spec.notKey || begin === null || !('index' in begin) || find === null || find.kind !== 'range') return 0;
+  return find.lastKey === 0 ? begin.index : 0;
+}
+
+/** Shared, frozen: [i] for each key index i (a write would throw). */
+const ONE_KEY: number[][] = [];
+
+function oneKey(at: number): number[] {
+  return (ONE_KEY[at] ??= Object.freeze([at]) as number[]);
 }
 
 /** Appends the keys of one spec to `out`; false when the arguments do not fit the spec (Redis: invalid_spec). */

@@ -151,6 +151,16 @@ describe('keyPositions', () => {
     expect(positions(line)).toEqual([]);
   });
 
+  test('a one-key command shares one frozen list per key index, the same the acl path computes', () => {
+    const first = positions('SET a 1');
+    expect(first).toEqual([1]);
+    expect(positions('GET b')).toBe(first);
+    expect(Object.isFrozen(first)).toBe(true);
+    const args = bufs('HSET h f v');
+    expect(keyPositions(infoFor(args), args)).toEqual(keyPositions(infoFor(args), args, []));
+    expect(positions('GET')).toEqual([]); // fewer arguments than the key's index
+  });
+
   test('XREAD without STREAMS names no keys', () => {
     expect(positions('XREAD COUNT 1')).toEqual([]);
   });

@@ -1,17 +1,18 @@
 // The floor of slotproxy's own design, for the bench's "Node floor" row: every client multiplexed
-// over ONE shared connection to one Redis, requests of one event-loop turn written to it with one
-// write, a FIFO of the clients waiting for replies, the replies of one back-end read written to
-// each client with one write, and a frame counter instead of a parser. Sockets read into one
-// shared buffer, copied out per read (as slotproxy's proxy/net/socket-reader.ts does; written
-// again here so the floor runs none of the product's code). No routing, no checks, no metrics:
-// what any multiplexing Node proxy pays per request at the least.
-// Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT
+// over ONE shared connection per Redis node (the same three standalone nodes twemproxy and the ring
+// front), the requests of one event-loop turn written to each node with one write, a FIFO per node
+// of the reply slots waiting on it, and each client's completed replies written in order with one
+// write per turn. A frame counter instead of a parser, and the node picked from the key's last byte
+// instead of a hash ring or a slot table. Sockets read into one shared buffer, copied out per read
+// (as slotproxy's proxy/net/socket-reader.ts does; written again here so the floor runs none of the
+// product's code). No checks, no metrics, no splitting: what any multiplexing Node proxy pays per
+// request at the least.
+// Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]
 import net from 'node:net';
 
-const [listenPort, redis] = process.argv.slice(2);
-const [host, port] = (redis ?? '').split(':');
-if (!listenPort || !host || !port) {
-  console.error('usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT');
+const [listenPort, ...nodeAddresses] = process.argv.slice(2);
+if (!listenPort || nodeAddresses.length === 0 || nodeAddresses.some((a) => !/^[^:]+:\d+$/.test(a))) {
+  console.error('usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]');
   process.exit(2);
 }
 
@@ -64,46 +65,109 @@ function readInto(socket: net.Socket, onChunk: (chunk: Buffer) => void): void {
   socket.resume();
 }
 
-const waiting: net.Socket[] = []; // one entry per request in flight, in order
-let head = 0;
-let out: Buffer[] = [];
-const replies = new Frames();
-/** Replies of one back-end read, gathered per client so that each client gets one write. */
-const gathered = new Map<net.Socket, Buffer[]>();
-const onReplies = (chunk: Buffer): void => {
-  replies.each(chunk, (frame) => {
-    const client = waiting[head++];
-    const frames = gathered.get(client);
-    if (frames === undefined) gathered.set(client, [frame]);
-    else frames.push(frame);
-  });
-  for (const [client, frames] of gathered) client.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
-  gathered.clear();
-};
-const backend = net.connect({ host, port: Number(port), noDelay: true, onread: { buffer: shared, callback: (n) => (onReplies(copyOut(n)), true) } });
-backend.on('error', (err) => {
-  console.error(`mux-floor: ${err.message}`);
-  process.exit(1);
-});
-const flush = (): void => {
-  if (head > 65536) {
-    waiting.splice(0, head);
-    head = 0;
+/** One accepted client: its replies in request order, `head` the first not yet written. */
+class Client {
+  replies: (Buffer | undefined)[] = [];
+  head = 0;
+  constructor(readonly socket: net.Socket) {}
+  /** Drops the written replies once all are written (or many are), so the list stays short. */
+  compact(): void {
+    if (this.head === this.replies.length) {
+      this.replies = []; // nothing of this client waits on a node
+    } else if (this.head >= 4096) {
+      this.replies = this.replies.slice(this.head);
+      for (const node of nodes) node.shift(this, this.head);
+    } else {
+      return;
+    }
+    this.head = 0;
   }
-  backend.write(out.length === 1 ? out[0] : Buffer.concat(out));
-  out = [];
-};
+}
+
+const ready = new Set<Client>();
+let flushScheduled = false;
+/** Once per turn: every client whose next reply has come writes all its ready replies at once. */
+function flushTurn(): void {
+  flushScheduled = false;
+  for (const node of nodes) node.send();
+  for (const client of ready) {
+    const frames: Buffer[] = [];
+    while (client.head < client.replies.length && client.replies[client.head] !== undefined) {
+      frames.push(client.replies[client.head] as Buffer);
+      client.head++;
+    }
+    client.compact();
+    if (frames.length > 0) client.socket.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
+  }
+  ready.clear();
+}
+function scheduleFlush(): void {
+  if (flushScheduled) return;
+  flushScheduled = true;
+  setImmediate(flushTurn);
+}
+
+/** One Redis node: one connection, the requests of this turn, the reply slots waiting in order. */
+class Node {
+  private out: Buffer[] = [];
+  private waiting: { client: Client; index: number }[] = [];
+  private next = 0;
+  private readonly replies = new Frames();
+  private readonly socket: net.Socket;
+  constructor(address: string) {
+    const [host, port] = address.split(':');
+    const buffer = Buffer.allocUnsafeSlow(64 * 1024);
+    this.socket = net.connect({ host, port: Number(port), noDelay: true, onread: { buffer, callback: (n) => (this.onChunk(buffer.subarray(0, n)), true) } });
+    this.socket.on('error', (err) => {
+      console.error(`mux-floor: ${address}: ${err.message}`);
+      process.exit(1);
+    });
+  }
+  queue(frame: Buffer, client: Client): void {
+    this.out.push(frame);
+    this.waiting.push({ client, index: client.replies.length });
+    client.replies.push(undefined);
+  }
+  /** The client dropped its first `by` replies: re-point this node's waiting slots of that client. */
+  shift(client: Client, by: number): void {
+    for (let i = this.next; i < this.waiting.length; i++) if (this.waiting[i].client === client) this.waiting[i].index -= by;
+  }
+  send(): void {
+    if (this.out.length === 0) return;
+    this.socket.write(this.out.length === 1 ? this.out[0] : Buffer.concat(this.out));
+    this.out = [];
+  }
+  private onChunk(view: Buffer): void {
+    this.replies.each(Buffer.from(view), (frame) => {
+      const { client, index } = this.waiting[this.next++];
+      client.replies[index] = frame;
+      if (index === client.head) ready.add(client);
+    });
+    if (this.next > 65536) {
+      this.waiting.splice(0, this.next);
+      this.next = 0;
+    }
+    scheduleFlush();
+  }
+}
+const nodes = nodeAddresses.map((a) => new Node(a));
+
+/** The node for a request: its second argument's last byte (the key's), or the first node. */
+function nodeFor(frame: Buffer): Node {
+  if (nodes.length === 1) return nodes[0];
+  const last = frame.length - 3; // before the final \r\n: the last byte of the last argument
+  const keyEnd = frame.indexOf(13, frame.indexOf(10, frame.indexOf(10, frame.indexOf(10, frame.indexOf(10) + 1) + 1) + 1) + 1);
+  return nodes[(keyEnd > 0 ? frame[keyEnd - 1] : frame[last]) % nodes.length];
+}
 
 net
-  .createServer({ noDelay: true, pauseOnConnect: true }, (client) => {
+  .createServer({ noDelay: true, pauseOnConnect: true }, (socket) => {
+    const client = new Client(socket);
     const requests = new Frames();
-    readInto(client, (chunk) =>
-      requests.each(chunk, (frame) => {
-        if (out.length === 0) setImmediate(flush);
-        out.push(frame);
-        waiting.push(client);
-      }),
-    );
-    client.on('error', () => undefined);
+    readInto(socket, (chunk) => {
+      requests.each(chunk, (frame) => nodeFor(frame).queue(frame, client));
+      scheduleFlush();
+    });
+    socket.on('error', () => undefined);
   })
   .listen(Number(listenPort), '127.0.0.1');

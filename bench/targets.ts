@@ -22,7 +22,7 @@ export type TargetId = (typeof TARGET_IDS)[number];
 export const TARGET_LABELS: Record<TargetId, string> = {
   direct: 'redis-server direct',
   twemproxy: 'twemproxy',
-  floor: 'Node floor (multiplexed, no routing)',
+  floor: 'Node floor (multiplexed, 3 nodes)',
   ring: 'slotproxy ring',
   cluster: 'slotproxy cluster',
   workers: 'slotproxy cluster --workers 2',
@@ -265,15 +265,15 @@ export class TargetLauncher {
     return { id, port: started.port, proc: started.proc, stop: async () => void (await started.proc.stop()) };
   }
 
-  /** bench/mux-floor.ts in front of the first standalone node: the least a multiplexing Node proxy does. */
+  /** bench/mux-floor.ts in front of the three standalone nodes twemproxy and the ring front: the least a multiplexing Node proxy does. */
   private async startFloor(): Promise<RunningTarget> {
-    const backend = this.backends.standalone.addresses[0];
+    const backends = this.backends.standalone.addresses;
     const script = path.join(__dirname, 'mux-floor.js');
     const started = await startProxy(
       TARGET_LABELS.floor,
       async (port) => {
-        this.launches.set('floor', { id: 'floor', command: `node ${NODE_FLAGS.join(' ')} dist/bench/mux-floor.js PORT ${backend}`, config: '' });
-        return { bin: process.execPath, args: [...NODE_FLAGS, script, String(port), backend] };
+        this.launches.set('floor', { id: 'floor', command: `node ${NODE_FLAGS.join(' ')} dist/bench/mux-floor.js PORT ${backends.join(' ')}`, config: '' });
+        return { bin: process.execPath, args: [...NODE_FLAGS, script, String(port), ...backends] };
       },
       async () => '',
     );

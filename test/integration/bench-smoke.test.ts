@@ -10,9 +10,9 @@ import path from 'node:path';
 const REPO = path.resolve(__dirname, '..', '..');
 const SCRIPT = path.join(REPO, 'dist', 'bench', 'run.js');
 const QUICK_SHAPE = '-c 50 -P 1';
-const TARGETS = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, no routing)', 'slotproxy ring', 'slotproxy cluster', 'slotproxy cluster --workers 2'];
+const TARGETS = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, 3 nodes)', 'slotproxy ring', 'slotproxy cluster', 'slotproxy cluster --workers 2'];
 const HEADERS = ['Target', 'SET ops/s', 'GET ops/s', 'MGET10 ops/s', 'p50 ms', 'p99 ms', 'vs direct', 'vs twemproxy'];
-const MEASURED = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, no routing)', 'slotproxy cluster'];
+const MEASURED = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, 3 nodes)', 'slotproxy cluster'];
 const RUN_TIMEOUT_MS = 150_000;
 
 interface RunResult {

@@ -16,13 +16,20 @@ if (!listenPort || nodeAddresses.length === 0 || nodeAddresses.some((a) => !/^[^
   process.exit(2);
 }
 
+/** The decimal integer in `buf` from `from` to `to` (RESP lengths: digits, maybe a minus sign). */
+function parseLength(buf: Buffer, from: number, to: number): number {
+  let n = 0;
+  for (let i = buf[from] === 45 ? from + 1 : from; i < to; i++) n = n * 10 + buf[i] - 48;
+  return buf[from] === 45 ? -n : n;
+}
+
 /** Length of the whole RESP frame at `at`, or -1 when `buf` does not hold all of it yet. */
 function frameLength(buf: Buffer, at: number): number {
   const eol = buf.indexOf(13, at);
   if (eol < 0 || eol + 1 >= buf.length) return -1;
   const type = buf[at];
   if (type !== 42 && type !== 36) return eol + 2 - at; // + - : lines
-  const n = Number(buf.toString('latin1', at + 1, eol));
+  const n = parseLength(buf, at + 1, eol);
   if (type === 36) return n < 0 ? eol + 2 - at : eol + 2 + n + 2 <= buf.length ? eol + 2 + n + 2 - at : -1;
   let end = eol + 2;
   for (let i = 0; i < n; i++) {

@@ -197,8 +197,9 @@ function commandsSection(r: BenchResults): string {
   ];
   for (const l of r.launches) {
     const why = r.targets.find((t) => t.id === l.id)?.unavailable ?? null;
-    const name = l.id === 'twemproxy' ? 'twemproxy' : `slotproxy (${l.id})`;
-    parts.push('', `${name}: \`${l.command}\`${why === null ? '' : ` (not run: ${why})`}`, '', '```yaml', l.config.trimEnd().replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT'), '```');
+    const name = l.id === 'twemproxy' ? 'twemproxy' : l.id === 'floor' ? 'Node floor' : `slotproxy (${l.id})`;
+    parts.push('', `${name}: \`${l.command.replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT')}\`${why === null ? '' : ` (not run: ${why})`}`);
+    if (l.config !== '') parts.push('', '```yaml', l.config.trimEnd().replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT'), '```');
   }
   return parts.join('\n');
 }

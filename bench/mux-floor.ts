@@ -72,40 +72,49 @@ function readInto(socket: net.Socket, onChunk: (chunk: Buffer) => void): void {
   socket.resume();
 }
 
-/** One accepted client: its replies in request order, `head` the first not yet written. */
+/**
+ * One accepted client: its replies in request order. Requests are numbered from 0 for the life of
+ * the connection; `replies[i]` holds the reply of request `base + i`, and `head` is the number of the
+ * first reply not yet written.
+ */
 class Client {
-  replies: (Buffer | undefined)[] = [];
-  head = 0;
+  private replies: (Buffer | undefined)[] = [];
+  private base = 0;
+  private head = 0;
   constructor(readonly socket: net.Socket) {}
-  /** Drops the written replies once all are written (or many are), so the list stays short. */
-  compact(): void {
-    if (this.head === this.replies.length) {
-      this.replies = []; // nothing of this client waits on a node
-    } else if (this.head >= 4096) {
-      this.replies = this.replies.slice(this.head);
-      for (const node of nodes) node.shift(this, this.head);
-    } else {
-      return;
+  /** The number of a new request, whose reply is still to come. */
+  expect(): number {
+    this.replies.push(undefined);
+    return this.base + this.replies.length - 1;
+  }
+  /** Fills in the reply of request `seq`; true when it is the next one to write. */
+  fill(seq: number, reply: Buffer): boolean {
+    this.replies[seq - this.base] = reply;
+    return seq === this.head;
+  }
+  /** Writes every reply from `head` up to the first still missing, in one write. */
+  writeReady(): void {
+    const frames: Buffer[] = [];
+    for (let r = this.replies[this.head - this.base]; r !== undefined; r = this.replies[this.head - this.base]) {
+      frames.push(r);
+      this.head++;
     }
-    this.head = 0;
+    // Drop written replies once all are written (or many are), so the list stays short.
+    if (this.head - this.base === this.replies.length || this.head - this.base >= 4096) {
+      this.replies = this.replies.slice(this.head - this.base);
+      this.base = this.head;
+    }
+    if (frames.length > 0) this.socket.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
   }
 }
 
 const ready = new Set<Client>();
 let flushScheduled = false;
-/** Once per turn: every client whose next reply has come writes all its ready replies at once. */
+/** Once per turn: each node gets this turn's requests, each client with its next reply in gets its replies. */
 function flushTurn(): void {
   flushScheduled = false;
   for (const node of nodes) node.send();
-  for (const client of ready) {
-    const frames: Buffer[] = [];
-    while (client.head < client.replies.length && client.replies[client.head] !== undefined) {
-      frames.push(client.replies[client.head] as Buffer);
-      client.head++;
-    }
-    client.compact();
-    if (frames.length > 0) client.socket.write(frames.length === 1 ? frames[0] : Buffer.concat(frames));
-  }
+  for (const client of ready) client.writeReady();
   ready.clear();
 }
 function scheduleFlush(): void {
@@ -114,17 +123,16 @@ function scheduleFlush(): void {
   setImmediate(flushTurn);
 }
 
-/** One Redis node: one connection, the requests of this turn, the reply slots waiting in order. */
+/** One Redis node: one connection, the requests of this turn, the replies it owes in order. */
 class Node {
   private out: Buffer[] = [];
-  private waiting: { client: Client; index: number }[] = [];
+  private readonly waiting: { client: Client; seq: number }[] = [];
   private next = 0;
   private readonly replies = new Frames();
   private readonly socket: net.Socket;
   constructor(address: string) {
     const [host, port] = address.split(':');
-    const buffer = Buffer.allocUnsafeSlow(64 * 1024);
-    this.socket = net.connect({ host, port: Number(port), noDelay: true, onread: { buffer, callback: (n) => (this.onChunk(buffer.subarray(0, n)), true) } });
+    this.socket = net.connect({ host, port: Number(port), noDelay: true, onread: { buffer: shared, callback: (n) => (this.onChunk(copyOut(n)), true) } });
     this.socket.on('error', (err) => {
       console.error(`mux-floor: ${address}: ${err.message}`);
       process.exit(1);
@@ -132,23 +140,17 @@ class Node {
   }
   queue(frame: Buffer, client: Client): void {
     this.out.push(frame);
-    this.waiting.push({ client, index: client.replies.length });
-    client.replies.push(undefined);
-  }
-  /** The client dropped its first `by` replies: re-point this node's waiting slots of that client. */
-  shift(client: Client, by: number): void {
-    for (let i = this.next; i < this.waiting.length; i++) if (this.waiting[i].client === client) this.waiting[i].index -= by;
+    this.waiting.push({ client, seq: client.expect() });
   }
   send(): void {
     if (this.out.length === 0) return;
     this.socket.write(this.out.length === 1 ? this.out[0] : Buffer.concat(this.out));
     this.out = [];
   }
-  private onChunk(view: Buffer): void {
-    this.replies.each(Buffer.from(view), (frame) => {
-      const { client, index } = this.waiting[this.next++];
-      client.replies[index] = frame;
-      if (index === client.head) ready.add(client);
+  private onChunk(chunk: Buffer): void {
+    this.replies.each(chunk, (frame) => {
+      const { client, seq } = this.waiting[this.next++];
+      if (client.fill(seq, frame)) ready.add(client);
     });
     if (this.next > 65536) {
       this.waiting.splice(0, this.next);
@@ -159,12 +161,17 @@ class Node {
 }
 const nodes = nodeAddresses.map((a) => new Node(a));
 
-/** The node for a request: its second argument's last byte (the key's), or the first node. */
+/** The node for a request `*N $len CMD $len KEY ...`: the key's last byte, or the first node. */
 function nodeFor(frame: Buffer): Node {
   if (nodes.length === 1) return nodes[0];
-  const last = frame.length - 3; // before the final \r\n: the last byte of the last argument
-  const keyEnd = frame.indexOf(13, frame.indexOf(10, frame.indexOf(10, frame.indexOf(10, frame.indexOf(10) + 1) + 1) + 1) + 1);
-  return nodes[(keyEnd > 0 ? frame[keyEnd - 1] : frame[last]) % nodes.length];
+  let at = 0;
+  for (let line = 0; line < 4; line++) {
+    const lf = frame.indexOf(10, at); // past "*N", "$len", "CMD", "$len"
+    if (lf < 0) return nodes[0]; // no key (PING)
+    at = lf + 1;
+  }
+  const keyEnd = frame.indexOf(13, at);
+  return keyEnd > at ? nodes[frame[keyEnd - 1] % nodes.length] : nodes[0];
 }
 
 net

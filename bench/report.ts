@@ -183,6 +183,11 @@ function machineSection(r: BenchResults): string {
   ].join('\n');
 }
 
+/** Ports are picked at run time; the report shows PORT instead. */
+function portless(text: string): string {
+  return text.replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT');
+}
+
 function commandsSection(r: BenchResults): string {
   const parts = [
     '## Command lines',
@@ -198,8 +203,8 @@ function commandsSection(r: BenchResults): string {
   for (const l of r.launches) {
     const why = r.targets.find((t) => t.id === l.id)?.unavailable ?? null;
     const name = l.id === 'twemproxy' ? 'twemproxy' : l.id === 'floor' ? 'Node floor' : `slotproxy (${l.id})`;
-    parts.push('', `${name}: \`${l.command.replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT')}\`${why === null ? '' : ` (not run: ${why})`}`);
-    if (l.config !== '') parts.push('', '```yaml', l.config.trimEnd().replace(/127\.0\.0\.1:\d+/g, '127.0.0.1:PORT'), '```');
+    parts.push('', `${name}: \`${portless(l.command)}\`${why === null ? '' : ` (not run: ${why})`}`);
+    if (l.config !== '') parts.push('', '```yaml', portless(l.config.trimEnd()), '```');
   }
   return parts.join('\n');
 }

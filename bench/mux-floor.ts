@@ -184,4 +184,4 @@ net
     });
     socket.on('error', () => undefined);
   })
-  .listen(Number(listenPort), '127.0.0.1');
+  .listen(Number(listenPort), '127.0.0.1', () => console.log(`mux-floor listening on 127.0.0.1:${listenPort}`));

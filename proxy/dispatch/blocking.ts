@@ -11,6 +11,12 @@
  * CLIENT UNBLOCK of a proxy client is passed on as CLIENT UNBLOCK of the dedicated connection on
  * its node (whose id a `CLIENT ID` written just before the command tells), so the node ends the
  * block itself and nothing it popped is lost.
+ *
+ * In ring mode a phase switch of a migration may move where the command belongs (a BLPOP blocked
+ * on ring A when writes go to ring B from `done` on): the proxy unblocks it the same way and, when
+ * the node answers with the timeout's null (nothing popped), sends it again where it now belongs.
+ * When the node had popped something first, that reply is the client's as usual. The client's
+ * timeout starts again on the new node.
  */
 import { ClientSession, Releasable, Unblockable } from '../client/client-session';
 import { request } from '../backend/request';
@@ -20,12 +26,16 @@ import { BackendConnection, BackendRequest } from '../backend/connection';
 import { DedicatedLink } from './dedicated';
 import { ANY_MASTER } from './forward';
 import { decodeReply } from '../resp/decode-reply';
+import { BlockingRoute, isNullReply } from '../migration/converging-block';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
-/** Sends a blocking command on a connection of its own; resolves once it has its reply. */
-export function runBlocking(ctx: ProxyContext, session: ClientSession, payload: Buffer, shard: number): Promise<void> {
-  const cmd = session.track(new BlockingCommand(ctx, session, payload, shard));
+/**
+ * Sends a blocking command on a connection of its own; resolves once it has its reply. `route`
+ * (ring mode) says where it blocks and what follows its reply, asked again at every (re)start.
+ */
+export function runBlocking(ctx: ProxyContext, session: ClientSession, payload: Buffer, shard: number, route?: () => BlockingRoute): Promise<void> {
+  const cmd = session.track(new BlockingCommand(ctx, session, payload, shard, route ?? null));
   cmd.start();
   return cmd.done;
 }
@@ -47,17 +57,46 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
   /** The node's id for the dedicated connection, once its CLIENT ID answered. */
   private nodeClientId: string | null = null;
   private address: string | null = null;
+  /** What follows the reply under the route of the current start (a migration's copy to ring B). */
+  private settle: ((frame: Buffer) => Promise<Buffer>) | null = null;
+  private routeIdentity = '';
+  /** Set while the proxy unblocks the command to send it again elsewhere. */
+  private rehoming = false;
+  private forgetBlocked: (() => void) | null = null;
 
-  constructor(private readonly ctx: ProxyContext, private readonly session: ClientSession, readonly payload: Buffer, private readonly shard: number) {
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly session: ClientSession,
+    readonly payload: Buffer,
+    private readonly shard: number,
+    private readonly route: (() => BlockingRoute) | null,
+  ) {
     super(session);
     this.done = new Promise((resolve) => (this.resolveDone = resolve));
     session.dedicated.add(this);
+    if (route !== null) this.forgetBlocked = ctx.ring?.holdBlocked(this) ?? null;
+  }
+
+  /** A phase switch: when the command now belongs elsewhere, unblock it here (onReply sends it again). */
+  rehome(): void {
+    if (this.route === null || this.rehoming || this.reply !== null) return;
+    if (this.route().identity === this.routeIdentity) return;
+    this.rehoming = true;
+    void this.unblock('timeout').then((ended) => {
+      // Not blocked yet (its CLIENT ID not answered): it runs where it was sent; or it already answered.
+      if (!ended) this.rehoming = false;
+    });
   }
 
   start(target?: string): void {
     if (this.released) return;
     let address = target ?? null;
-    if (address === null) {
+    if (address === null && this.route !== null) {
+      const route = this.route();
+      address = route.address;
+      this.settle = route.settle ?? null;
+      this.routeIdentity = route.identity;
+    } else if (address === null) {
       const masters = this.ctx.router.masters();
       address = this.shard === ANY_MASTER ? (masters[this.session.id % Math.max(1, masters.length)] ?? null) : this.ctx.router.nodeOf(this.shard);
     }
@@ -107,6 +146,18 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
       this.closeConnection();
       return this.start(target);
     }
+    if (this.rehoming) {
+      this.rehoming = false;
+      if (isNullReply(frame)) {
+        this.closeConnection();
+        return this.start();
+      }
+    }
+    const settle = this.settle;
+    if (settle !== null && frame[0] !== 45 && !isNullReply(frame)) {
+      void settle(frame).then((reply) => this.complete(reply));
+      return;
+    }
     this.complete(frame);
   }
 
@@ -126,6 +177,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
 
   override complete(frame: Buffer): void {
     if (this.reply !== null) return;
+    this.forgetBlocked?.();
     this.session.dedicated.delete(this);
     if (this.session.blocked === this) this.session.blocked = null;
     this.closeConnection();

@@ -21,7 +21,7 @@ import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { convergingWrite } from '../migration/start';
 import { isProxyCommand, proxyCommand } from '../migration/admin';
-import { movingKeysRefusal } from '../migration/guard';
+import { blockingRoute } from '../migration/converging-block';
 import { TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from './subscription';
@@ -176,9 +176,10 @@ export class Dispatcher {
         case 'every-node':
           session.track(new EveryNodeCommand(ctx, session, everyNode(ctx))).start(info.name, args);
           return undefined;
-        case 'transaction':
-          transactionCommand(ctx, session, info, args);
-          return undefined;
+        case 'transaction': {
+          const hold = transactionCommand(ctx, session, info, args);
+          return hold instanceof Promise ? hold : undefined;
+        }
         case 'pubsub':
           pubsubCommand(ctx, session, info, args, raw);
           return undefined;
@@ -253,22 +254,23 @@ export class Dispatcher {
   /** A request whose keys all belong to `shard`: written where the ring's migration phase says, else forwarded. */
   private routeTo(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: readonly number[], shard: number): Promise<void> | undefined {
     const ring = this.ctx.ring;
-    if (ring !== null && !info.flags.has('readonly')) {
-      const placement = ring.placement;
-      // Keys whose owner does not change are written as usual (A and B are the same node).
-      if (placement.converges) {
-        const refusal = info.flags.has('blocking') && blocks(info, args) ? movingKeysRefusal(this.ctx, info.name, args, positions) : null;
-        if (refusal !== null) {
-          session.replyNow(encode.error(refusal));
-          return undefined;
-        }
-        const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
-        if (started !== null) return started.hold;
-      } else {
-        // Just switched to done: this proxy's double-writes finish before any B-only write.
-        const drained = ring.drained();
-        if (drained !== null) return drained.then(() => this.route(session, info, args, raw, positions));
-      }
+    if (ring === null) return this.forward(session, args, raw, shard, info);
+    const readonly = info.flags.has('readonly');
+    const placement = ring.placement;
+    if (!readonly && !placement.converges) {
+      // Just switched to done: this proxy's double-writes finish before any B-only write.
+      const drained = ring.drained();
+      if (drained !== null) return drained.then(() => this.route(session, info, args, raw, positions));
+    }
+    if (info.flags.has('blocking') && blocks(info, args) && session.transaction?.pinnedTo(shard) !== true) {
+      // Where it blocks, and the copy of what it pops, follow the phase even while it blocks.
+      const keys = positions.map((p) => args[p]);
+      return runBlocking(this.ctx, session, raw ?? encode.command(args), shard, blockingRoute(this.ctx, session, keys, readonly));
+    }
+    // Keys whose owner does not change are written as usual (A and B are the same node).
+    if (!readonly && placement.converges) {
+      const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
+      if (started !== null) return started.hold;
     }
     return this.forward(session, args, raw, shard, info);
   }

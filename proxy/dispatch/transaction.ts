@@ -15,15 +15,20 @@
  *   the node in WATCH order.
  * - A redirection met while queuing (MOVED, TRYAGAIN: the node answers EXECABORT) sends the whole
  *   unwatched transaction again, bounded; nothing of it ran.
+ * - During a ring migration the transaction runs on ring A's node (where writes land), and the
+ *   keys it writes that move are snapshotted inside the same MULTI, right before EXEC, then applied
+ *   on their owners in ring B before the client gets EXEC's reply (proxy/migration/converging-exec.ts).
+ *   A WATCH opened before a phase switch moved its keys' writes elsewhere makes EXEC answer nil,
+ *   as a touched key would: the client retries on the new node.
  */
-import { movingKeysRefusal } from '../migration/guard';
+import { convergeExec, execTargets } from '../migration/converging-exec';
 import { ClientSession } from '../client/client-session';
 import { ProxyContext } from '../context';
 import { CommandInfo } from '../commands/table';
 import { keyPositions } from '../commands/keys';
 import { Strategy } from '../commands/policy';
 import { ReplySlot } from '../client/reply-slot';
-import { BackendRequest } from '../backend/connection';
+import { BackendConnection, BackendRequest } from '../backend/connection';
 import { DedicatedLink, DirectCommand } from './dedicated';
 import { ANY_MASTER, slotArgument } from './forward';
 import { SCRIPT_CALLS, numkeysError, scriptLoadRequest } from './script-call';
@@ -47,6 +52,10 @@ export class Transaction {
   shard = UNBOUND;
   queued: Buffer[] = [];
   shas: Buffer[] = [];
+  /** Every key named so far (WATCH and queued commands), to find the shard again at EXEC. */
+  keys: Buffer[] = [];
+  /** The keys of queued commands that write (a migration copies them after EXEC). */
+  written: Buffer[] = [];
   /** The WATCH connection, from WATCH to EXEC/DISCARD/UNWATCH. */
   watch: DedicatedLink | null = null;
 
@@ -71,8 +80,11 @@ export interface TransactionClient extends ClientSession {
   transaction: Transaction | null;
 }
 
-/** MULTI, EXEC, DISCARD, WATCH, UNWATCH. */
-export function transactionCommand(ctx: ProxyContext, session: TransactionClient, info: CommandInfo, args: Buffer[]): void {
+/**
+ * MULTI, EXEC, DISCARD, WATCH, UNWATCH. Returns a promise when the session's next requests must
+ * wait for EXEC (a ring migration reading from ring B: they must see what it wrote).
+ */
+export function transactionCommand(ctx: ProxyContext, session: TransactionClient, info: CommandInfo, args: Buffer[]): Promise<void> | void {
   const txn = session.transaction;
   switch (info.name) {
     case 'multi':
@@ -90,8 +102,7 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
         return session.replyNow(encode.error(errors.EXECABORT));
       }
       session.transaction = null;
-      session.track(new ExecCommand(ctx, session, txn)).start();
-      return;
+      return session.track(new ExecCommand(ctx, session, txn)).start();
     case 'watch':
       if (txn?.inMulti === true) return session.replyNow(encode.error(errors.WATCH_INSIDE_MULTI));
       return watch(ctx, session, info, args);
@@ -144,9 +155,6 @@ export function queueInTransaction(
   if (positions === null) return refuse(errors.unsupported(info.name, 'its keys cannot be found before EXEC'));
   // CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT: the slot they name binds the transaction as a key's would.
   const named = strategy?.kind === 'slot' ? slotArgument(args[2]) : ANY_MASTER;
-  // Ring migration: writes at EXEC could not be copied to the new ring (proxy/migration/guard.ts).
-  const moving = info.flags.has('readonly') ? null : movingKeysRefusal(ctx, info.name, args, positions);
-  if (moving !== null) return refuse(moving);
   const script = SCRIPT_CALLS.get(info.name);
   if (positions.length === 0 && (script === 'eval' || script === 'evalsha')) {
     const bad = numkeysError(args);
@@ -160,6 +168,8 @@ export function queueInTransaction(
       return refuse(errors.CROSSSLOT);
     }
   }
+  for (const p of positions) txn.keys.push(args[p]);
+  if (!info.flags.has('readonly')) for (const p of positions) txn.written.push(args[p]);
   if (script === 'eval') ctx.scripts.add(args[1]);
   else if (script === 'evalsha') txn.shas.push(args[1]);
   queue(session, txn, raw ?? encode.command(args));
@@ -214,9 +224,10 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
     }
   }
   const txn = session.transaction ?? begin(session);
+  for (const p of positions) txn.keys.push(args[p]);
   let link = txn.watch;
   if (link === null) {
-    const address = ctx.router.nodeOf(shard);
+    const address = writeNodeOf(ctx, shard);
     if (address === null) {
       end(session, txn);
       return session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
@@ -228,26 +239,85 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
   link.conn.send(session.track(new DirectCommand(session, encode.command(args))));
 }
 
+/** Where the writes of `shard` go: ring A's node during a migration, else the shard's node. */
+function writeNodeOf(ctx: ProxyContext, shard: number): string | null {
+  return ctx.ring !== null ? ctx.ring.placement.writeAddress(shard) : ctx.router.nodeOf(shard);
+}
+
+/** The transaction's shard under the current placement (a phase switch renumbers ring shards). */
+function currentShard(ctx: ProxyContext, txn: Transaction): number | null {
+  if (ctx.ring === null || txn.keys.length === 0) return txn.shard;
+  const shard = ctx.router.shardOf(txn.keys[0]);
+  for (let i = 1; i < txn.keys.length; i++) if (ctx.router.shardOf(txn.keys[i]) !== shard) return null;
+  return shard;
+}
+
 /** EXEC: the queued commands sent as one burst, the node's EXEC reply forwarded. */
 class ExecCommand extends ReplySlot {
   private attempts = 0;
+  private settle: () => void = () => undefined;
+  /** Settles once the client's reply is known. */
+  private readonly settled = new Promise<void>((resolve) => (this.settle = resolve));
 
   constructor(private readonly ctx: ProxyContext, private readonly session: TransactionClient, private readonly txn: Transaction) {
     super(session);
   }
 
-  start(): void {
+  /** Returns a promise when the session's next requests must wait for this EXEC. */
+  start(): Promise<void> | undefined {
     const { ctx, txn } = this;
     const link = txn.watch;
+    const shard = currentShard(ctx, txn);
+    if (shard === null) {
+      this.finish(encode.error(errors.execAbort(errors.CROSSSLOT)));
+      return undefined;
+    }
     let address: string | null;
-    if (link !== null) address = link.address;
-    else if (txn.shard !== UNBOUND) address = ctx.router.nodeOf(txn.shard);
+    if (shard !== UNBOUND) address = writeNodeOf(ctx, shard);
+    else if (link !== null) address = link.address;
     else {
       const masters = ctx.router.masters();
       address = masters.length === 0 ? null : masters[this.session.id % masters.length];
     }
-    if (address === null) return this.finish(encode.error(errors.SLOT_NOT_SERVED));
+    if (address === null) {
+      this.finish(encode.error(errors.SLOT_NOT_SERVED));
+      return undefined;
+    }
+    if (link !== null && ctx.ring !== null && link.address !== address) {
+      // A phase switch moved where these keys are written since WATCH: what was watched no longer
+      // guards them, so the transaction fails as when a watched key was touched.
+      this.finish(this.session.protocol === 3 ? encode.RESP3_NULL : encode.NULL_ARRAY);
+      return undefined;
+    }
     const conn = link?.conn ?? ctx.pool.connection(address, this.session.id, this.session.protocol);
+    const targets = execTargets(ctx, txn.written);
+    if (targets.length > 0) {
+      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c), queuedCount: txn.queued.length };
+      convergeExec(ctx, this.session, burst, targets, (frame) => this.finish(frame));
+      return this.hold();
+    }
+    this.send(conn, link === null);
+    return undefined;
+  }
+
+  /** In a ring migration reading from ring B, the session's next requests wait for EXEC's copy there. */
+  private hold(): Promise<void> | undefined {
+    this.ctx.ring?.track(this.settled);
+    return this.ctx.ring?.placement.phase === 'read-new' ? this.settled : undefined;
+  }
+
+  /** SCRIPT LOADs, MULTI and the queued commands on `conn`, EXEC not included. */
+  private sendQueued(conn: BackendConnection): void {
+    for (const sha of this.txn.shas) {
+      const body = this.ctx.scripts.get(sha);
+      if (body !== undefined) conn.send(scriptLoadRequest(body));
+    }
+    conn.send({ payload: MULTI, onReply: () => undefined, onFailure: () => undefined });
+    for (const payload of this.txn.queued) conn.send({ payload, onReply: () => undefined, onFailure: () => undefined });
+  }
+
+  private send(conn: BackendConnection, retryable: boolean): void {
+    const { ctx, txn } = this;
     let redirected = false;
     const noteQueuedReply = (frame: Buffer): void => {
       if (frame[0] !== 45) return;
@@ -272,7 +342,7 @@ class ExecCommand extends ReplySlot {
       payload: EXEC,
       onReply: (frame) => {
         const aborted = frame[0] === 45 && frame.toString('latin1', 1, 10) === 'EXECABORT';
-        if (aborted && redirected && link === null && this.attempts++ < ctx.forward.maxRedirects + 3) {
+        if (aborted && redirected && retryable && this.attempts++ < ctx.forward.maxRedirects + 3) {
           setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
           return;
         }
@@ -285,5 +355,6 @@ class ExecCommand extends ReplySlot {
   private finish(frame: Buffer): void {
     this.txn.release();
     this.complete(frame);
+    this.settle();
   }
 }

@@ -16,21 +16,13 @@
  * and the keys are still copied (snapshot and apply on their own) so B converges either way.
  */
 import { BackendConnection, BackendRequest } from '../backend/connection';
-import { request } from '../backend/request';
 import { ProxyContext } from '../context';
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { ReplyFramer } from '../resp/reply-framer';
-import { errorText } from '../resp/decode-reply';
-import { ApplyOutcome, Snapshot, applyCommand, parseApply, parseSnapshot, snapshotCommand } from './converge';
+import { ApplyOutcome, Snapshot, parseSnapshot, snapshotCommand } from './converge';
+import { CopyTarget, applySnapshots, missedByFence, snapshotThenApply } from './copy-keys';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
-
-/** A key of the write whose owner in ring B (`to`) differs from its node in ring A (`from`). */
-export interface CopyTarget {
-  key: Buffer;
-  from: string;
-  to: string;
-}
 
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
@@ -54,14 +46,14 @@ class Part implements BackendRequest {
 }
 
 /** The client's own request bytes, sent as they are; resolves with the raw reply frame. */
-function sendRaw(conn: BackendConnection, payload: Buffer): Promise<Buffer> {
+export function sendRaw(conn: BackendConnection, payload: Buffer): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     conn.send({ payload, onReply: resolve, onFailure: (message) => reject(new Error(message)) });
   });
 }
 
 /** The elements of an EXEC reply, each a raw frame. */
-function execElements(frame: Buffer): Buffer[] | null {
+export function execElements(frame: Buffer): Buffer[] | null {
   if (frame[0] !== 42 /* * */) return null;
   const headerEnd = frame.indexOf('\r\n');
   const elements: Buffer[] = [];
@@ -112,7 +104,7 @@ export class ConvergingWrite extends ReplySlot {
         return;
       }
       // It may have run on A: bring B up to date all the same, then pass the failure on.
-      await this.copySeparately().catch(() => undefined);
+      await snapshotThenApply(this.ctx, this.owner.id, this.targets).catch(() => undefined);
       this.finish(encode.error(failed.message));
       return;
     }
@@ -133,21 +125,19 @@ export class ConvergingWrite extends ReplySlot {
     }
     let outcomes: ApplyOutcome[];
     try {
-      outcomes = await Promise.all(
-        this.targets.map(async (t, i) => parseApply(await request(this.ctx.pool.connection(t.to, this.owner.id), applyCommand(t.key, snapshots[i])))),
-      );
+      outcomes = await applySnapshots(this.ctx, this.owner.id, this.targets, snapshots);
     } catch (err) {
       this.ctx.stats.backendErrors++;
       this.finish(encode.error(errors.migrationCopyFailed(this.address, err instanceof Error ? err.message : String(err))));
       return;
     }
     // Fenced: ring B is the only ring now. Did an earlier snapshot carry this write there?
-    const missed = outcomes.map((o, i) => o.kind === 'fenced' && o.version < snapshots[i].version);
-    if (!missed.some((m) => m)) {
+    const missed = missedByFence(outcomes, snapshots);
+    if (missed === 'none') {
       this.finish(reply);
       return;
     }
-    if (!missed.every((m) => m)) {
+    if (missed === 'some') {
       this.finish(encode.error(errors.migrationSwitchedMidWrite(this.targets[0].to)));
       return;
     }
@@ -156,15 +146,6 @@ export class ConvergingWrite extends ReplySlot {
       this.finish(await sendRaw(this.ctx.pool.connection(this.targets[0].to, this.owner.id, this.owner.protocol), this.payload));
     } catch (err) {
       this.finish(encode.error(err instanceof Error ? err.message : String(err)));
-    }
-  }
-
-  /** Snapshot and apply as separate steps, after a failure left the burst's outcome unknown. */
-  private async copySeparately(): Promise<void> {
-    for (const t of this.targets) {
-      const snap = await request(this.ctx.pool.connection(t.from, this.owner.id), snapshotCommand(t.key));
-      if (errorText(snap) !== null) continue;
-      await request(this.ctx.pool.connection(t.to, this.owner.id), applyCommand(t.key, parseSnapshot(snap)));
     }
   }
 

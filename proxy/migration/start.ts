@@ -1,7 +1,8 @@
 import { ProxyContext } from '../context';
 import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
-import { ConvergingWrite, CopyTarget } from './converging-write';
+import { ConvergingWrite } from './converging-write';
+import { copyTargets } from './copy-keys';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
@@ -21,11 +22,7 @@ export function convergingWrite(
   positions: readonly number[],
   placement: Placement,
 ): { hold: Promise<void> | undefined } | null {
-  const targets: CopyTarget[] = [];
-  for (const p of positions) {
-    const t = placement.copyTarget(args[p]);
-    if (t !== null) targets.push({ key: args[p], ...t });
-  }
+  const targets = copyTargets(placement, positions.map((p) => args[p]));
   if (targets.length === 0) return null;
   const address = placement.writeAddress(shard);
   if (address === null) {

@@ -2,6 +2,14 @@ import { Placement } from '../../sharding/migration';
 import { Router } from '../../sharding/router';
 
 /**
+ * A command blocked on a node, which a phase switch may move: a BLPOP blocked on ring A when the
+ * ring switches to `done` would otherwise wait on a node no write reaches any more.
+ */
+export interface Rehomable {
+  rehome(): void;
+}
+
+/**
  * Routes by ketama ring (sharding/ring.ts): a shard is a node's index on the ring (during a
  * migration, the pair of its indexes in both rings, see sharding/migration.ts). The placement is
  * an immutable snapshot, replaced whole by a phase switch or a config reload.
@@ -10,6 +18,8 @@ export class RingRouter implements Router {
   private converging = 0;
   private drainWaiters: (() => void)[] = [];
   private readonly swapListeners: ((next: Placement) => void)[] = [];
+  /** Blocking commands blocked now, asked to move when a swap changes where they belong. */
+  private readonly blocked = new Set<Rehomable>();
 
   constructor(private current: Placement) {}
 
@@ -33,6 +43,12 @@ export class RingRouter implements Router {
     return new Promise((resolve) => this.drainWaiters.push(resolve));
   }
 
+  /** Registers a blocked command until the returned function is called. */
+  holdBlocked(command: Rehomable): () => void {
+    this.blocked.add(command);
+    return () => this.blocked.delete(command);
+  }
+
   get placement(): Placement {
     return this.current;
   }
@@ -40,6 +56,7 @@ export class RingRouter implements Router {
   /** Takes effect for every request dispatched from now on; requests in flight finish where they went. */
   swap(next: Placement): void {
     this.current = next;
+    for (const b of [...this.blocked]) b.rehome();
     for (const l of this.swapListeners) l(next);
   }
 

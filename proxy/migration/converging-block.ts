@@ -1,0 +1,66 @@
+/**
+ * A blocking command (BLPOP, BLMOVE, BZPOPMIN, XREADGROUP ... BLOCK ...) in ring mode, where it
+ * runs and what follows its reply, recomputed each time it is (re)started, since a phase switch
+ * can change both while it blocks (proxy/ring/router.ts re-homes blocked commands on a swap).
+ *
+ * While a migration converges, a blocking write runs on ring A's node of its keys, like every
+ * write, and its effect (the pop) is copied to ring B before the client gets the popped item:
+ * SNAPSHOT after the reply, then APPLY (proxy/migration/converge.ts). The snapshot is not in the
+ * pop's own MULTI (a blocked command cannot be queued), but it is taken after the pop, so it holds
+ * the pop and every write before it; a later write's snapshot is numbered higher. That is all
+ * convergence needs.
+ *
+ * When B was fenced (a proxy entered `done`) before it got the pop, the item is still in B, now
+ * the only ring: the client gets an error instead of the item, so nothing is popped twice or lost.
+ * When B cannot be reached, the client still gets its item (it is gone from A); the key is counted
+ * as a back-end error and `slotproxy migrate copy` brings B up to date.
+ */
+import { ProxyContext } from '../context';
+import { ClientSession } from '../client/client-session';
+import { copyTargets, missedByFence, snapshotThenApply } from './copy-keys';
+import { log } from '../telemetry/log';
+import * as encode from '../resp/encode';
+import * as errors from '../resp/errors';
+
+export interface BlockingRoute {
+  /** The node the command blocks on; null when none serves its keys. */
+  address: string | null;
+  /** Same value, same route: a swap that leaves it unchanged leaves the command where it blocks. */
+  identity: string;
+  /** Turns the node's reply into the client's once the keys' new state reached ring B; absent when nothing moves. */
+  settle?: (frame: Buffer) => Promise<Buffer>;
+}
+
+export function blockingRoute(ctx: ProxyContext, session: ClientSession, keys: readonly Buffer[], readonly: boolean): () => BlockingRoute {
+  return () => {
+    const ring = ctx.ring;
+    if (ring === null || keys.length === 0) return { address: null, identity: '' };
+    const placement = ring.placement;
+    const shard = placement.shardOf(keys[0]);
+    const address = readonly ? placement.readAddress(shard) : placement.writeAddress(shard);
+    const targets = readonly ? [] : copyTargets(placement, keys);
+    if (targets.length === 0) return { address, identity: `${address}` };
+    const settle = async (frame: Buffer): Promise<Buffer> => {
+      const copy = snapshotThenApply(ctx, session.id, targets);
+      ring.track(copy.then(
+        () => undefined,
+        () => undefined,
+      ));
+      try {
+        const { snapshots, outcomes } = await copy;
+        if (missedByFence(outcomes, snapshots) === 'none') return frame;
+        return encode.error(errors.migrationBlockedAcrossDone(targets[0].to));
+      } catch (err) {
+        ctx.stats.backendErrors++;
+        log.warn({ node: targets[0].to, err: String(err) }, 'a blocking write ran on ring A but its copy to ring B failed; run slotproxy migrate copy');
+        return frame;
+      }
+    };
+    return { address, identity: `${address}|converging`, settle };
+  };
+}
+
+/** A reply that carries nothing: the command timed out (or was unblocked), and changed nothing. */
+export function isNullReply(frame: Buffer): boolean {
+  return (frame.length === 5 && (frame[0] === 42 || frame[0] === 36) && frame[1] === 45) || (frame.length === 3 && frame[0] === 95);
+}

@@ -58,7 +58,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
   private nodeClientId: string | null = null;
   private address: string | null = null;
   /** What follows the reply under the route of the current start (a migration's copy to ring B). */
-  private settle: ((frame: Buffer) => Promise<Buffer>) | null = null;
+  private settle: BlockingRoute['settle'] | null = null;
   private routeIdentity = '';
   /** Set while the proxy unblocks the command to send it again elsewhere. */
   private rehoming = false;
@@ -154,8 +154,15 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
       }
     }
     const settle = this.settle;
-    if (settle !== null && frame[0] !== 45 && !isNullReply(frame)) {
-      void settle(frame).then((reply) => this.complete(reply));
+    if (settle != null && frame[0] !== 45 && !isNullReply(frame)) {
+      void settle(frame).then((reply) => {
+        if (Buffer.isBuffer(reply)) return this.complete(reply);
+        // Ring B was fenced before the pop reached it: B alone counts now, and answers.
+        this.closeConnection();
+        this.settle = null;
+        this.routeIdentity = reply.rerunOn;
+        this.start(reply.rerunOn);
+      });
       return;
     }
     this.complete(frame);

@@ -162,8 +162,9 @@ export function queueInTransaction(
   }
   for (let i = named === ANY_MASTER ? 0 : -1; i < positions.length; i++) {
     const shard = i < 0 ? named : ctx.router.shardOf(args[positions[i]]);
-    if (txn.shard === UNBOUND) txn.shard = shard;
-    else if (shard !== txn.shard) {
+    const bound = boundShard(ctx, txn);
+    if (bound === UNBOUND) txn.shard = shard;
+    else if (shard !== bound) {
       ctx.stats.crossSlotErrors++;
       return refuse(errors.CROSSSLOT);
     }
@@ -214,7 +215,7 @@ function end(session: TransactionClient, txn: Transaction): void {
 
 function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo, args: Buffer[]): void {
   const positions = keyPositions(info, args) ?? [];
-  let shard = session.transaction?.shard ?? UNBOUND;
+  let shard = session.transaction === null ? UNBOUND : boundShard(ctx, session.transaction);
   for (const p of positions) {
     const s = ctx.router.shardOf(args[p]);
     if (shard === UNBOUND) shard = s;
@@ -242,6 +243,15 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
 /** Where the writes of `shard` go: ring A's node during a migration, else the shard's node. */
 function writeNodeOf(ctx: ProxyContext, shard: number): string | null {
   return ctx.ring !== null ? ctx.ring.placement.writeAddress(shard) : ctx.router.nodeOf(shard);
+}
+
+/**
+ * The shard the transaction is bound to, under the current placement: in ring mode a phase switch
+ * renumbers shards, so it is found again from the first key (still one node in both rings).
+ */
+function boundShard(ctx: ProxyContext, txn: Transaction): number {
+  if (ctx.ring === null || txn.keys.length === 0) return txn.shard;
+  return ctx.router.shardOf(txn.keys[0]);
 }
 
 /** The transaction's shard under the current placement (a phase switch renumbers ring shards). */
@@ -292,7 +302,7 @@ class ExecCommand extends ReplySlot {
     const conn = link?.conn ?? ctx.pool.connection(address, this.session.id, this.session.protocol);
     const targets = execTargets(ctx, txn.written);
     if (targets.length > 0) {
-      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c), queuedCount: txn.queued.length };
+      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c), queuedCount: txn.queued.length, watched: link !== null };
       convergeExec(ctx, this.session, burst, targets, (frame) => this.finish(frame));
       return this.hold();
     }

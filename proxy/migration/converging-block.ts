@@ -10,8 +10,9 @@
  * the pop and every write before it; a later write's snapshot is numbered higher. That is all
  * convergence needs.
  *
- * When B was fenced (a proxy entered `done`) before it got the pop, the item is still in B, now
- * the only ring: the client gets an error instead of the item, so nothing is popped twice or lost.
+ * When B was fenced (a proxy entered `done`) before it got the pop, ring A no longer counts: the
+ * command runs again on B, now the only ring, and B's answer is the client's, so nothing is
+ * popped twice (the item taken from A is still in B, and is popped there once) or lost.
  * When B cannot be reached, the client still gets its item (it is gone from A); the key is counted
  * as a back-end error and `slotproxy migrate copy` brings B up to date.
  */
@@ -19,16 +20,17 @@ import { ProxyContext } from '../context';
 import { ClientSession } from '../client/client-session';
 import { copyTargets, missedByFence, snapshotThenApply } from './copy-keys';
 import { log } from '../telemetry/log';
-import * as encode from '../resp/encode';
-import * as errors from '../resp/errors';
 
 export interface BlockingRoute {
   /** The node the command blocks on; null when none serves its keys. */
   address: string | null;
   /** Same value, same route: a swap that leaves it unchanged leaves the command where it blocks. */
   identity: string;
-  /** Turns the node's reply into the client's once the keys' new state reached ring B; absent when nothing moves. */
-  settle?: (frame: Buffer) => Promise<Buffer>;
+  /**
+   * Turns the node's reply into the client's once the keys' new state reached ring B, or says to
+   * run the command again on B alone; absent when nothing moves.
+   */
+  settle?: (frame: Buffer) => Promise<Buffer | { rerunOn: string }>;
 }
 
 export function blockingRoute(ctx: ProxyContext, session: ClientSession, keys: readonly Buffer[], readonly: boolean): () => BlockingRoute {
@@ -40,7 +42,7 @@ export function blockingRoute(ctx: ProxyContext, session: ClientSession, keys: r
     const address = readonly ? placement.readAddress(shard) : placement.writeAddress(shard);
     const targets = readonly ? [] : copyTargets(placement, keys);
     if (targets.length === 0) return { address, identity: `${address}` };
-    const settle = async (frame: Buffer): Promise<Buffer> => {
+    const settle = async (frame: Buffer): Promise<Buffer | { rerunOn: string }> => {
       const copy = snapshotThenApply(ctx, session.id, targets);
       ring.track(copy.then(
         () => undefined,
@@ -49,7 +51,7 @@ export function blockingRoute(ctx: ProxyContext, session: ClientSession, keys: r
       try {
         const { snapshots, outcomes } = await copy;
         if (missedByFence(outcomes, snapshots) === 'none') return frame;
-        return encode.error(errors.migrationBlockedAcrossDone(targets[0].to));
+        return { rerunOn: targets[0].to };
       } catch (err) {
         ctx.stats.backendErrors++;
         log.warn({ node: targets[0].to, err: String(err) }, 'a blocking write ran on ring A but its copy to ring B failed; run slotproxy migrate copy');

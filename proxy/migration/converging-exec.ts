@@ -9,9 +9,11 @@
  *
  * Inside MULTI the snapshots hold the state right after the transaction, so this converges as a
  * single write does (proxy/migration/converge.ts), WATCH included: a nil EXEC ran nothing, and
- * nothing is copied. When ring B was fenced (`done`) before any of it arrived, the transaction runs
- * once on B, now the only ring, and that EXEC reply is the client's; when only part of it arrived,
- * the client is told so.
+ * nothing is copied. When ring B was fenced (`done`) before any of it arrived, ring A no longer
+ * counts: an unwatched transaction runs once on B, now the only ring, and that EXEC reply is the
+ * client's; a WATCHed one answers nil, as when a watched key was touched (its WATCH guarded A,
+ * while B may have taken other writes since: running it there could overwrite them), so the
+ * client retries it on B. When only part of it arrived, the client is told so.
  */
 import { BackendConnection } from '../backend/connection';
 import { ProxyContext } from '../context';
@@ -30,6 +32,8 @@ export interface ExecBurst {
   /** Sends the transaction's SCRIPT LOADs, MULTI and queued commands on a connection, EXEC excluded. */
   sendQueued: (conn: BackendConnection) => void;
   queuedCount: number;
+  /** The transaction ran under WATCH (its guard held on ring A only). */
+  watched: boolean;
 }
 
 /** The moving keys among those a transaction writes; empty outside a converging migration. */
@@ -77,6 +81,7 @@ async function settleExec(ctx: ProxyContext, client: { id: number; protocol: 2 |
   const missed = missedByFence(outcomes, snapshots);
   if (missed === 'none') return reply;
   if (missed === 'some') return encode.error(errors.migrationSwitchedMidWrite(targets[0].to));
+  if (burst.watched) return client.protocol === 3 ? encode.RESP3_NULL : encode.NULL_ARRAY;
   try {
     const b = ctx.pool.connection(targets[0].to, client.id, client.protocol);
     burst.sendQueued(b);

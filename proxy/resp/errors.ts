@@ -115,10 +115,6 @@ export function migrationSwitchedMidWrite(addr: string): string {
   return `ERR slotproxy: the ring migration switched to done during this write; it may have reached ${addr} only in part`;
 }
 
-export function migrationBlockedAcrossDone(addr: string): string {
-  return `ERR slotproxy: the ring migration switched to done while this command was blocked; nothing was taken from ${addr}, run it again`;
-}
-
 export const PROXY_COMMAND_USAGE = 'ERR syntax: PROXY MIGRATION PHASE <double-write|read-new|done> | PROXY MIGRATION STATUS';
 export const MIGRATION_NEEDS_RING = 'ERR slotproxy: migrations need ring mode';
 export const NO_MIGRATION = 'ERR slotproxy: no migration is configured (add a migration: section and reload)';

@@ -11,6 +11,7 @@ export const GROUPS = {
   append: 300,
   ttl: 200,
   deletable: 300,
+  queue: 20,
 } as const;
 export type Group = keyof typeof GROUPS;
 
@@ -40,6 +41,11 @@ export class Expected {
   /** Keys with a TTL set, and every EXPIRE sent to each (the seed's first, at time 0). */
   readonly ttls = new Map<string, TtlWrite[]>();
   readonly deleted = new Set<string>();
+  /** Job tokens pushed to the queues (acknowledged or not: an unacknowledged push may have run). */
+  readonly pushedJobs = new Set<string>();
+  readonly ackedJobs = new Set<string>();
+  /** Every job a consumer's BLPOP returned, duplicates kept so they can be caught. */
+  readonly poppedJobs: string[] = [];
   ops = 0;
   errors: string[] = [];
   /** Orders sends and replies as the clients saw them (one thread: a total order). */
@@ -121,12 +127,28 @@ export class MixedLoad {
   private nextDeletable = 0;
   private seq = 0;
 
-  constructor(private readonly clients: Redis[], readonly expected: Expected, private readonly seedValue = 1) {}
+  /** `consumers`: clients that only pop jobs from the queues with BLPOP, while the others push them. */
+  constructor(private readonly clients: Redis[], readonly expected: Expected, private readonly seedValue = 1, private readonly consumers: Redis[] = []) {}
 
   start(): void {
     if (this.running) return;
     this.running = true;
-    this.loops = this.clients.map((c, i) => this.loop(c, i));
+    this.loops = [...this.clients.map((c, i) => this.loop(c, i)), ...this.consumers.map((c, i) => this.consume(c, i))];
+  }
+
+  private async consume(client: Redis, index: number): Promise<void> {
+    const rnd = xorshift32(this.seedValue * 7000 + index + this.seq);
+    while (this.running) {
+      const k = keyOf('queue', Math.floor(rnd() * GROUPS.queue));
+      try {
+        const got = await client.blpop(k, 0.2);
+        if (got !== null) this.expected.poppedJobs.push(got[1]);
+        this.expected.ops++;
+      } catch (err) {
+        this.expected.errors.push(`BLPOP ${k}: ${err instanceof Error ? err.message : String(err)}`);
+        if (this.expected.errors.length > 20) return;
+      }
+    }
   }
 
   async pause(): Promise<void> {
@@ -141,9 +163,39 @@ export class MixedLoad {
         await this.one(client, index, rnd);
         this.expected.ops++;
       } catch (err) {
-        this.expected.errors.push(err instanceof Error ? err.message : String(err));
+        this.expected.errors.push(err instanceof Error ? `${err.message} ${JSON.stringify(((err as { previousErrors?: Error[] }).previousErrors ?? []).map((x) => x.message))}` : String(err));
         if (this.expected.errors.length > 20) return;
       }
+    }
+  }
+
+  /** MULTI-based rate limiting, a WATCH-based counter, a job pushed for the BLPOP consumers, a PUBLISH. */
+  private async transactional(c: Redis, token: string, rnd: () => number): Promise<void> {
+    const e = this.expected;
+    const k = keyOf('counter', Math.floor(rnd() * GROUPS.counter));
+    const r = rnd();
+    if (r < 0.3) {
+      const reply = await c.multi().incr(k).expire(k, 100_000).exec();
+      if (reply === null || reply[0][0] !== null) throw new Error(`MULTI INCR ${k}: ${JSON.stringify(reply)}`);
+      e.counters.set(k, (e.counters.get(k) ?? 0) + 1);
+    } else if (r < 0.55) {
+      // WATCH, read, write back: retried until no other client touched the key in between.
+      for (;;) {
+        await c.watch(k);
+        const v = Number(await c.get(k));
+        const reply = await c.multi().set(k, String(v + 1)).exec();
+        if (reply === null) continue;
+        e.counters.set(k, (e.counters.get(k) ?? 0) + 1);
+        return;
+      }
+    } else if (r < 0.9) {
+      const q = keyOf('queue', Math.floor(rnd() * GROUPS.queue));
+      e.pushedJobs.add(token);
+      await c.lpush(q, token);
+      e.ackedJobs.add(token);
+    } else {
+      const n = await c.publish(`news:${token}`, 'hello');
+      if (typeof n !== 'number') throw new Error(`PUBLISH answered ${String(n)}`);
     }
   }
 
@@ -151,6 +203,7 @@ export class MixedLoad {
     const e = this.expected;
     const pick = (g: Group): string => keyOf(g, Math.floor(rnd() * GROUPS[g]));
     const token = `c${client}-${this.seq++}`;
+    if (rnd() < 0.2) return this.transactional(c, token, rnd);
     const r = rnd();
     if (r < 0.25) {
       const k = pick('counter');
@@ -195,6 +248,21 @@ export class MixedLoad {
       if (v === null) throw new Error(`counter ${k} read as missing`);
     }
   }
+}
+
+/** Difference between what the queues' producers pushed and what consumers popped plus what is left. */
+export async function checkQueues(c: Redis, e: Expected): Promise<string[]> {
+  const problems: string[] = [];
+  const seen = new Map<string, number>();
+  const left: string[] = [];
+  for (let i = 0; i < GROUPS.queue; i++) left.push(...(await c.lrange(keyOf('queue', i), 0, -1)));
+  for (const job of [...e.poppedJobs, ...left]) seen.set(job, (seen.get(job) ?? 0) + 1);
+  for (const [job, n] of seen) {
+    if (n > 1) problems.push(`job ${job} seen ${n} times`);
+    if (!e.pushedJobs.has(job)) problems.push(`job ${job} never pushed`);
+  }
+  for (const job of e.ackedJobs) if (!seen.has(job)) problems.push(`job ${job} lost`);
+  return problems;
 }
 
 /** Differences between the expected state and what `c` (a proxy) reads now. */

@@ -13,7 +13,7 @@ import { copyMoved } from '../../proxy/migration/tools/copy';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { isBookkeepingKey } from '../../proxy/migration/converge';
-import { Expected, MixedLoad, checkState, seed } from './migration-load';
+import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } from './migration-load';
 
 const NAMES = ['a', 'b', 'c'];
 const CLIENTS_PER_PROXY = 3;
@@ -82,7 +82,10 @@ async function runMigration(from: number, to: number): Promise<void> {
     clients.push(...admins);
     const loadClients = proxies.flatMap((p) => Array.from({ length: CLIENTS_PER_PROXY }, () => connect(p)));
     clients.push(...loadClients);
-    const load = new MixedLoad(loadClients, expected, from * 10 + to);
+    // One BLPOP consumer per proxy against the LPUSH producers of the load.
+    const consumers = proxies.map(connect);
+    clients.push(...consumers);
+    const load = new MixedLoad(loadClients, expected, from * 10 + to, consumers);
 
     load.start();
     await sleep(700);
@@ -103,6 +106,7 @@ async function runMigration(from: number, to: number): Promise<void> {
     expect(verified.differing).toBe(0);
     expect(await checkState(admins[0], expected)).toEqual([]);
     expect(await checkState(admins[1], expected)).toEqual([]);
+    expect(await checkQueues(admins[0], expected)).toEqual([]);
 
     // Into done under load, one proxy at a time, the second lagging half a second behind: ring B
     // is fenced first, so the lagging proxy's writes still reach B exactly once.
@@ -116,6 +120,7 @@ async function runMigration(from: number, to: number): Promise<void> {
     expect(expected.errors).toEqual([]);
     expect(await checkState(admins[0], expected)).toEqual([]);
     expect(await checkState(admins[1], expected)).toEqual([]);
+    expect(await checkQueues(admins[1], expected)).toEqual([]);
     await expect(admins[0].call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).rejects.toThrow('done is final');
 
     const cleaned = await cleanupMoved(direct, placement.withPhase('done'), { batch: 500, progress: false });
@@ -128,12 +133,16 @@ async function runMigration(from: number, to: number): Promise<void> {
       }
     }
     expect(await checkState(admins[0], expected)).toEqual([]);
-    const liveKeys = seeded - expected.deleted.size;
+    // The job queues exist only while they hold jobs.
+    let queues = 0;
+    for (let i = 0; i < GROUPS.queue; i++) queues += await admins[0].exists(keyOf('queue', i));
+    const liveKeys = seeded - expected.deleted.size + queues;
     expect(await admins[0].dbsize()).toBe(liveKeys);
     console.log(
       `migration ${from} -> ${to}: ${seeded} keys before, ${expected.ops} acknowledged operations by ${loadClients.length} clients ` +
         `through 2 proxies, copy scanned ${copied.scanned} and copied ${copied.copied} (${copied.skippedNewer} already newer), ` +
-        `verify compared ${verified.compared} moved keys, ${verified.differing} differ; cleanup deleted ${cleaned.deleted}`,
+        `verify compared ${verified.compared} moved keys, ${verified.differing} differ; cleanup deleted ${cleaned.deleted}; ` +
+        `${expected.ackedJobs.size} jobs pushed, ${expected.poppedJobs.length} popped by BLPOP, none lost or twice`,
     );
   } finally {
     for (const c of clients) c.disconnect();

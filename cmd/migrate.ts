@@ -7,6 +7,7 @@ import { Command, InvalidArgumentError } from 'commander';
 import { loadConfigFile } from '../config/load';
 import { RingModeConfig } from '../config/schema';
 import { Placement } from '../sharding/migration';
+import { Ring } from '../sharding/ring';
 import { NodeClient } from '../proxy/migration/tools/node-client';
 import { copyMoved } from '../proxy/migration/tools/copy';
 import { verifyMoved } from '../proxy/migration/tools/verify';
@@ -23,12 +24,12 @@ function wholeNumber(v: string): number {
   return n;
 }
 
-function migratingConfig(file: string): { config: RingModeConfig; placement: Placement } {
+function migratingConfig(file: string): { config: RingModeConfig; phase: MigrationPhase } {
   const config = loadConfigFile(file);
   if (config.mode !== 'ring' || config.migration === undefined) {
     throw new Error(`${file}: migrate needs mode: ring and a migration: section`);
   }
-  return { config, placement: Placement.fromConfig(config.ring, config.migration) };
+  return { config, phase: config.migration.phase };
 }
 
 /** Every live proxy of the ring, read from ring A's nodes. */
@@ -36,10 +37,12 @@ function fleetOf(nodes: NodeClient, placement: Placement): Promise<ProxyRecord[]
   return readFleet((addr, args) => nodes.call(addr, args), placement.from.addresses);
 }
 
-async function withNodes<T>(config: RingModeConfig, work: (nodes: NodeClient) => Promise<T>): Promise<T> {
+/** Connections to both sides (a cluster side's slot map loaded first) and the config's placement. */
+async function withNodes<T>(config: RingModeConfig, work: (nodes: NodeClient, placement: Placement) => Promise<T>): Promise<T> {
   const nodes = new NodeClient(config);
   try {
-    return await work(nodes);
+    await nodes.start();
+    return await work(nodes, nodes.placement());
   } finally {
     nodes.close();
   }
@@ -57,9 +60,9 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .option('--restart', 'forget the saved progress and start over')
     .action(async (opts: { config: string; rate: number; batch: number; restart?: boolean }) => {
       try {
-        const { config, placement } = migratingConfig(opts.config);
-        if (placement.phase === 'done') throw new Error('the config says phase done: nothing is double-written any more, so copying now could lose writes');
-        const r = await withNodes(config, async (nodes) => {
+        const { config, phase } = migratingConfig(opts.config);
+        if (phase === 'done') throw new Error('the config says phase done: nothing is double-written any more, so copying now could lose writes');
+        const r = await withNodes(config, async (nodes, placement) => {
           // A proxy that does not double-write yet would write keys the copy has already passed.
           const early = (await fleetOf(nodes, placement)).filter((p) => isBehind(p.phase, 'double-write'));
           if (early.length > 0) throw new Error(`refused: live proxies are not double-writing yet: ${describeProxies(early)}; switch them first (slotproxy migrate phase double-write -c FILE)`);
@@ -79,8 +82,8 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .option('--show <n>', 'differences to list', wholeNumber, 10)
     .action(async (opts: { config: string; ttlTolerance: number; show: number }) => {
       try {
-        const { config, placement } = migratingConfig(opts.config);
-        const r = await withNodes(config, (nodes) => verifyMoved(nodes, placement, { ttlToleranceMs: opts.ttlTolerance, batch: 500, show: opts.show, progress: true }));
+        const { config } = migratingConfig(opts.config);
+        const r = await withNodes(config, (nodes, placement) => verifyMoved(nodes, placement, { ttlToleranceMs: opts.ttlTolerance, batch: 500, show: opts.show, progress: true }));
         for (const e of r.examples) process.stdout.write(`  differs: ${e}\n`);
         process.stdout.write(`verify: ${r.compared} moved keys compared, ${r.differing} differ\n`);
         if (r.differing > 0) process.exit(1);
@@ -96,9 +99,9 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .option('--force', 'run even when the config\'s phase is not done')
     .action(async (opts: { config: string; force?: boolean }) => {
       try {
-        const { config, placement } = migratingConfig(opts.config);
-        if (placement.phase !== 'done' && opts.force !== true) throw new Error(`the config says phase ${placement.phase ?? 'none'}: cleanup deletes keys ring A still serves; switch every proxy to done first (or --force)`);
-        const r = await withNodes(config, (nodes) => cleanupMoved(nodes, placement, { batch: 500, progress: true }));
+        const { config, phase } = migratingConfig(opts.config);
+        if (phase !== 'done' && opts.force !== true) throw new Error(`the config says phase ${phase}: cleanup deletes keys ring A still serves; switch every proxy to done first (or --force)`);
+        const r = await withNodes(config, (nodes, placement) => cleanupMoved(nodes, placement, { batch: 500, progress: true }));
         process.stdout.write(`cleanup: ${r.deleted} moved keys deleted from their old owners\n`);
       } catch (err) {
         fail(err);
@@ -114,8 +117,8 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .action(async (phase: string, opts: { config: string; timeout: number; write: boolean }) => {
       try {
         if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) throw new Error(`phase must be one of ${MIGRATION_PHASES.join(', ')}`);
-        const { config, placement } = migratingConfig(opts.config);
-        const outcomes = await withNodes(config, (nodes) =>
+        const { config } = migratingConfig(opts.config);
+        const outcomes = await withNodes(config, (nodes, placement) =>
           switchFleet((addr, args) => nodes.call(addr, args), placement.from.addresses, phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
         );
         if (outcomes.length === 0) throw new Error('no live proxy is registered on ring A');
@@ -139,19 +142,21 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .requiredOption('-c, --config <file>', 'the proxies\' config file')
     .action(async (opts: { config: string }) => {
       try {
-        const { config, placement } = migratingConfig(opts.config);
-        const lines = [`phase: ${placement.phase ?? 'none'}`];
-        await withNodes(config, async (nodes) => {
+        const { config, phase } = migratingConfig(opts.config);
+        const lines = [`phase: ${phase}`];
+        await withNodes(config, async (nodes, placement) => {
           const fleet = await fleetOf(nodes, placement).catch((err: unknown) => err instanceof Error ? err : new Error(String(err)));
           if (fleet instanceof Error) lines.push(`proxies: unknown (${fleet.message})`);
           else {
             lines.push(`proxies (${fleet.length} live):`);
             for (const p of fleet) lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
           }
-          for (const [label, ring] of [['ring A', placement.from], ['ring B', placement.to]] as const) {
-            if (ring === null) continue;
-            lines.push(`${label} (${ring.hash}):`);
-            for (const n of ring.nodes) {
+          for (const [label, side] of [['ring A', placement.from], [placement.to instanceof Ring ? 'ring B' : 'cluster B', placement.to]] as const) {
+            if (side === null) continue;
+            const ring = side instanceof Ring ? side : null;
+            lines.push(ring === null ? `${label} (masters now):` : `${label} (${ring.hash}):`);
+            const listed = ring?.nodes ?? side.masters().map((addr) => ({ name: 'master', addr, weight: 0, points: 0 }));
+            for (const n of listed) {
               let state: string;
               try {
                 const keys = Number(await nodes.call(n.addr, ['DBSIZE']));
@@ -161,7 +166,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               } catch (err) {
                 state = `unreachable (${err instanceof Error ? err.message : String(err)})`;
               }
-              lines.push(`  ${n.name} ${n.addr} weight ${n.weight} points ${n.points}: ${state}`);
+              lines.push(ring === null ? `  ${n.addr}: ${state}` : `  ${n.name} ${n.addr} weight ${n.weight} points ${n.points}: ${state}`);
             }
           }
         });

@@ -333,8 +333,16 @@ export type MigrationPhase = (typeof MIGRATION_PHASES)[number];
 const migrationSchema = strictObject({
   /** Where reads and writes go (SPEC section 6). Required. */
   phase: oneOf(MIGRATION_PHASES),
-  /** The ring being migrated to. Required; `hash` defaults to the current ring's. */
-  to: strictObject(ringShape(v.optional(oneOf(HASH_NAMES)))),
+  /**
+   * Where the keys go. Required: a ring (`nodes`, with `hash` and `hashTag` defaulting to the current
+   * ring's) or a Redis Cluster (`cluster: { seeds }`), one of the two (checked in checkSections).
+   */
+  to: strictObject({
+    ...ringShape(v.optional(oneOf(HASH_NAMES))),
+    nodes: v.optional(ringNodesSchema),
+    /** A Redis Cluster: nodes asked for its slot map, any reachable one will do. */
+    cluster: v.optional(strictObject({ seeds: v.pipe(v.array(remoteAddr), v.minLength(1), emptyOfWrongType()) })),
+  }),
 });
 
 /** A rules field: one string of space-separated Redis ACL rules, or a list of them, checked by `parse`. */
@@ -508,9 +516,14 @@ type FlatConfig = v.InferOutput<typeof flatSchema>;
 
 export type ClusterConfig = v.InferOutput<typeof clusterSchema>;
 export type RingConfig = v.InferOutput<typeof ringSchema>;
+type MigrationTargetInput = v.InferOutput<typeof migrationSchema>['to'];
+/** Side B as a ring. */
+export type RingTarget = { hash: HashName; hashTag?: string; nodes: NonNullable<MigrationTargetInput['nodes']> };
+/** Side B as a Redis Cluster. */
+export type ClusterTarget = { cluster: NonNullable<MigrationTargetInput['cluster']> };
 export type MigrationConfig = {
   phase: MigrationPhase;
-  to: Omit<v.InferOutput<typeof migrationSchema>['to'], 'hash'> & { hash: HashName };
+  to: RingTarget | ClusterTarget;
 };
 export type AuthConfig = v.InferOutput<typeof authSchema>;
 export type UserConfig = v.InferOutput<typeof userSchema>;
@@ -557,6 +570,17 @@ function checkSections(c: SectionsView, report: Report): void {
   if (mode !== 'ring' && c.migration !== undefined) {
     report(`only allowed in ring mode (mode is "${mode}")`, 'migration');
   }
+  const to = isMapping(c.migration) ? (c.migration as { to?: unknown }).to : undefined;
+  if (isMapping(to)) {
+    const t = to as Record<string, unknown>;
+    if (t.nodes !== undefined && t.cluster !== undefined) report('give either nodes (a ring) or cluster (a Redis Cluster), not both', 'migration', 'to');
+    else if (t.nodes === undefined && t.cluster === undefined) report('needs nodes (a ring) or cluster: { seeds: [...] } (a Redis Cluster)', 'migration', 'to');
+    else if (t.cluster !== undefined) {
+      for (const field of ['hash', 'hashTag'] as const) {
+        if (t[field] !== undefined) report('only for a ring (a Redis Cluster hashes keys to slots)', 'migration', 'to', field);
+      }
+    }
+  }
 }
 
 function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingModeConfig | undefined {
@@ -564,7 +588,14 @@ function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingMo
   if (mode === 'cluster' && cluster !== undefined) return { ...common, mode, cluster };
   if (mode === 'ring' && ring !== undefined) {
     if (migration === undefined) return { ...common, mode, ring };
-    const to = { ...migration.to, hash: migration.to.hash ?? ring.hash };
+    const t = migration.to;
+    let to: RingTarget | ClusterTarget;
+    if (t.cluster !== undefined) to = { cluster: t.cluster };
+    else if (t.nodes !== undefined) to = { hash: t.hash ?? ring.hash, ...(t.hashTag === undefined ? {} : { hashTag: t.hashTag }), nodes: t.nodes };
+    else {
+      report('needs nodes (a ring) or cluster: { seeds: [...] } (a Redis Cluster)', 'migration', 'to');
+      return undefined;
+    }
     return { ...common, mode, ring, migration: { phase: migration.phase, to } };
   }
   // checkSections has reported this already, and a pipe does not run its transform after issues.

@@ -11,6 +11,7 @@ import { Router } from '../sharding/router';
 import { RingRouter } from './ring/router';
 import { ProxyStats } from './telemetry/stats';
 import { ClusterTopology } from './cluster/topology';
+import { KnownClusters } from './cluster/known-clusters';
 import { ReplicaReads } from './cluster/replica-reads';
 import { ScriptStore } from './scripts/store';
 import { ClientAuth } from './security/auth';
@@ -31,6 +32,8 @@ export interface ProxyContext {
   readonly ring: RingRouter | null;
   /** Cluster mode only: MOVED patches it and asks for a refresh. */
   readonly topology: ClusterTopology | null;
+  /** Ring mode only: the slot maps of clusters a migration goes to (the ring router follows their MOVEDs). */
+  readonly clusters: KnownClusters | null;
   /** Cluster mode with `readFrom` other than master: the replicas read-only commands may use. */
   readonly replicaReads: ReplicaReads | null;
   table: CommandTable;

@@ -14,13 +14,15 @@
  * see proxy/migration/converge.ts for why B converges to A. Entering `done`, ring B is fenced first
  * (proxy/migration/fence.ts), which keeps proxies still double-writing exact.
  *
- * Shards: a request's keys must share a node in every ring it touches (else CROSSSLOT), so during
- * a migration a key's shard is (index in A) * SHARD_STRIDE + (index in B).
+ * Side B is a ring or a Redis Cluster (sharding/key-space.ts). Shards: a request's keys must share
+ * a shard on every side it touches (a node of a ring, a slot of a cluster; else CROSSSLOT), so
+ * during a migration a key's shard is (node index in A) * (shards of B) + (its shard in B).
  */
 import { MigrationPhase, RingConfig, MigrationConfig } from '../config/schema';
-import { Ring } from './ring';
+import { RING_SHARDS, Ring } from './ring';
+import { KeySpace, SlotOwners } from './key-space';
+import { ClusterKeySpace } from './cluster-key-space';
 
-export const SHARD_STRIDE = 1 << 12;
 /** twemproxy's `hash_tag` is optional; slotproxy hashes tags by default (SPEC 2). */
 export const DEFAULT_HASH_TAG = '{}';
 
@@ -28,39 +30,44 @@ export function ringFromConfig(ring: RingConfig, ejected?: ReadonlySet<number>):
   return new Ring({ hash: ring.hash, hashTag: ring.hashTag ?? DEFAULT_HASH_TAG, nodes: ring.nodes, ejected });
 }
 
-/** Ring B; its hash tag defaults to ring A's. */
-export function targetRingFromConfig(ring: RingConfig, migration: MigrationConfig): Ring {
+/** The live slot map of a cluster named by its seeds (the proxy's, or a tool's own). */
+export type ClusterOwnersFor = (seeds: readonly string[]) => SlotOwners;
+
+/** Side B: a ring (its hash tag defaults to ring A's) or a Redis Cluster. */
+export function targetFromConfig(ring: RingConfig, migration: MigrationConfig, clusterFor: ClusterOwnersFor): KeySpace {
   const to = migration.to;
+  if ('cluster' in to) return new ClusterKeySpace(to.cluster.seeds, clusterFor(to.cluster.seeds));
   return new Ring({ hash: to.hash, hashTag: to.hashTag ?? ring.hashTag ?? DEFAULT_HASH_TAG, nodes: to.nodes });
 }
 
+/** For configs without a cluster side: asking for one is a programming error. */
+const NO_CLUSTER: ClusterOwnersFor = () => {
+  throw new Error('this placement has no cluster side');
+};
+
 export class Placement {
-  private readonly readAddrs: readonly string[];
   private readonly sameHashing: boolean;
+  /** Shards of B per shard of A: a pair's shard is (shard in A) * stride + (shard in B). */
+  private readonly stride: number;
 
   constructor(
     readonly from: Ring,
-    readonly to: Ring | null,
+    readonly to: KeySpace | null,
     readonly phase: MigrationPhase | null,
   ) {
-    if (to !== null && (from.nodes.length >= SHARD_STRIDE || to.nodes.length >= SHARD_STRIDE)) {
-      throw new Error(`a ring may have at most ${SHARD_STRIDE - 1} nodes`);
-    }
-    this.sameHashing = to !== null && from.hashesLike(to);
-    const read = this.readsNew ? to : from;
-    // Nodes without points (ejected) hold no keys: fan-outs skip them.
-    this.readAddrs = Object.freeze([...new Set((read ?? from).nodes.filter((n) => n.points > 0).map((n) => n.addr))]);
+    this.sameHashing = to instanceof Ring && from.hashesLike(to);
+    this.stride = to?.shardCount ?? RING_SHARDS;
     Object.freeze(this);
   }
 
   /** `ejected`: config indexes of ring A's nodes out of the ring (auto-eject, no migration). */
-  static fromConfig(ring: RingConfig, migration: MigrationConfig | undefined, ejected?: ReadonlySet<number>): Placement {
+  static fromConfig(ring: RingConfig, migration: MigrationConfig | undefined, ejected?: ReadonlySet<number>, clusterFor: ClusterOwnersFor = NO_CLUSTER): Placement {
     const a = ringFromConfig(ring, migration === undefined ? ejected : undefined);
     if (migration === undefined) return new Placement(a, null, null);
-    return new Placement(a, targetRingFromConfig(ring, migration), migration.phase);
+    return new Placement(a, targetFromConfig(ring, migration, clusterFor), migration.phase);
   }
 
-  /** Same rings, another phase. */
+  /** Same sides, another phase. */
   withPhase(phase: MigrationPhase): Placement {
     if (this.to === null) throw new Error('no migration is configured');
     return new Placement(this.from, this.to, phase);
@@ -74,56 +81,59 @@ export class Placement {
     return this.to !== null && (this.phase === 'read-new' || this.phase === 'done');
   }
 
-  /** True when writes are followed by a copy of the written keys' state to ring B. */
+  /** True when writes are followed by a copy of the written keys' state to side B. */
   get converges(): boolean {
     return this.to !== null && (this.phase === 'double-write' || this.phase === 'read-new');
   }
 
   shardOf(key: Buffer): number {
     if (this.to === null) return this.from.indexOf(key);
-    if (this.phase === 'done') return this.to.indexOf(key);
+    if (this.phase === 'done') return this.to.shardOf(key);
     const [a, b] = this.indexes(key, this.to);
-    return a * SHARD_STRIDE + b;
+    return a * this.stride + b;
   }
 
-  /** The key's node index in A and in B, hashing it once when both rings hash alike. */
-  private indexes(key: Buffer, to: Ring): [number, number] {
-    if (!this.sameHashing) return [this.from.indexOf(key), to.indexOf(key)];
+  /** The key's shard in A and in B, hashing it once when both rings hash alike. */
+  private indexes(key: Buffer, to: KeySpace): [number, number] {
+    if (!this.sameHashing) return [this.from.indexOf(key), to.shardOf(key)];
     const h = this.from.hashOf(key);
-    return [this.from.indexOfHash(h), to.indexOfHash(h)];
+    return [this.from.indexOfHash(h), (to as Ring).indexOfHash(h)];
   }
 
-  /** Where reads of `shard` go (null for a shard this placement does not know). */
+  /** Where reads of `shard` go (null for a shard no node serves). */
   readAddress(shard: number): string | null {
-    if (this.to === null) return this.from.nodes[shard]?.addr ?? null;
-    if (this.phase === 'done') return this.to.nodes[shard]?.addr ?? null;
-    if (this.phase === 'read-new') return this.to.nodes[shard % SHARD_STRIDE]?.addr ?? null;
-    return this.from.nodes[Math.floor(shard / SHARD_STRIDE)]?.addr ?? null;
+    if (this.to === null) return this.from.addressOf(shard);
+    if (this.phase === 'done') return this.to.addressOf(shard);
+    if (this.phase === 'read-new') return this.to.addressOf(shard % this.stride);
+    return this.from.addressOf(Math.floor(shard / this.stride));
   }
 
-  /** Where writes of `shard` go (null for a shard this placement does not know). */
+  /** Where writes of `shard` go (null for a shard no node serves). */
   writeAddress(shard: number): string | null {
-    if (this.to === null) return this.from.nodes[shard]?.addr ?? null;
-    if (this.phase === 'done') return this.to.nodes[shard]?.addr ?? null;
-    return this.from.nodes[Math.floor(shard / SHARD_STRIDE)]?.addr ?? null;
+    if (this.to === null) return this.from.addressOf(shard);
+    if (this.phase === 'done') return this.to.addressOf(shard);
+    return this.from.addressOf(Math.floor(shard / this.stride));
   }
 
-  /** The B owner of `key` when a write to it must be copied there, else null. */
+  /**
+   * The B owner of `key` when a write to it must be copied there, else null. `to` is '' when no
+   * node of B serves the key's slot now (the copy then fails with that reason).
+   */
   copyTarget(key: Buffer): { from: string; to: string } | null {
     if (!this.converges || this.to === null) return null;
     const [a, b] = this.indexes(key, this.to);
-    const from = this.from.nodes[a].addr;
-    const to = this.to.nodes[b].addr;
+    const from = this.from.addressOf(a) as string;
+    const to = this.to.addressOf(b) ?? '';
     return from === to ? null : { from, to };
   }
 
   /** Nodes that reads go to, in a stable order (fan-outs, SCAN). */
   readMasters(): readonly string[] {
-    return this.readAddrs;
+    return (this.readsNew ? (this.to as KeySpace) : this.from).masters();
   }
 
-  /** Every node of both rings. */
+  /** Every node of both sides. */
   allAddresses(): string[] {
-    return [...new Set([...this.from.nodes, ...(this.to?.nodes ?? [])].map((n) => n.addr))];
+    return [...new Set([...this.from.addresses, ...(this.to?.masters() ?? [])])];
   }
 }

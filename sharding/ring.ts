@@ -17,6 +17,7 @@ import { createHash } from 'node:crypto';
 import { HashName } from '../config/schema';
 import { taggedRange } from './hash-tag';
 import { KEY_HASHES, KeyHash } from './hash';
+import { KeySpace } from './key-space';
 
 export interface RingNodeSpec {
   name?: string;
@@ -72,7 +73,12 @@ export function md5Points(label: string | Buffer): [number, number, number, numb
   return [d.readUInt32LE(0), d.readUInt32LE(4), d.readUInt32LE(8), d.readUInt32LE(12)];
 }
 
-export class Ring {
+/** Shards of a ring are node indexes below this (a migration numbers pairs of shards with it). */
+export const RING_SHARDS = 1 << 12;
+
+export class Ring implements KeySpace {
+  readonly kind = 'ring';
+  readonly shardCount = RING_SHARDS;
   /** In config order: shard numbers are indexes into this list. */
   readonly nodes: readonly RingNode[];
   /** Every distinct node address, in config order (two entries may share a node). */
@@ -91,9 +97,12 @@ export class Ring {
    */
   private readonly firstInBucket: Uint32Array;
   private readonly bucketShift: number;
+  /** Addresses of nodes with points (ejected nodes hold no keys). */
+  private readonly liveAddresses: readonly string[];
 
   constructor(spec: RingSpec) {
     if (spec.nodes.length === 0) throw new Error('a ring needs at least one node');
+    if (spec.nodes.length >= RING_SHARDS) throw new Error(`a ring may have at most ${RING_SHARDS - 1} nodes`);
     this.hash = spec.hash;
     this.keyHash = KEY_HASHES[spec.hash];
     const t = spec.hashTag ?? '';
@@ -132,6 +141,7 @@ export class Ring {
       spec.nodes.map((n, i) => Object.freeze({ name: names[i].toString('utf8'), addr: n.addr, weight: n.weight, points: points[i] })),
     );
     this.addresses = Object.freeze([...new Set(spec.nodes.map((n) => n.addr))]);
+    this.liveAddresses = Object.freeze([...new Set(this.nodes.filter((n) => n.points > 0).map((n) => n.addr))]);
     Object.freeze(this);
   }
 
@@ -162,6 +172,18 @@ export class Ring {
     let i = this.firstInBucket[hash >>> this.bucketShift];
     while (i < values.length && values[i] < hash) i++;
     return this.owners[i === values.length ? 0 : i];
+  }
+
+  shardOf(key: Buffer): number {
+    return this.indexOf(key);
+  }
+
+  addressOf(shard: number): string | null {
+    return this.nodes[shard]?.addr ?? null;
+  }
+
+  masters(): readonly string[] {
+    return this.liveAddresses;
   }
 
   /** The node owning `key`. */

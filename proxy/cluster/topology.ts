@@ -12,6 +12,7 @@ import { splitAddress } from '../backend/connection';
 import { decodeReply, errorText } from '../resp/decode-reply';
 import { SlotMap } from './slot-map';
 import { log } from '../telemetry/log';
+import { SlotOwners } from '../../sharding/key-space';
 
 export interface TopologyOptions {
   seeds: readonly string[];
@@ -22,7 +23,7 @@ export interface TopologyOptions {
 /** Refreshes asked for within this long of the last one are folded into one. */
 const MIN_REFRESH_GAP_MS = 100;
 
-export class ClusterTopology {
+export class ClusterTopology implements SlotOwners {
   private map: SlotMap = SlotMap.empty();
   private inflight: Promise<SlotMap> | null = null;
   private timer: NodeJS.Timeout | null = null;
@@ -35,6 +36,14 @@ export class ClusterTopology {
 
   get current(): SlotMap {
     return this.map;
+  }
+
+  ownerOf(slot: number): string | null {
+    return this.map.ownerOf(slot);
+  }
+
+  masterAddresses(): readonly string[] {
+    return this.map.masters.map((m) => m.address);
   }
 
   onChange(listener: (map: SlotMap) => void): void {

@@ -334,10 +334,10 @@ class ExecCommand extends ReplySlot {
       const text = frame.toString('latin1', 1, Math.min(frame.length, 40));
       if (text.startsWith('MOVED ')) {
         const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
-        ctx.topology?.applyMoved(Number(slot), target);
+        (ctx.topology ?? ctx.ring)?.applyMoved(Number(slot), target);
         redirected = true;
       } else if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN') || text.startsWith('ASK ')) {
-        ctx.topology?.requestRefresh();
+        (ctx.topology ?? ctx.ring)?.requestRefresh();
         redirected = true;
       }
     };

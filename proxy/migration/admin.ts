@@ -11,6 +11,8 @@ import * as errors from '../resp/errors';
 import { fenceRingB, phaseChangeProblem } from './fence';
 import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
 import { Placement } from '../../sharding/migration';
+import { Ring } from '../../sharding/ring';
+import { ClusterKeySpace } from '../../sharding/cluster-key-space';
 import { request } from '../backend/request';
 import { decodeReply, errorText } from '../resp/decode-reply';
 
@@ -83,8 +85,9 @@ function fleetCall(ctx: ProxyContext): NodeCall {
 function statusText(ctx: ProxyContext): string {
   const p = ctx.ring?.placement;
   if (p === undefined) return '';
-  const nodes = (r: typeof p.from): string => r.nodes.map((n) => `${n.name}=${n.addr}`).join(',');
+  const nodes = (r: Ring): string => r.nodes.map((n) => `${n.name}=${n.addr}`).join(',');
   const lines = [`phase:${p.phase ?? 'none'}`, `hash:${p.from.hash}`, `from:${nodes(p.from)}`];
-  if (p.to !== null) lines.push(`to:${nodes(p.to)}`, `to_hash:${p.to.hash}`);
+  if (p.to instanceof Ring) lines.push(`to:${nodes(p.to)}`, `to_hash:${p.to.hash}`);
+  else if (p.to instanceof ClusterKeySpace) lines.push(`to_cluster:${p.to.seeds.join(',')}`, `to_masters:${p.to.masters().join(',')}`);
   return lines.join('\r\n') + '\r\n';
 }

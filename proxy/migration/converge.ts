@@ -24,10 +24,15 @@
  * whether its write reached N (an applied snapshot numbered >= its own was taken after it) and,
  * when it did not, runs the write once on N itself.
  *
- * The versions live in one hash per node (VERSIONS_KEY); `migrate cleanup` removes it and the fence.
+ * On a ring node the versions live in one hash per node (VERSIONS_KEY) and the fence is one key.
+ * On a Redis Cluster node a script may only touch keys of one slot, so both are per slot, named
+ * with a hash tag of the key's slot (`__slotproxy:migration:versions:{tag}`, sharding/slot-tags.ts).
+ * `migrate cleanup` removes all of it.
  */
 import { createHash } from 'node:crypto';
 import { Reply, decodeReply, errorText } from '../resp/decode-reply';
+import { keySlot } from '../../sharding/slot';
+import { slotTag } from '../../sharding/slot-tags';
 
 /** Per-node hash: key -> version of the newest state this node has had (or taken) for it. */
 export const VERSIONS_KEY = '__slotproxy:migration:versions';
@@ -62,17 +67,42 @@ export interface Snapshot {
   ttlMs: number;
 }
 
+/** How a side names the bookkeeping that sits beside a key (one name per node, or one per slot). */
+export interface Bookkeeping {
+  versionsKey(key: Buffer): string;
+  fenceKey(key: Buffer): string;
+}
+
+export const RING_BOOKKEEPING: Bookkeeping = Object.freeze({
+  versionsKey: () => VERSIONS_KEY,
+  fenceKey: () => FENCE_KEY,
+});
+
+/** `name` as a key of `slot`. */
+export function inSlot(name: string, slot: number): string {
+  return `${name}:{${slotTag(slot)}}`;
+}
+
+export const CLUSTER_BOOKKEEPING: Bookkeeping = Object.freeze({
+  versionsKey: (key: Buffer) => inSlot(VERSIONS_KEY, keySlot(key)),
+  fenceKey: (key: Buffer) => inSlot(FENCE_KEY, keySlot(key)),
+});
+
+export function bookkeepingOf(kind: 'ring' | 'cluster'): Bookkeeping {
+  return kind === 'cluster' ? CLUSTER_BOOKKEEPING : RING_BOOKKEEPING;
+}
+
 const SNAPSHOT_SHA = createHash('sha1').update(SNAPSHOT_SCRIPT).digest('hex');
 const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
 
 /** The script by body (EVAL), or by SHA1 (EVALSHA, once the script is loaded). */
-export function snapshotCommand(key: Buffer, bySha = false): (Buffer | string)[] {
-  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_SHA : SNAPSHOT_SCRIPT, '2', key, VERSIONS_KEY];
+export function snapshotCommand(key: Buffer, bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
+  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_SHA : SNAPSHOT_SCRIPT, '2', key, book.versionsKey(key)];
 }
 
-export function applyCommand(key: Buffer, s: Snapshot, bySha = false): (Buffer | string)[] {
+export function applyCommand(key: Buffer, s: Snapshot, bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
   return [
-    bySha ? 'EVALSHA' : 'EVAL', bySha ? APPLY_SHA : APPLY_SCRIPT, '3', key, VERSIONS_KEY, FENCE_KEY,
+    bySha ? 'EVALSHA' : 'EVAL', bySha ? APPLY_SHA : APPLY_SCRIPT, '3', key, book.versionsKey(key), book.fenceKey(key),
     String(s.version), s.payload === null ? '0' : '1', s.payload ?? '', String(s.ttlMs),
   ];
 }

@@ -49,7 +49,7 @@ export function convergeExec(
   finish: (frame: Buffer) => void,
 ): void {
   burst.sendQueued(burst.conn);
-  for (const t of targets) burst.conn.send({ payload: encode.command(snapshotCommand(t.key)), onReply: () => undefined, onFailure: () => undefined });
+  for (const t of targets) burst.conn.send({ payload: encode.command(snapshotCommand(t.key, false, t.fromBook)), onReply: () => undefined, onFailure: () => undefined });
   burst.conn.send({
     payload: EXEC,
     onReply: (frame) => void settleExec(ctx, client, burst, targets, frame).then(finish),

@@ -86,7 +86,7 @@ export class ConvergingWrite extends ReplySlot {
       if (--missing === 0) this.burstDone(parts).catch((err: unknown) => this.finish(encode.error(`ERR slotproxy: ${String(err)}`)));
     };
     parts.push(new Part(MULTI, done), new Part(this.payload, done));
-    for (const t of this.targets) parts.push(new Part(encode.command(snapshotCommand(t.key)), done));
+    for (const t of this.targets) parts.push(new Part(encode.command(snapshotCommand(t.key, false, t.fromBook)), done));
     parts.push(new Part(EXEC, done));
     // Adjacent on one connection, sent in one turn: nothing of this lane's other clients between.
     for (const p of parts) conn.send(p);

@@ -5,22 +5,37 @@
  * their own way (inside the write's MULTI, inside EXEC, or right after the pop) and then meet here.
  */
 import { ProxyContext } from '../context';
-import { request } from '../backend/request';
 import { errorText } from '../resp/decode-reply';
 import { Placement } from '../../sharding/migration';
-import { ApplyOutcome, Snapshot, applyCommand, parseApply, parseSnapshot, snapshotCommand } from './converge';
+import { KeySpace, SlotOwners } from '../../sharding/key-space';
+import { ClusterKeySpace } from '../../sharding/cluster-key-space';
+import { ApplyOutcome, Bookkeeping, Snapshot, applyCommand, bookkeepingOf, parseApply, parseSnapshot, snapshotCommand } from './converge';
+import { sideRequest } from './side-request';
 
-/** A key of the write whose owner in ring B (`to`) differs from its node in ring A (`from`). */
+/** A key of the write whose owner in side B (`to`) differs from its node in side A (`from`). */
 export interface CopyTarget {
   key: Buffer;
   from: string;
   to: string;
+  /** How each side names the bookkeeping beside the key. */
+  fromBook: Bookkeeping;
+  toBook: Bookkeeping;
+  /** Side B's live slot map when it is a Redis Cluster (redirects are followed), else null. */
+  toOwners: SlotOwners | null;
+}
+
+/** A side's live slot map, or null for a ring. */
+export function ownersOf(side: KeySpace): SlotOwners | null {
+  return side instanceof ClusterKeySpace ? side.owners : null;
 }
 
 /** The keys among `keys` that the placement copies to a new owner after a write (none outside a migration). */
 export function copyTargets(placement: Placement | undefined, keys: Iterable<Buffer>): CopyTarget[] {
   const targets: CopyTarget[] = [];
-  if (placement === undefined || !placement.converges) return targets;
+  if (placement === undefined || !placement.converges || placement.to === null) return targets;
+  const fromBook = bookkeepingOf(placement.from.kind);
+  const toBook = bookkeepingOf(placement.to.kind);
+  const toOwners = ownersOf(placement.to);
   const seen = new Set<string>();
   for (const key of keys) {
     const t = placement.copyTarget(key);
@@ -28,14 +43,17 @@ export function copyTargets(placement: Placement | undefined, keys: Iterable<Buf
     const id = key.toString('latin1');
     if (seen.has(id)) continue;
     seen.add(id);
-    targets.push({ key, ...t });
+    targets.push({ key, ...t, fromBook, toBook, toOwners });
   }
   return targets;
 }
 
 /** Applies each target's snapshot on its new owner; throws when a node cannot be reached or errs. */
 export function applySnapshots(ctx: ProxyContext, clientId: number, targets: readonly CopyTarget[], snapshots: readonly Snapshot[]): Promise<ApplyOutcome[]> {
-  return Promise.all(targets.map(async (t, i) => parseApply(await request(ctx.pool.connection(t.to, clientId), applyCommand(t.key, snapshots[i])))));
+  const opts = { lane: clientId, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs };
+  return Promise.all(
+    targets.map(async (t, i) => parseApply(await sideRequest(ctx.pool, t.toOwners, t.to, applyCommand(t.key, snapshots[i], false, t.toBook), opts))),
+  );
 }
 
 /**
@@ -46,7 +64,7 @@ export function applySnapshots(ctx: ProxyContext, clientId: number, targets: rea
 export async function snapshotThenApply(ctx: ProxyContext, clientId: number, targets: readonly CopyTarget[]): Promise<{ snapshots: Snapshot[]; outcomes: ApplyOutcome[] }> {
   const snapshots = await Promise.all(
     targets.map(async (t) => {
-      const frame = await request(ctx.pool.connection(t.from, clientId), snapshotCommand(t.key));
+      const frame = await sideRequest(ctx.pool, null, t.from, snapshotCommand(t.key, false, t.fromBook), { lane: clientId });
       const err = errorText(frame);
       if (err !== null) throw new Error(`${t.from}: ${err}`);
       return parseSnapshot(frame);

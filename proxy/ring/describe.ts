@@ -1,9 +1,14 @@
 import { Placement } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
+import { KeySpace } from '../../sharding/key-space';
 
-function owner(ring: Ring, key: Buffer): string {
-  const n = ring.nodeOf(key);
-  return `${n.name}(${n.addr})`;
+function owner(side: KeySpace, key: Buffer): string {
+  if (side instanceof Ring) {
+    const n = side.nodeOf(key);
+    return `${n.name}(${n.addr})`;
+  }
+  const slot = side.shardOf(key);
+  return `slot ${slot}(${side.addressOf(slot) ?? 'unserved'})`;
 }
 
 /** `node=a(127.0.0.1:7101)`, and during a migration `node=... new=...` (the owner in ring B). */

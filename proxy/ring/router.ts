@@ -1,5 +1,6 @@
 import { Placement } from '../../sharding/migration';
 import { Router } from '../../sharding/router';
+import { ClusterKeySpace } from '../../sharding/cluster-key-space';
 
 /**
  * A command blocked on a node, which a phase switch may move: a BLPOP blocked on ring A when the
@@ -63,6 +64,18 @@ export class RingRouter implements Router {
   /** Called after every swap (the fleet record says the new phase at once). */
   onSwap(listener: (next: Placement) => void): void {
     this.swapListeners.push(listener);
+  }
+
+  /** A node of a migration's cluster side answered MOVED: that side's slot map learns it. */
+  applyMoved(slot: number, address: string): void {
+    const to = this.current.to;
+    if (to instanceof ClusterKeySpace) to.owners.applyMoved(slot, address);
+  }
+
+  /** TRYAGAIN, CLUSTERDOWN or a lost node: the cluster side's slot map is loaded again soon. */
+  requestRefresh(): void {
+    const to = this.current.to;
+    if (to instanceof ClusterKeySpace) to.owners.requestRefresh();
   }
 
   shardOf(key: Buffer): number {

@@ -5,6 +5,9 @@ import { log } from '../telemetry/log';
 import { fenceRingB, phaseChangeProblem } from '../migration/fence';
 
 const FENCE_TIMEOUT_MS = 5000;
+const CLUSTER_LOAD_TIMEOUT_MS = 10_000;
+/** TRYAGAIN, CLUSTERDOWN and lost nodes of a migration's cluster side: retried this long (cluster mode's default). */
+export const CLUSTER_RETRY_WINDOW_MS = 5000;
 
 /**
  * A reloaded config's ring and migration (SIGHUP): the new placement is built first (a bad one
@@ -14,8 +17,21 @@ const FENCE_TIMEOUT_MS = 5000;
 export function applyRingReload(ctx: ProxyContext, current: Config, next: Config): void {
   if (current.mode !== next.mode) throw new Error(`mode changed from ${current.mode} to ${next.mode}: restart the proxy for that`);
   const ring = ctx.ring;
-  if (ring === null || next.mode !== 'ring') return;
-  const placement = Placement.fromConfig(next.ring, next.migration);
+  const clusters = ctx.clusters;
+  if (ring === null || clusters === null || next.mode !== 'ring') return;
+  const to = next.migration?.to;
+  if (to !== undefined && 'cluster' in to && !clusters.has(to.cluster.seeds)) {
+    // A migration into a cluster: its slot map first; until then the current placement stays.
+    clusters.load(to.cluster.seeds, CLUSTER_LOAD_TIMEOUT_MS).then(
+      () => {
+        ctx.forward.retryWindowMs = Math.max(ctx.forward.retryWindowMs, CLUSTER_RETRY_WINDOW_MS);
+        applyRingReload(ctx, current, next);
+      },
+      (err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot load the migration\'s cluster; the placement stays'),
+    );
+    return;
+  }
+  const placement = Placement.fromConfig(next.ring, next.migration, undefined, clusters.ownersFor);
   const before = ring.placement;
   const problem = phaseChangeProblem(before, placement);
   if (problem !== null) throw new Error(`migration.phase: ${problem}`);

@@ -13,6 +13,7 @@ import { Config, LimitsConfig, parseHostPort } from '../../config/schema';
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
 import { ClusterTopology } from '../cluster/topology';
+import { KnownClusters } from '../cluster/known-clusters';
 import { ClusterRouter } from '../cluster/router';
 import { ReplicaReads } from '../cluster/replica-reads';
 import { CommandTable } from '../commands/table';
@@ -33,7 +34,7 @@ import { backendTls, clientTlsOptions } from '../security/tls';
 import type { MetricsServer } from '../telemetry/metrics';
 import { restartOnlyChanges } from './reload';
 import { RingRouter } from '../ring/router';
-import { applyRingReload } from './ring-reload';
+import { CLUSTER_RETRY_WINDOW_MS, applyRingReload } from './ring-reload';
 import { fenceRingB } from '../migration/fence';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
@@ -42,6 +43,8 @@ import { FleetRegistration } from '../migration/registration';
 
 /** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
 const RING_RETRY_WINDOW_MS = 1000;
+/** A migration's cluster side: how often its slot map is reloaded besides MOVED and lost connections. */
+const RING_TARGET_REFRESH_MS = 10_000;
 const MAX_CLIENTS_REACHED = encode.error('ERR max number of clients reached');
 
 export class ProxyServer {
@@ -109,6 +112,7 @@ export class ProxyServer {
     } catch (err) {
       // A rule naming a command the back end does not have: nothing serves yet, stop what started.
       ctx.topology?.stop();
+      ctx.clusters?.stop();
       ctx.replicaReads?.stop();
       pool.closeAll();
       throw err;
@@ -200,6 +204,7 @@ export class ProxyServer {
     for (const s of this.sessions) s.destroy();
     await this.metricsServer?.close();
     this.ctx.topology?.stop();
+    this.ctx.clusters?.stop();
     this.ctx.replicaReads?.stop();
     this.preloader?.stop();
     this.ctx.pool.closeAll();
@@ -309,19 +314,36 @@ function memoryLines(): string[] {
 
 /** What routing needs in one mode: the context's mode-specific fields, and what to await before serving. */
 interface Routing {
-  parts: Pick<ProxyContext, 'router' | 'ring' | 'topology' | 'replicaReads' | 'forward'>;
+  parts: Pick<ProxyContext, 'router' | 'ring' | 'topology' | 'clusters' | 'replicaReads' | 'forward'>;
   start(): Promise<void>;
 }
 
-/** Ring mode has no topology to discover: the ring is the config (proxy/ring/). */
+/** MOVED/ASK hops in ring mode: only a migration's cluster side answers them. */
+const RING_MAX_REDIRECTS = 16;
+
+/**
+ * Ring mode has no topology to discover: the ring is the config (proxy/ring/), and a migration's
+ * cluster side, when it has one, is loaded before the proxy serves.
+ */
 async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: BackendPool): Promise<Routing> {
-  const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration));
+  const clusters = new KnownClusters(pool, { refreshIntervalMs: RING_TARGET_REFRESH_MS, queryTimeoutMs: config.backend.commandTimeoutMs });
+  const to = config.migration?.to;
+  if (to !== undefined && 'cluster' in to) await clusters.load(to.cluster.seeds);
+  const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration, undefined, clusters.ownersFor));
   // Started in done: ring B must refuse late copies from proxies still double-writing.
   if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
   // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
   if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool);
   return {
-    parts: { router: ring, ring, topology: null, replicaReads: null, forward: { maxRedirects: 0, retryWindowMs: RING_RETRY_WINDOW_MS } },
+    parts: {
+      router: ring,
+      ring,
+      topology: null,
+      clusters,
+      replicaReads: null,
+      // A cluster side rides out its failovers as cluster mode does (proxy/server/ring-reload.ts too).
+      forward: { maxRedirects: RING_MAX_REDIRECTS, retryWindowMs: clusters.any ? CLUSTER_RETRY_WINDOW_MS : RING_RETRY_WINDOW_MS },
+    },
     start: () => Promise.resolve(),
   };
 }
@@ -348,6 +370,7 @@ function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool: Back
       router: new ClusterRouter(topology),
       ring: null,
       topology,
+      clusters: null,
       replicaReads,
       forward: { maxRedirects: config.cluster.maxRedirects, retryWindowMs: config.cluster.retryWindowMs },
     },

@@ -139,7 +139,20 @@ describe('defaults', () => {
       ...RING_MIN,
       migration: { phase: 'done', to: { hash: 'murmur', nodes: [{ addr: 'h:2' }] } },
     });
-    expect(cfg.mode === 'ring' && cfg.migration?.to.hash).toBe('murmur');
+    expect(cfg.mode === 'ring' && cfg.migration !== undefined && 'hash' in cfg.migration.to && cfg.migration.to.hash).toBe('murmur');
+  });
+
+  test('migration.to takes a Redis Cluster by its seeds, and exactly one of nodes and cluster', () => {
+    const cfg = parseConfig({ ...RING_MIN, migration: { phase: 'double-write', to: { cluster: { seeds: ['127.0.0.1:7001'] } } } });
+    expect(cfg.mode === 'ring' && cfg.migration?.to).toEqual({ cluster: { seeds: ['127.0.0.1:7001'] } });
+    const both = { ...RING_MIN, migration: { phase: 'double-write', to: { nodes: [{ addr: 'h:2' }], cluster: { seeds: ['h:1'] } } } };
+    expect(() => parseConfig(both)).toThrow('migration.to: give either nodes (a ring) or cluster (a Redis Cluster), not both');
+    expect(() => parseConfig({ ...RING_MIN, migration: { phase: 'double-write', to: {} } })).toThrow(
+      'migration.to: needs nodes (a ring) or cluster: { seeds: [...] } (a Redis Cluster)',
+    );
+    const hashed = { ...RING_MIN, migration: { phase: 'double-write', to: { hash: 'md5', cluster: { seeds: ['h:1'] } } } };
+    expect(() => parseConfig(hashed)).toThrow('migration.to.hash: only for a ring (a Redis Cluster hashes keys to slots)');
+    expect(() => parseConfig({ ...RING_MIN, migration: { phase: 'double-write', to: { cluster: { seeds: [] } } } })).toThrow('migration.to.cluster.seeds');
   });
 
   test('mode narrows the type to the section that mode requires', () => {
@@ -195,8 +208,10 @@ describe('example files', () => {
     expect(cfg.listen).toBe('127.0.0.1:7778');
     expect(cfg.ring?.nodes.map((n) => n.name)).toEqual(['a', 'b']);
     expect(cfg.migration?.phase).toBe('double-write');
-    expect(cfg.migration?.to.hash).toBe('md5');
-    expect(cfg.migration?.to.nodes.map((n) => n.addr)).toEqual([
+    const to = cfg.migration?.to;
+    if (to === undefined || !('nodes' in to)) throw new Error('expected a ring target');
+    expect(to.hash).toBe('md5');
+    expect(to.nodes.map((n) => n.addr)).toEqual([
       '127.0.0.1:7101',
       '127.0.0.1:7102',
       '127.0.0.1:7103',
@@ -548,7 +563,8 @@ describe('the result is deeply frozen', () => {
     expect(() => {
       nodes[0].weight = 5;
     }).toThrow(TypeError);
-    expect(Object.isFrozen(cfg.migration?.to.nodes[2])).toBe(true);
+    const to = cfg.migration?.to;
+    expect(to !== undefined && 'nodes' in to && Object.isFrozen(to.nodes[2])).toBe(true);
   });
 
   test('loadConfigFile freezes the resolved scripts', () => {

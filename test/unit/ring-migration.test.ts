@@ -1,8 +1,8 @@
 // Where reads and writes go in each migration phase (sharding/migration.ts), and the converge
 // scripts' arguments (proxy/migration/converge.ts). The scripts themselves run against real Redis in
 // test/integration/migration*.test.ts.
-import { Placement, SHARD_STRIDE } from '../../sharding/migration';
-import { Ring } from '../../sharding/ring';
+import { Placement } from '../../sharding/migration';
+import { RING_SHARDS, Ring } from '../../sharding/ring';
 import { FENCE_KEY, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, VERSIONS_KEY } from '../../proxy/migration/converge';
 import { MIGRATION_PHASES } from '../../config/schema';
 import * as encode from '../../proxy/resp/encode';
@@ -54,7 +54,7 @@ describe('migration placement', () => {
 
   test('during double-write and read-new a shard pairs both owners, so CROSSSLOT covers both rings', () => {
     const p = new Placement(A, B, 'double-write');
-    expect(p.shardOf(moving)).toBe(A.indexOf(moving) * SHARD_STRIDE + B.indexOf(moving));
+    expect(p.shardOf(moving)).toBe(A.indexOf(moving) * RING_SHARDS + B.indexOf(moving));
     // Two keys on one A node but different B nodes have different shards.
     let other = 0;
     const same = (k: Buffer): boolean => A.indexOf(k) === A.indexOf(moving) && B.indexOf(k) !== B.indexOf(moving);

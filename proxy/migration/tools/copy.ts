@@ -8,9 +8,11 @@
  * batch; a rerun continues where the last one stopped (a batch done twice is harmless).
  */
 import { Placement } from '../../../sharding/migration';
+import { ownerOfKey } from '../../../sharding/key-space';
 import { NodeClient, scanStep } from './node-client';
 import type { Reply } from '../../resp/decode-reply';
-import { APPLY_SCRIPT, BOOKKEEPING_PREFIX, SNAPSHOT_SCRIPT, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, snapshotCommand } from '../converge';
+import { APPLY_SCRIPT, BOOKKEEPING_PREFIX, SNAPSHOT_SCRIPT, Snapshot, applyCommand, bookkeepingOf, isBookkeepingKey, parseApply, parseSnapshot, snapshotCommand } from '../converge';
+import { ownersOf } from '../copy-keys';
 import { Progress, RateLimiter } from './progress';
 
 export const COPY_STATE_KEY = `${BOOKKEEPING_PREFIX}copy`;
@@ -51,12 +53,25 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
   const to = placement.to;
   if (to === null) throw new Error('the config has no migration: section');
   const sources = placement.from.nodes.map((n) => n.addr);
+  const fromBook = bookkeepingOf(placement.from.kind);
+  const toBook = bookkeepingOf(to.kind);
+  const toOwners = ownersOf(to);
+  // By SHA1 (loaded below); a node that lost it (a replica promoted meanwhile) gets the body.
+  const apply = async (addr: string, key: Buffer, snap: Snapshot): Promise<Buffer> => {
+    try {
+      return await nodes.rawOn(toOwners, addr, applyCommand(key, snap, true, toBook));
+    } catch (err) {
+      if (!String(err).includes('NOSCRIPT')) throw err;
+      return nodes.rawOn(toOwners, addr, applyCommand(key, snap, false, toBook));
+    }
+  };
   if (opts.restart) await Promise.all(sources.map((a) => nodes.call(a, ['DEL', COPY_STATE_KEY])));
   // Loaded once, then called by SHA1 for every key.
   for (const addr of placement.allAddresses()) {
     await nodes.call(addr, ['SCRIPT', 'LOAD', SNAPSHOT_SCRIPT]);
     await nodes.call(addr, ['SCRIPT', 'LOAD', APPLY_SCRIPT]);
   }
+  // Ring B's versions for a key are on its node; a cluster's per slot: see converge.ts.
   const sizes = await Promise.all(sources.map(async (a) => Number(await nodes.call(a, ['DBSIZE']))));
   const progress = opts.progress ? new Progress('copy', sizes.reduce((s, n) => s + n, 0)) : null;
   const limiter = new RateLimiter(opts.rate);
@@ -69,9 +84,9 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
     if (cursor === 'done') continue;
     do {
       const step = await scanStep(nodes, source, cursor, opts.batch);
-      const moving = step.keys.filter((k) => !isBookkeepingKey(k) && placement.from.nodeOf(k).addr === source && to.nodeOf(k).addr !== source);
-      const snaps = await Promise.all(moving.map((k) => nodes.raw(source, snapshotCommand(k, true))));
-      const applied = await Promise.all(moving.map((k, i) => nodes.raw(to.nodeOf(k).addr, applyCommand(k, parseSnapshot(snaps[i]), true))));
+      const moving = step.keys.filter((k) => !isBookkeepingKey(k) && placement.from.nodeOf(k).addr === source && ownerOfKey(to, k) !== source);
+      const snaps = await Promise.all(moving.map((k) => nodes.raw(source, snapshotCommand(k, true, fromBook))));
+      const applied = await Promise.all(moving.map((k, i) => apply(ownerOfKey(to, k) ?? '', k, parseSnapshot(snaps[i]))));
       for (const frame of applied) {
         const outcome = parseApply(frame);
         if (outcome.kind === 'applied') result.copied++;

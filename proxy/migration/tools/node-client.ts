@@ -1,18 +1,29 @@
 /**
- * Direct connections to the ring nodes for the `migrate` tools (they work on the nodes, not
- * through a proxy): the proxy's own back-end pool, with the config's credentials and TLS.
+ * Direct connections to the nodes of both sides for the `migrate` tools (they work on the nodes,
+ * not through a proxy): the proxy's own back-end pool, with the config's credentials and TLS.
+ * When side B is a Redis Cluster, its slot map is loaded (start()) and kept current by the
+ * redirects its nodes answer, so requests to it follow MOVED/ASK and ride out a failover.
  */
 import { RingModeConfig } from '../../../config/schema';
 import { BackendPool } from '../../backend/pool';
 import { request } from '../../backend/request';
 import { backendTls } from '../../security/tls';
 import { Reply, decodeReply, errorText } from '../../resp/decode-reply';
+import { ClusterTopology } from '../../cluster/topology';
+import { Placement } from '../../../sharding/migration';
+import { SlotOwners } from '../../../sharding/key-space';
+import { sideRequest } from '../side-request';
 import * as encode from '../../resp/encode';
+
+/** How long a request to a cluster side rides out a failover (TRYAGAIN, CLUSTERDOWN, a lost node). */
+const CLUSTER_RETRY_WINDOW_MS = 30_000;
 
 export class NodeClient {
   private readonly pool: BackendPool;
+  /** Side B's slot map when it is a Redis Cluster. */
+  private readonly target: ClusterTopology | null = null;
 
-  constructor(config: RingModeConfig, private readonly timeoutMs = 30_000) {
+  constructor(private readonly config: RingModeConfig, private readonly timeoutMs = 30_000) {
     const { username, password } = config.backend;
     this.pool = new BackendPool({
       connectionsPerNode: 1,
@@ -22,6 +33,37 @@ export class NodeClient {
       tls: backendTls(config.backend.tls),
       maxConnectsPerSecond: config.backend.maxConnectsPerSecond,
     });
+    const to = config.migration?.to;
+    if (to !== undefined && 'cluster' in to) {
+      this.target = new ClusterTopology(this.pool, { seeds: to.cluster.seeds, refreshIntervalMs: 60_000, queryTimeoutMs: config.backend.connectTimeoutMs });
+    }
+  }
+
+  /** Loads side B's slot map when B is a cluster; throws when no seed answers. */
+  async start(): Promise<void> {
+    await this.target?.refresh();
+  }
+
+  /** The config's placement, its cluster side (if any) read through this client's slot map. */
+  placement(): Placement {
+    if (this.config.migration === undefined) throw new Error('the config has no migration: section');
+    return Placement.fromConfig(this.config.ring, this.config.migration, undefined, () => this.target as ClusterTopology);
+  }
+
+  /**
+   * The raw reply of the node serving a key on a side (`owners`: its slot map when it is a
+   * cluster, redirects followed; null for a ring node); throws on an error reply.
+   */
+  async rawOn(owners: SlotOwners | null, addr: string, args: readonly (Buffer | string)[]): Promise<Buffer> {
+    if (owners === null) return this.raw(addr, args);
+    const frame = await sideRequest(this.pool, owners, addr, args, { lane: 0, timeoutMs: this.timeoutMs, retryWindowMs: CLUSTER_RETRY_WINDOW_MS });
+    const err = errorText(frame);
+    if (err !== null) throw new Error(`${addr}: ${err}`);
+    return frame;
+  }
+
+  async callOn(owners: SlotOwners | null, addr: string, args: readonly (Buffer | string)[]): Promise<Reply> {
+    return decodeReply(await this.rawOn(owners, addr, args), true);
   }
 
   /** The raw reply frame; throws on an error reply or a lost connection. */
@@ -38,6 +80,7 @@ export class NodeClient {
   }
 
   close(): void {
+    this.target?.stop();
     this.pool.closeAll();
   }
 }

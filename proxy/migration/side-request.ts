@@ -1,0 +1,78 @@
+/**
+ * A request the migration makes itself to the node serving a key on one side (an APPLY on side B,
+ * a fence, a snapshot on side A), as one bounded loop: on a Redis Cluster side it follows MOVED
+ * (updating that side's slot map) and ASK (ASKING first, on the same connection), and retries
+ * TRYAGAIN, CLUSTERDOWN and a node it cannot reach while the retry window lasts; on a ring side
+ * the node's answer is final. Resolves with the final reply frame (an error reply is a frame too);
+ * rejects when no reply came.
+ */
+import { BackendPool } from '../backend/pool';
+import { request } from '../backend/request';
+import { splitAddress } from '../backend/connection';
+import { SlotOwners } from '../../sharding/key-space';
+import * as encode from '../resp/encode';
+
+export interface SideRequestOptions {
+  lane: number;
+  timeoutMs?: number;
+  maxRedirects?: number;
+  retryWindowMs?: number;
+}
+
+const ASKING = encode.command(['ASKING']);
+const RETRY_BASE_MS = 20;
+const RETRY_CAP_MS = 500;
+
+/** `owners`: the side's live slot map, null for a ring side. */
+export async function sideRequest(
+  pool: BackendPool,
+  owners: SlotOwners | null,
+  address: string,
+  args: readonly (Buffer | string)[],
+  opts: SideRequestOptions,
+): Promise<Buffer> {
+  if (address === '') throw new Error('no node of the new cluster serves the key\'s slot');
+  if (owners === null) return request(pool.connection(address, opts.lane), args, opts.timeoutMs ?? 0);
+  const maxRedirects = opts.maxRedirects ?? 16;
+  const window = opts.retryWindowMs ?? 5000;
+  const started = Date.now();
+  let target = address;
+  let asking = false;
+  let hops = 0;
+  for (let attempt = 0; ; attempt++) {
+    let frame: Buffer;
+    try {
+      const conn = pool.connection(target, opts.lane);
+      if (asking) conn.send({ payload: ASKING, onReply: () => undefined, onFailure: () => undefined });
+      frame = await request(conn, args, opts.timeoutMs ?? 0);
+    } catch (err) {
+      owners.requestRefresh();
+      if (Date.now() - started >= window) throw err;
+      await backoff(attempt);
+      continue;
+    }
+    asking = false;
+    if (frame[0] !== 45 /* - */) return frame;
+    const text = frame.toString('latin1', 1, frame.length - 2);
+    const redirect = /^(MOVED|ASK) (\d+) (\S*)$/.exec(text);
+    if (redirect !== null && ++hops <= maxRedirects) {
+      let next = redirect[3];
+      // Redis 7 leaves the host out when it does not know its own: "the node you asked".
+      if (next.startsWith(':')) next = splitAddress(target)[0] + next;
+      if (redirect[1] === 'MOVED') owners.applyMoved(Number(redirect[2]), next);
+      else asking = true;
+      target = next;
+      continue;
+    }
+    if ((text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN')) && Date.now() - started < window) {
+      owners.requestRefresh();
+      await backoff(attempt);
+      continue;
+    }
+    return frame;
+  }
+}
+
+function backoff(attempt: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** attempt)));
+}

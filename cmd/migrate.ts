@@ -12,7 +12,8 @@ import { NodeClient } from '../proxy/migration/tools/node-client';
 import { copyMoved } from '../proxy/migration/tools/copy';
 import { verifyMoved } from '../proxy/migration/tools/verify';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
-import { READ_COPY_STATE, parseCopyState } from '../proxy/migration/tools/copy';
+import { CLUSTER_COPY_STATE_KEY, READ_COPY_STATE, parseCopyState, readCopyState } from '../proxy/migration/tools/copy';
+import { ownersOf } from '../proxy/migration/copy-keys';
 import { ProxyRecord, describeProxies, isBehind, readFleet } from '../proxy/migration/fleet';
 import { switchFleet } from '../proxy/migration/tools/switch-phase';
 import { writePhase } from '../config/write-phase';
@@ -34,7 +35,7 @@ function migratingConfig(file: string): { config: RingModeConfig; phase: Migrati
 
 /** Every live proxy of the ring, read from ring A's nodes. */
 function fleetOf(nodes: NodeClient, placement: Placement): Promise<ProxyRecord[]> {
-  return readFleet((addr, args) => nodes.call(addr, args), placement.from.addresses);
+  return readFleet((addr, args) => nodes.call(addr, args), placement.from.masters());
 }
 
 /** Connections to both sides (a cluster side's slot map loaded first) and the config's placement. */
@@ -119,7 +120,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) throw new Error(`phase must be one of ${MIGRATION_PHASES.join(', ')}`);
         const { config } = migratingConfig(opts.config);
         const outcomes = await withNodes(config, (nodes, placement) =>
-          switchFleet((addr, args) => nodes.call(addr, args), placement.from.addresses, phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
+          switchFleet((addr, args) => nodes.call(addr, args), placement.from.masters(), phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
         );
         if (outcomes.length === 0) throw new Error('no live proxy is registered on ring A');
         for (const o of outcomes) process.stdout.write(`  ${o.proxy.id} ${o.proxy.addr}: ${o.problem ?? phase}\n`);
@@ -151,17 +152,25 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
             lines.push(`proxies (${fleet.length} live):`);
             for (const p of fleet) lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
           }
-          for (const [label, side] of [['ring A', placement.from], [placement.to instanceof Ring ? 'ring B' : 'cluster B', placement.to]] as const) {
+          for (const [which, side] of [['A', placement.from], ['B', placement.to]] as const) {
             if (side === null) continue;
             const ring = side instanceof Ring ? side : null;
-            lines.push(ring === null ? `${label} (masters now):` : `${label} (${ring.hash}):`);
+            lines.push(ring === null ? `cluster ${which} (masters now):` : `ring ${which} (${ring.hash}):`);
+            if (which === 'A' && ring === null) {
+              const owners = ownersOf(side);
+              const { cursor, copied } = parseCopyState(await nodes.callOn(owners, owners?.ownerOf(0) ?? '', readCopyState(CLUSTER_COPY_STATE_KEY)).catch(() => null));
+              lines.push(`  copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at slot ${cursor}`}${cursor === null ? '' : ` (${copied} keys copied)`}`);
+            }
             const listed = ring?.nodes ?? side.masters().map((addr) => ({ name: 'master', addr, weight: 0, points: 0 }));
             for (const n of listed) {
               let state: string;
               try {
                 const keys = Number(await nodes.call(n.addr, ['DBSIZE']));
-                const { cursor, copied } = parseCopyState(await nodes.call(n.addr, READ_COPY_STATE));
-                const progress = label === 'ring A' ? `, copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at cursor ${cursor}`}${cursor === null ? '' : ` (${copied} keys copied)`}` : '';
+                let progress = '';
+                if (which === 'A' && ring !== null) {
+                  const { cursor, copied } = parseCopyState(await nodes.call(n.addr, READ_COPY_STATE));
+                  progress = `, copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at cursor ${cursor}`}${cursor === null ? '' : ` (${copied} keys copied)`}`;
+                }
                 state = `${keys} keys${progress}`;
               } catch (err) {
                 state = `unreachable (${err instanceof Error ? err.message : String(err)})`;

@@ -33,11 +33,11 @@ export function ringFromConfig(ring: RingConfig, ejected?: ReadonlySet<number>):
 /** The live slot map of a cluster named by its seeds (the proxy's, or a tool's own). */
 export type ClusterOwnersFor = (seeds: readonly string[]) => SlotOwners;
 
-/** Side B: a ring (its hash tag defaults to ring A's) or a Redis Cluster. */
-export function targetFromConfig(ring: RingConfig, migration: MigrationConfig, clusterFor: ClusterOwnersFor): KeySpace {
+/** Side B: a ring (its hash tag defaults to ring A's, when A is a ring) or a Redis Cluster. */
+export function targetFromConfig(ring: RingConfig | null, migration: MigrationConfig, clusterFor: ClusterOwnersFor): KeySpace {
   const to = migration.to;
   if ('cluster' in to) return new ClusterKeySpace(to.cluster.seeds, clusterFor(to.cluster.seeds));
-  return new Ring({ hash: to.hash, hashTag: to.hashTag ?? ring.hashTag ?? DEFAULT_HASH_TAG, nodes: to.nodes });
+  return new Ring({ hash: to.hash, hashTag: to.hashTag ?? ring?.hashTag ?? DEFAULT_HASH_TAG, nodes: to.nodes });
 }
 
 /** For configs without a cluster side: asking for one is a programming error. */
@@ -46,16 +46,17 @@ const NO_CLUSTER: ClusterOwnersFor = () => {
 };
 
 export class Placement {
+  /** Both sides are rings hashing alike: one hash finds a key's node in both. */
   private readonly sameHashing: boolean;
   /** Shards of B per shard of A: a pair's shard is (shard in A) * stride + (shard in B). */
   private readonly stride: number;
 
   constructor(
-    readonly from: Ring,
+    readonly from: KeySpace,
     readonly to: KeySpace | null,
     readonly phase: MigrationPhase | null,
   ) {
-    this.sameHashing = to instanceof Ring && from.hashesLike(to);
+    this.sameHashing = from instanceof Ring && to instanceof Ring && from.hashesLike(to);
     this.stride = to?.shardCount ?? RING_SHARDS;
     Object.freeze(this);
   }
@@ -65,6 +66,13 @@ export class Placement {
     const a = ringFromConfig(ring, migration === undefined ? ejected : undefined);
     if (migration === undefined) return new Placement(a, null, null);
     return new Placement(a, targetFromConfig(ring, migration, clusterFor), migration.phase);
+  }
+
+  /** Cluster mode: side A is the cluster the proxy fronts (`owners`: its live slot map). */
+  static forCluster(seeds: readonly string[], owners: SlotOwners, migration: MigrationConfig | undefined, clusterFor: ClusterOwnersFor = NO_CLUSTER): Placement {
+    const a = new ClusterKeySpace(seeds, owners);
+    if (migration === undefined) return new Placement(a, null, null);
+    return new Placement(a, targetFromConfig(null, migration, clusterFor), migration.phase);
   }
 
   /** Same sides, another phase. */
@@ -87,7 +95,7 @@ export class Placement {
   }
 
   shardOf(key: Buffer): number {
-    if (this.to === null) return this.from.indexOf(key);
+    if (this.to === null) return this.from.shardOf(key);
     if (this.phase === 'done') return this.to.shardOf(key);
     const [a, b] = this.indexes(key, this.to);
     return a * this.stride + b;
@@ -95,9 +103,10 @@ export class Placement {
 
   /** The key's shard in A and in B, hashing it once when both rings hash alike. */
   private indexes(key: Buffer, to: KeySpace): [number, number] {
-    if (!this.sameHashing) return [this.from.indexOf(key), to.shardOf(key)];
-    const h = this.from.hashOf(key);
-    return [this.from.indexOfHash(h), (to as Ring).indexOfHash(h)];
+    if (!this.sameHashing) return [this.from.shardOf(key), to.shardOf(key)];
+    const from = this.from as Ring;
+    const h = from.hashOf(key);
+    return [from.indexOfHash(h), (to as Ring).indexOfHash(h)];
   }
 
   /** Where reads of `shard` go (null for a shard no node serves). */
@@ -122,7 +131,7 @@ export class Placement {
   copyTarget(key: Buffer): { from: string; to: string } | null {
     if (!this.converges || this.to === null) return null;
     const [a, b] = this.indexes(key, this.to);
-    const from = this.from.addressOf(a) as string;
+    const from = this.from.addressOf(a) ?? '';
     const to = this.to.addressOf(b) ?? '';
     return from === to ? null : { from, to };
   }
@@ -134,6 +143,6 @@ export class Placement {
 
   /** Every node of both sides. */
   allAddresses(): string[] {
-    return [...new Set([...this.from.addresses, ...(this.to?.masters() ?? [])])];
+    return [...new Set([...this.from.masters(), ...(this.to?.masters() ?? [])])];
   }
 }

@@ -58,7 +58,7 @@ async function toDone(ctx: ProxyContext, next: Placement, swap: () => Buffer): P
   const refuse = (why: string): Buffer => encode.error(errors.migrationPhaseRefused(why));
   let fleet: ProxyRecord[];
   try {
-    fleet = await readFleet(fleetCall(ctx), next.from.addresses);
+    fleet = await readFleet(fleetCall(ctx), next.from.masters());
   } catch (err) {
     return refuse(`cannot read the proxies of the ring, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
   }
@@ -86,7 +86,9 @@ function statusText(ctx: ProxyContext): string {
   const p = ctx.ring?.placement;
   if (p === undefined) return '';
   const nodes = (r: Ring): string => r.nodes.map((n) => `${n.name}=${n.addr}`).join(',');
-  const lines = [`phase:${p.phase ?? 'none'}`, `hash:${p.from.hash}`, `from:${nodes(p.from)}`];
+  const lines = [`phase:${p.phase ?? 'none'}`];
+  if (p.from instanceof Ring) lines.push(`hash:${p.from.hash}`, `from:${nodes(p.from)}`);
+  else if (p.from instanceof ClusterKeySpace) lines.push(`from_cluster:${p.from.seeds.join(',')}`, `from_masters:${p.from.masters().join(',')}`);
   if (p.to instanceof Ring) lines.push(`to:${nodes(p.to)}`, `to_hash:${p.to.hash}`);
   else if (p.to instanceof ClusterKeySpace) lines.push(`to_cluster:${p.to.seeds.join(',')}`, `to_masters:${p.to.masters().join(',')}`);
   return lines.join('\r\n') + '\r\n';

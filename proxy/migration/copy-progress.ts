@@ -1,12 +1,15 @@
 /**
  * The history copy's progress, for /metrics. `slotproxy migrate copy` runs as its own process and
  * saves, on each node of ring A, its SCAN cursor (`done` when that node is finished) and how many
- * keys it copied (tools/copy.ts); the proxy reads that back over its own connections.
+ * keys it copied, or for a cluster A one record of its slot walk (tools/copy.ts); the proxy reads
+ * that back over its own connections. A cluster A counts as one node, done when the walk is.
  */
 import { ProxyContext } from '../context';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
-import { READ_COPY_STATE, parseCopyState } from './tools/copy';
+import { CLUSTER_COPY_STATE_KEY, READ_COPY_STATE, parseCopyState, readCopyState } from './tools/copy';
+import { ownersOf } from './copy-keys';
+import { sideRequest } from './side-request';
 import type { MigrationCopyProgress } from '../telemetry/metrics';
 
 const READ_TIMEOUT_MS = 1000;
@@ -15,11 +18,16 @@ const READ_TIMEOUT_MS = 1000;
 export async function readCopyProgress(ctx: ProxyContext): Promise<MigrationCopyProgress | null> {
   const placement = ctx.ring?.placement;
   if (placement === undefined || !placement.migrating) return null;
-  const nodes = placement.from.nodes;
+  const owners = ownersOf(placement.from);
+  const nodes = owners === null ? placement.from.masters() : [owners.ownerOf(0) ?? ''];
+  const read = (addr: string): Promise<Buffer> =>
+    owners === null
+      ? request(ctx.pool.connection(addr, 0), READ_COPY_STATE, READ_TIMEOUT_MS)
+      : sideRequest(ctx.pool, owners, addr, readCopyState(CLUSTER_COPY_STATE_KEY), { lane: 0, timeoutMs: READ_TIMEOUT_MS, retryWindowMs: 0 });
   const states = await Promise.all(
-    nodes.map(async (n) => {
+    nodes.map(async (addr) => {
       try {
-        const state = parseCopyState(decodeReply(await request(ctx.pool.connection(n.addr, 0), READ_COPY_STATE, READ_TIMEOUT_MS), true));
+        const state = parseCopyState(decodeReply(await read(addr), true));
         return { done: state.cursor === 'done', copied: state.copied };
       } catch {
         return { done: false, copied: 0 };

@@ -59,6 +59,6 @@ export class FleetRegistration {
 
   /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */
   private nodes(): readonly string[] {
-    return this.ring.placement.from.addresses;
+    return this.ring.placement.from.masters();
   }
 }

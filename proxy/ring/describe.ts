@@ -13,8 +13,8 @@ function owner(side: KeySpace, key: Buffer): string {
 
 /** `node=a(127.0.0.1:7101)`, and during a migration `node=... new=...` (the owner in ring B). */
 export function describeOwner(placement: Placement, key: Buffer): string {
-  const hash = placement.from.hashOf(key);
-  const parts = [`hash=${hash}`, `node=${owner(placement.from, key)}`];
+  const parts = placement.from instanceof Ring ? [`hash=${placement.from.hashOf(key)}`] : [];
+  parts.push(`node=${owner(placement.from, key)}`);
   if (placement.to !== null) parts.push(`new=${owner(placement.to, key)}`, `phase=${placement.phase ?? 'none'}`);
   return parts.join('\t');
 }

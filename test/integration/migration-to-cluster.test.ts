@@ -15,6 +15,7 @@ import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } from './migration-load';
 import { Placement } from '../../sharding/migration';
+import { ownerOfKey } from '../../sharding/key-space';
 import { setLogLevel } from '../../proxy/telemetry/log';
 
 let ring: StandaloneNodes | undefined;
@@ -71,7 +72,7 @@ test('ring of 2 into a cluster of 3 masters under load, with two proxies and a f
   try {
     const expected = new Expected();
     const seeded = await seed((key) => {
-      const addr = placement.from.nodeOf(Buffer.from(key)).addr;
+      const addr = ownerOfKey(placement.from, Buffer.from(key)) as string;
       let c = seeders.get(addr);
       if (c === undefined) {
         c = connect(Number(addr.split(':')[1]));
@@ -159,7 +160,7 @@ test('a placement into a cluster needs keys of one slot and one ring node for a 
     let b = '';
     for (let i = 1; b === ''; i++) {
       const k = `x${i}`;
-      if (placement.from.indexOf(Buffer.from(k)) === placement.from.indexOf(Buffer.from(a))) b = k;
+      if (placement.from.shardOf(Buffer.from(k)) === placement.from.shardOf(Buffer.from(a))) b = k;
     }
     await expect(c.mset(a, '1', b, '2')).rejects.toThrow('CROSSSLOT');
     expect(await c.mset(`{${a}}1`, '1', `{${a}}2`, '2')).toBe('OK');

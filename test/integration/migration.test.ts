@@ -67,7 +67,7 @@ async function runMigration(from: number, to: number): Promise<void> {
     // The key space as it was before the migration: on ring A only.
     const expected = new Expected();
     const seedClient = (key: string): Redis => {
-      const addr = placement.from.nodeOf(Buffer.from(key)).addr;
+      const addr = ownerOfKey(placement.from, Buffer.from(key)) as string;
       let c = seeders.get(addr);
       if (c === undefined) {
         const [host, port] = addr.split(':');

@@ -13,7 +13,7 @@ import { Progress } from './progress';
 export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts: { batch: number; progress: boolean }): Promise<{ deleted: number }> {
   const to = placement.to;
   if (to === null) throw new Error('the config has no migration: section');
-  const sources = placement.from.addresses;
+  const sources = placement.from.masters();
   const sizes = await Promise.all(sources.map(async (a) => Number(await nodes.call(a, ['DBSIZE']))));
   const progress = opts.progress ? new Progress('cleanup', sizes.reduce((s, n) => s + n, 0)) : null;
   let deleted = 0;
@@ -22,14 +22,14 @@ export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts
     let cursor = '0';
     do {
       const step = await scanStep(nodes, addr, cursor, opts.batch);
-      const gone = step.keys.filter((k) => !isBookkeepingKey(k) && placement.from.nodeOf(k).addr === addr && ownerOfKey(to, k) !== addr);
+      const gone = step.keys.filter((k) => !isBookkeepingKey(k) && ownerOfKey(placement.from, k) === addr && ownerOfKey(to, k) !== addr);
       if (gone.length > 0) deleted += Number(await nodes.call(addr, ['UNLINK', ...gone]));
       scanned += step.keys.length;
       progress?.update(scanned, `${deleted} deleted`);
       cursor = step.cursor;
     } while (cursor !== '0');
   }
-  for (const addr of placement.from.addresses) await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
+  for (const addr of placement.from.masters()) await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
   if (to.kind === 'ring') {
     for (const addr of to.masters()) await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
   } else {

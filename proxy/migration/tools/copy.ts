@@ -4,20 +4,22 @@
  * never overwrites a newer state and never brings back a key deleted meanwhile. Run it while the
  * proxies are in double-write (or read-new): writes during the copy are carried by them.
  *
- * Resumable: each source node's SCAN cursor is saved on that node (COPY_STATE_KEY) after every
- * batch; a rerun continues where the last one stopped (a batch done twice is harmless).
+ * Resumable: a ring source saves each node's SCAN cursor on that node (COPY_STATE_KEY) after every
+ * batch; a cluster source walks the slots and saves the next one (CLUSTER_COPY_STATE_KEY). A rerun
+ * continues where the last one stopped (a batch done twice is harmless).
  */
 import { Placement } from '../../../sharding/migration';
-import { ownerOfKey } from '../../../sharding/key-space';
+import { SlotOwners, ownerOfKey } from '../../../sharding/key-space';
+import { SLOT_COUNT } from '../../../sharding/slot';
 import { NodeClient, scanStep } from './node-client';
 import type { Reply } from '../../resp/decode-reply';
-import { APPLY_SCRIPT, BOOKKEEPING_PREFIX, SNAPSHOT_SCRIPT, Snapshot, applyCommand, bookkeepingOf, isBookkeepingKey, parseApply, parseSnapshot, snapshotCommand } from '../converge';
+import { APPLY_SCRIPT, BOOKKEEPING_PREFIX, SNAPSHOT_SCRIPT, applyCommand, bookkeepingOf, inSlot, isBookkeepingKey, parseApply, parseSnapshot, snapshotCommand } from '../converge';
 import { ownersOf } from '../copy-keys';
 import { Progress, RateLimiter } from './progress';
 
 export const COPY_STATE_KEY = `${BOOKKEEPING_PREFIX}copy`;
 
-/** Reads a source node's saved copy progress (the reply decodes with parseCopyState). */
+/** Reads a ring node's saved copy progress (the reply decodes with parseCopyState). */
 export const READ_COPY_STATE = ['HMGET', COPY_STATE_KEY, 'cursor', 'copied'];
 
 export interface CopyState {
@@ -49,57 +51,97 @@ export interface CopyResult {
   seconds: number;
 }
 
+/**
+ * Where a side A keeps the copy's saved progress: on a ring, on each node (its own SCAN cursor);
+ * on a Redis Cluster, one record of the slot walk, in slot 0 (wherever that slot lives).
+ */
+export const CLUSTER_COPY_STATE_KEY = inSlot(COPY_STATE_KEY, 0);
+
+export function readCopyState(key: string): string[] {
+  return ['HMGET', key, 'cursor', 'copied'];
+}
+
 export async function copyMoved(nodes: NodeClient, placement: Placement, opts: CopyOptions): Promise<CopyResult> {
   const to = placement.to;
   if (to === null) throw new Error('the config has no migration: section');
-  const sources = placement.from.nodes.map((n) => n.addr);
   const fromBook = bookkeepingOf(placement.from.kind);
   const toBook = bookkeepingOf(to.kind);
+  const fromOwners = ownersOf(placement.from);
   const toOwners = ownersOf(to);
   // By SHA1 (loaded below); a node that lost it (a replica promoted meanwhile) gets the body.
-  const apply = async (addr: string, key: Buffer, snap: Snapshot): Promise<Buffer> => {
+  const bySha = async (owners: SlotOwners | null, addr: string, command: (sha: boolean) => (Buffer | string)[]): Promise<Buffer> => {
     try {
-      return await nodes.rawOn(toOwners, addr, applyCommand(key, snap, true, toBook));
+      return await nodes.rawOn(owners, addr, command(true));
     } catch (err) {
       if (!String(err).includes('NOSCRIPT')) throw err;
-      return nodes.rawOn(toOwners, addr, applyCommand(key, snap, false, toBook));
+      return nodes.rawOn(owners, addr, command(false));
     }
   };
-  if (opts.restart) await Promise.all(sources.map((a) => nodes.call(a, ['DEL', COPY_STATE_KEY])));
-  // Loaded once, then called by SHA1 for every key.
+  const sources = placement.from.masters();
   for (const addr of placement.allAddresses()) {
     await nodes.call(addr, ['SCRIPT', 'LOAD', SNAPSHOT_SCRIPT]);
     await nodes.call(addr, ['SCRIPT', 'LOAD', APPLY_SCRIPT]);
   }
-  // Ring B's versions for a key are on its node; a cluster's per slot: see converge.ts.
   const sizes = await Promise.all(sources.map(async (a) => Number(await nodes.call(a, ['DBSIZE']))));
-  const progress = opts.progress ? new Progress('copy', sizes.reduce((s, n) => s + n, 0)) : null;
+  const progress = opts.progress ? new Progress('copy', sizes.reduce((sum, n) => sum + n, 0)) : null;
   const limiter = new RateLimiter(opts.rate);
   const result: CopyResult = { scanned: 0, copied: 0, skippedNewer: 0, seconds: 0 };
   const started = Date.now();
 
-  for (const source of sources) {
-    const saved = await nodes.call(source, ['HGET', COPY_STATE_KEY, 'cursor']);
-    let cursor = Buffer.isBuffer(saved) ? saved.toString('latin1') : '0';
-    if (cursor === 'done') continue;
-    do {
-      const step = await scanStep(nodes, source, cursor, opts.batch);
-      const moving = step.keys.filter((k) => !isBookkeepingKey(k) && placement.from.nodeOf(k).addr === source && ownerOfKey(to, k) !== source);
-      const snaps = await Promise.all(moving.map((k) => nodes.raw(source, snapshotCommand(k, true, fromBook))));
-      const applied = await Promise.all(moving.map((k, i) => apply(ownerOfKey(to, k) ?? '', k, parseSnapshot(snaps[i]))));
-      for (const frame of applied) {
-        const outcome = parseApply(frame);
-        if (outcome.kind === 'applied') result.copied++;
-        else if (outcome.kind === 'older') result.skippedNewer++;
-        else throw new Error('ring B is fenced: a proxy already switched to done, so there is nothing left to copy');
+  /** Snapshot each key on its A node, apply it on its B owner; counts what happened, returns the keys that move. */
+  const copyKeys = async (keys: Buffer[]): Promise<number> => {
+    const moving = keys.filter((k) => !isBookkeepingKey(k) && ownerOfKey(placement.from, k) !== ownerOfKey(to, k));
+    const snaps = await Promise.all(moving.map((k) => bySha(fromOwners, ownerOfKey(placement.from, k) ?? '', (sha) => snapshotCommand(k, sha, fromBook))));
+    const applied = await Promise.all(moving.map((k, i) => bySha(toOwners, ownerOfKey(to, k) ?? '', (sha) => applyCommand(k, parseSnapshot(snaps[i]), sha, toBook))));
+    for (const frame of applied) {
+      const outcome = parseApply(frame);
+      if (outcome.kind === 'applied') result.copied++;
+      else if (outcome.kind === 'older') result.skippedNewer++;
+      else throw new Error('side B is fenced: a proxy already switched to done, so there is nothing left to copy');
+    }
+    result.scanned += keys.length;
+    progress?.update(result.scanned, `${result.copied} copied`);
+    await limiter.take(keys.length);
+    return moving.length;
+  };
+
+  if (fromOwners === null) {
+    // A ring: each node's keyspace by SCAN, its cursor saved on the node after every batch.
+    if (opts.restart) await Promise.all(sources.map((a) => nodes.call(a, ['DEL', COPY_STATE_KEY])));
+    for (const source of sources) {
+      const saved = await nodes.call(source, ['HGET', COPY_STATE_KEY, 'cursor']);
+      let cursor = Buffer.isBuffer(saved) ? saved.toString('latin1') : '0';
+      if (cursor === 'done') continue;
+      do {
+        const step = await scanStep(nodes, source, cursor, opts.batch);
+        const moved = await copyKeys(step.keys.filter((k) => ownerOfKey(placement.from, k) === source));
+        cursor = step.cursor;
+        await nodes.call(source, ['HSET', COPY_STATE_KEY, 'cursor', cursor === '0' ? 'done' : cursor]);
+        await nodes.call(source, ['HINCRBY', COPY_STATE_KEY, 'copied', String(moved)]);
+      } while (cursor !== '0');
+    }
+  } else {
+    // A cluster: slot by slot from whichever master serves it now (a failover or a reshard of A
+    // moves slots between masters, not keys out of the walk), the next slot saved in slot 0.
+    const state = (args: (Buffer | string)[]): Promise<Reply> => nodes.callOn(fromOwners, fromOwners.ownerOf(0) ?? '', args);
+    if (opts.restart) await state(['DEL', CLUSTER_COPY_STATE_KEY]);
+    const saved = await state(['HGET', CLUSTER_COPY_STATE_KEY, 'cursor']);
+    const from = Buffer.isBuffer(saved) ? saved.toString('latin1') : '0';
+    let unsaved = 0;
+    for (let slot = from === 'done' ? SLOT_COUNT : Number(from) || 0; slot < SLOT_COUNT; slot++) {
+      const owner = fromOwners.ownerOf(slot) ?? '';
+      const count = Number(await nodes.callOn(fromOwners, owner, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)]));
+      if (count > 0) {
+        const keys = await nodes.callOn(fromOwners, owner, ['CLUSTER', 'GETKEYSINSLOT', String(slot), String(count)]);
+        const list = Array.isArray(keys) ? keys.filter((k): k is Buffer => Buffer.isBuffer(k)) : [];
+        for (let i = 0; i < list.length; i += opts.batch) unsaved += await copyKeys(list.slice(i, i + opts.batch));
       }
-      cursor = step.cursor;
-      await nodes.call(source, ['HSET', COPY_STATE_KEY, 'cursor', cursor === '0' ? 'done' : cursor]);
-      await nodes.call(source, ['HINCRBY', COPY_STATE_KEY, 'copied', String(moving.length)]);
-      result.scanned += step.keys.length;
-      progress?.update(result.scanned, `${result.copied} copied`);
-      await limiter.take(step.keys.length);
-    } while (cursor !== '0');
+      if (unsaved > 0 || slot % 256 === 255 || slot === SLOT_COUNT - 1) {
+        await state(['HSET', CLUSTER_COPY_STATE_KEY, 'cursor', slot === SLOT_COUNT - 1 ? 'done' : String(slot + 1)]);
+        await state(['HINCRBY', CLUSTER_COPY_STATE_KEY, 'copied', String(unsaved)]);
+        unsaved = 0;
+      }
+    }
   }
   progress?.finish();
   result.seconds = (Date.now() - started) / 1000;

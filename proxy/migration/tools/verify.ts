@@ -98,7 +98,7 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
   const result: VerifyResult = { compared: 0, differing: 0, examples: [] };
   const seen = new Set<string>();
   const toOwners = ownersOf(to);
-  const sizes = await Promise.all([...from.addresses, ...to.masters()].map(async (addr) => Number(await nodes.call(addr, ['DBSIZE']))));
+  const sizes = await Promise.all([...from.masters(), ...to.masters()].map(async (addr) => Number(await nodes.call(addr, ['DBSIZE']))));
   const progress = opts.progress ? new Progress('verify', sizes.reduce((s, n) => s + n, 0)) : null;
   let scanned = 0;
   const check = async (key: Buffer): Promise<void> => {
@@ -106,7 +106,7 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     if (seen.has(id)) return;
     seen.add(id);
     result.compared++;
-    const a = { addr: from.nodeOf(key).addr, owners: null };
+    const a = { addr: ownerOfKey(from, key) ?? '', owners: null };
     const b = { addr: ownerOfKey(to, key) ?? '', owners: toOwners };
     const diff = await difference(nodes, a, b, key, opts.ttlToleranceMs);
     if (diff === null) return;
@@ -115,8 +115,8 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
   };
   // Keys of A that move, then keys of B that arrived: together they catch lost and resurrected keys.
   const passes: { addrs: readonly string[]; owns: (k: Buffer, addr: string) => boolean }[] = [
-    { addrs: from.addresses, owns: (k, addr) => from.nodeOf(k).addr === addr && ownerOfKey(to, k) !== addr },
-    { addrs: to.masters(), owns: (k, addr) => ownerOfKey(to, k) === addr && from.nodeOf(k).addr !== addr },
+    { addrs: from.masters(), owns: (k, addr) => ownerOfKey(from, k) === addr && ownerOfKey(to, k) !== addr },
+    { addrs: to.masters(), owns: (k, addr) => ownerOfKey(to, k) === addr && ownerOfKey(from, k) !== addr },
   ];
   for (const pass of passes) {
     for (const addr of pass.addrs) {

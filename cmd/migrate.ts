@@ -5,7 +5,7 @@
  */
 import { Command, InvalidArgumentError } from 'commander';
 import { loadConfigFile } from '../config/load';
-import { RingModeConfig } from '../config/schema';
+import { Config } from '../config/schema';
 import { Placement } from '../sharding/migration';
 import { Ring } from '../sharding/ring';
 import { NodeClient } from '../proxy/migration/tools/node-client';
@@ -25,21 +25,19 @@ function wholeNumber(v: string): number {
   return n;
 }
 
-function migratingConfig(file: string): { config: RingModeConfig; phase: MigrationPhase } {
+function migratingConfig(file: string): { config: Config; phase: MigrationPhase } {
   const config = loadConfigFile(file);
-  if (config.mode !== 'ring' || config.migration === undefined) {
-    throw new Error(`${file}: migrate needs mode: ring and a migration: section`);
-  }
+  if (config.migration === undefined) throw new Error(`${file}: migrate needs a migration: section`);
   return { config, phase: config.migration.phase };
 }
 
-/** Every live proxy of the ring, read from ring A's nodes. */
+/** Every live proxy of the ring, read from side A's nodes (a cluster's masters). */
 function fleetOf(nodes: NodeClient, placement: Placement): Promise<ProxyRecord[]> {
   return readFleet((addr, args) => nodes.call(addr, args), placement.from.masters());
 }
 
 /** Connections to both sides (a cluster side's slot map loaded first) and the config's placement. */
-async function withNodes<T>(config: RingModeConfig, work: (nodes: NodeClient, placement: Placement) => Promise<T>): Promise<T> {
+async function withNodes<T>(config: Config, work: (nodes: NodeClient, placement: Placement) => Promise<T>): Promise<T> {
   const nodes = new NodeClient(config);
   try {
     await nodes.start();
@@ -50,11 +48,11 @@ async function withNodes<T>(config: RingModeConfig, work: (nodes: NodeClient, pl
 }
 
 export function registerMigrate(program: Command, fail: (err: unknown) => never): void {
-  const migrate = program.command('migrate').description('move keys from ring A (ring:) to ring B (migration.to:)');
+  const migrate = program.command('migrate').description('move keys from side A (ring: or cluster:) to side B (migration.to:, a ring or a cluster)');
 
   migrate
     .command('copy')
-    .description('copy every key whose owner changes to its owner in ring B (run while the proxies are in double-write); resumable')
+    .description('copy every key whose owner changes to its owner in side B (run while the proxies are in double-write); resumable')
     .requiredOption('-c, --config <file>', 'the proxies\' config file')
     .option('--rate <keys/s>', 'at most this many keys per second (0: no cap)', wholeNumber, 0)
     .option('--batch <n>', 'keys per SCAN batch', wholeNumber, 500)
@@ -69,7 +67,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
           if (early.length > 0) throw new Error(`refused: live proxies are not double-writing yet: ${describeProxies(early)}; switch them first (slotproxy migrate phase double-write -c FILE)`);
           return copyMoved(nodes, placement, { rate: opts.rate, batch: Math.max(1, opts.batch), restart: opts.restart === true, progress: true });
         });
-        process.stdout.write(`copy: ${r.scanned} keys scanned, ${r.copied} copied, ${r.skippedNewer} already newer in ring B, ${r.seconds.toFixed(1)} s (${Math.round(r.scanned / Math.max(r.seconds, 0.001))} keys/s)\n`);
+        process.stdout.write(`copy: ${r.scanned} keys scanned, ${r.copied} copied, ${r.skippedNewer} already newer in side B, ${r.seconds.toFixed(1)} s (${Math.round(r.scanned / Math.max(r.seconds, 0.001))} keys/s)\n`);
       } catch (err) {
         fail(err);
       }
@@ -77,7 +75,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
 
   migrate
     .command('verify')
-    .description('count keys that differ between ring A and ring B (value, type, TTL); exit 1 when any do')
+    .description('count keys that differ between side A and side B (value, type, TTL); exit 1 when any do')
     .requiredOption('-c, --config <file>', 'the proxies\' config file')
     .option('--ttl-tolerance <ms>', 'TTLs closer than this count as equal', wholeNumber, 2000)
     .option('--show <n>', 'differences to list', wholeNumber, 10)
@@ -101,7 +99,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .action(async (opts: { config: string; force?: boolean }) => {
       try {
         const { config, phase } = migratingConfig(opts.config);
-        if (phase !== 'done' && opts.force !== true) throw new Error(`the config says phase ${phase}: cleanup deletes keys ring A still serves; switch every proxy to done first (or --force)`);
+        if (phase !== 'done' && opts.force !== true) throw new Error(`the config says phase ${phase}: cleanup deletes keys side A still serves; switch every proxy to done first (or --force)`);
         const r = await withNodes(config, (nodes, placement) => cleanupMoved(nodes, placement, { batch: 500, progress: true }));
         process.stdout.write(`cleanup: ${r.deleted} moved keys deleted from their old owners\n`);
       } catch (err) {
@@ -122,7 +120,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         const outcomes = await withNodes(config, (nodes, placement) =>
           switchFleet((addr, args) => nodes.call(addr, args), placement.from.masters(), phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
         );
-        if (outcomes.length === 0) throw new Error('no live proxy is registered on ring A');
+        if (outcomes.length === 0) throw new Error('no live proxy is registered on side A');
         for (const o of outcomes) process.stdout.write(`  ${o.proxy.id} ${o.proxy.addr}: ${o.problem ?? phase}\n`);
         const failed = outcomes.filter((o) => o.problem !== null).length;
         if (failed > 0) {

@@ -491,7 +491,7 @@ const flatSchema = strictObject({
   cluster: v.optional(clusterSchema),
   /** Ring back end. Required in ring mode, refused in cluster mode. */
   ring: v.optional(ringSchema),
-  /** A migration from `ring` to `migration.to`. Ring mode only. Optional: absent, no migration. */
+  /** A migration from the back end (`ring` or `cluster`) to `migration.to` (a ring or a cluster). Optional: absent, no migration. */
   migration: v.optional(migrationSchema),
   /** Multi-key commands spanning slots (or ring nodes): refused with CROSSSLOT as Redis Cluster does, or split per node (MGET/MSET/DEL/EXISTS/UNLINK/TOUCH only). Default 'refuse'. */
   crossSlot: v.optional(oneOf(['refuse', 'split']), 'refuse'),
@@ -537,7 +537,7 @@ export type ClusterModeConfig = CommonConfig & {
   mode: 'cluster';
   cluster: ClusterConfig;
   ring?: undefined;
-  migration?: undefined;
+  migration?: MigrationConfig;
 };
 export type RingModeConfig = CommonConfig & {
   mode: 'ring';
@@ -567,9 +567,6 @@ function checkSections(c: SectionsView, report: Report): void {
   if (c[other] !== undefined) {
     report(`only allowed in ${other} mode (mode is "${mode}")`, other);
   }
-  if (mode !== 'ring' && c.migration !== undefined) {
-    report(`only allowed in ring mode (mode is "${mode}")`, 'migration');
-  }
   const to = isMapping(c.migration) ? (c.migration as { to?: unknown }).to : undefined;
   if (isMapping(to)) {
     const t = to as Record<string, unknown>;
@@ -585,19 +582,21 @@ function checkSections(c: SectionsView, report: Report): void {
 
 function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingModeConfig | undefined {
   const { mode, cluster, ring, migration, ...common } = c;
-  if (mode === 'cluster' && cluster !== undefined) return { ...common, mode, cluster };
-  if (mode === 'ring' && ring !== undefined) {
-    if (migration === undefined) return { ...common, mode, ring };
+  let target: MigrationConfig | undefined;
+  if (migration !== undefined) {
     const t = migration.to;
     let to: RingTarget | ClusterTarget;
     if (t.cluster !== undefined) to = { cluster: t.cluster };
-    else if (t.nodes !== undefined) to = { hash: t.hash ?? ring.hash, ...(t.hashTag === undefined ? {} : { hashTag: t.hashTag }), nodes: t.nodes };
+    else if (t.nodes !== undefined) to = { hash: t.hash ?? ring?.hash ?? 'md5', ...(t.hashTag === undefined ? {} : { hashTag: t.hashTag }), nodes: t.nodes };
     else {
       report('needs nodes (a ring) or cluster: { seeds: [...] } (a Redis Cluster)', 'migration', 'to');
       return undefined;
     }
-    return { ...common, mode, ring, migration: { phase: migration.phase, to } };
+    target = { phase: migration.phase, to };
   }
+  const withMigration = target === undefined ? {} : { migration: target };
+  if (mode === 'cluster' && cluster !== undefined) return { ...common, mode, cluster, ...withMigration };
+  if (mode === 'ring' && ring !== undefined) return { ...common, mode, ring, ...withMigration };
   // checkSections has reported this already, and a pipe does not run its transform after issues.
   report(`${mode} mode needs a "${mode}" section`, 'mode');
   return undefined;

@@ -56,6 +56,13 @@ export class KnownClusters {
     return topology;
   };
 
+  /** Every node (and seed) of every loaded cluster: connections to keep. */
+  addresses(): string[] {
+    const out: string[] = [];
+    for (const [key, t] of this.loaded) out.push(...t.current.addresses(), ...key.split(','));
+    return out;
+  }
+
   stop(): void {
     for (const t of this.loaded.values()) t.stop();
   }

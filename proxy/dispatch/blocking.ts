@@ -142,7 +142,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
     if (frame[0] === 45 && frame.toString('latin1', 1, 7) === 'MOVED ' && this.hops++ < this.ctx.forward.maxRedirects) {
       const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
       this.ctx.stats.moved++;
-      (this.ctx.topology ?? this.ctx.ring)?.applyMoved(Number(slot), target);
+      (this.ctx.ring ?? this.ctx.topology)?.applyMoved(Number(slot), target, this.address ?? undefined);
       this.closeConnection();
       return this.start(target);
     }
@@ -174,7 +174,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
     if (this.firstFailureAt === 0) this.firstFailureAt = now;
     if (!written && !this.released && now - this.firstFailureAt < this.ctx.forward.retryWindowMs) {
       this.ctx.stats.retries++;
-      (this.ctx.topology ?? this.ctx.ring)?.requestRefresh();
+      (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
       this.closeConnection();
       setTimeout(() => this.start(), RETRY_DELAY_MS);
       return;

@@ -19,10 +19,12 @@ import * as errors from '../resp/errors';
 
 /** Every node, masters first (the first master is the one that validates a CONFIG SET). */
 export function everyNode(ctx: ProxyContext): string[] {
-  if (ctx.ring !== null) return ctx.ring.placement.allAddresses();
-  const masters = ctx.router.masters();
-  const replicas = ctx.topology?.current.masters.flatMap((m) => m.replicas) ?? [];
-  return [...new Set([...masters, ...replicas])];
+  const topology = ctx.topology;
+  if (topology === null) return ctx.ring?.placement.allAddresses() ?? [...ctx.router.masters()];
+  // Cluster mode: the cluster's masters and replicas, and during a migration side B's masters.
+  const masters = topology.current.masters.map((m) => m.address);
+  const replicas = topology.current.masters.flatMap((m) => m.replicas);
+  return [...new Set([...masters, ...replicas, ...(ctx.ring?.placement.to?.masters() ?? [])])];
 }
 
 /** A node's reply, or the text of its error (a refusal, or the proxy's: unreachable, lost). */

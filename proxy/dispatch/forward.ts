@@ -125,7 +125,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     if (b === A && frame.toString('latin1', 1, 5) === 'ASK ') return this.redirect(frame, true);
     if (b === T && frame.toString('latin1', 1, 9) === 'TRYAGAIN') return this.retry(frame);
     if (b === C && frame.toString('latin1', 1, 12) === 'CLUSTERDOWN') {
-      (this.ctx.topology ?? this.ctx.ring)?.requestRefresh();
+      (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
       return this.retry(frame);
     }
     this.complete(frame);
@@ -141,7 +141,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
   onFailure(message: string, written: boolean): void {
     this.ctx.stats.backendErrors++;
     if (this.onReplica) return this.leaveReplica();
-    (this.ctx.topology ?? this.ctx.ring)?.requestRefresh();
+    (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
     if (written && !this.retrySafe) {
       this.complete(encode.error(message));
       return;
@@ -185,7 +185,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
       return;
     }
     this.ctx.stats.moved++;
-    (this.ctx.topology ?? this.ctx.ring)?.applyMoved(slot, target);
+    (this.ctx.ring ?? this.ctx.topology)?.applyMoved(slot, target, this.address);
     this.sendTo(target);
   }
 

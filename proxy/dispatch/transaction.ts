@@ -240,6 +240,10 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
   link.conn.send(session.track(new DirectCommand(session, encode.command(args))));
 }
 
+function isExecAbort(frame: Buffer): boolean {
+  return frame[0] === 45 && frame.toString('latin1', 1, 10) === 'EXECABORT';
+}
+
 /** Where the writes of `shard` go: ring A's node during a migration, else the shard's node. */
 function writeNodeOf(ctx: ProxyContext, shard: number): string | null {
   return ctx.ring !== null ? ctx.ring.placement.writeAddress(shard) : ctx.router.nodeOf(shard);
@@ -302,8 +306,19 @@ class ExecCommand extends ReplySlot {
     const conn = link?.conn ?? ctx.pool.connection(address, this.session.id, this.session.protocol);
     const targets = execTargets(ctx, txn.written);
     if (targets.length > 0) {
-      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c), queuedCount: txn.queued.length, watched: link !== null };
-      convergeExec(ctx, this.session, burst, targets, (frame) => this.finish(frame));
+      let redirected = false;
+      const note = (c: BackendConnection) => (frame: Buffer): void => {
+        if (this.noteRedirect(frame, c)) redirected = true;
+      };
+      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null };
+      convergeExec(ctx, this.session, burst, targets, (frame) => {
+        // A cluster side A redirected a queued command: nothing ran, send it all again (bounded).
+        if (redirected && link === null && isExecAbort(frame) && this.attempts++ < ctx.forward.maxRedirects + 3) {
+          setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
+          return;
+        }
+        this.finish(frame);
+      });
       return this.hold();
     }
     this.send(conn, link === null);
@@ -316,43 +331,43 @@ class ExecCommand extends ReplySlot {
     return this.ctx.ring?.placement.phase === 'read-new' ? this.settled : undefined;
   }
 
-  /** SCRIPT LOADs, MULTI and the queued commands on `conn`, EXEC not included. */
-  private sendQueued(conn: BackendConnection): void {
+  /** SCRIPT LOADs, MULTI and the queued commands on `conn`, EXEC not included; `onQueued` sees each queue-time reply. */
+  private sendQueued(conn: BackendConnection, onQueued: (frame: Buffer) => void = () => undefined): void {
     for (const sha of this.txn.shas) {
       const body = this.ctx.scripts.get(sha);
       if (body !== undefined) conn.send(scriptLoadRequest(body));
     }
-    conn.send({ payload: MULTI, onReply: () => undefined, onFailure: () => undefined });
-    for (const payload of this.txn.queued) conn.send({ payload, onReply: () => undefined, onFailure: () => undefined });
+    conn.send({ payload: MULTI, onReply: onQueued, onFailure: () => undefined });
+    for (const payload of this.txn.queued) conn.send({ payload, onReply: onQueued, onFailure: () => undefined });
+  }
+
+  /** True when a queue-time reply is a redirection (the slot map learns a MOVED, a refresh is asked for the rest). */
+  private noteRedirect(frame: Buffer, conn: BackendConnection): boolean {
+    const ctx = this.ctx;
+    if (frame[0] !== 45) return false;
+    const text = frame.toString('latin1', 1, Math.min(frame.length, 40));
+    if (text.startsWith('MOVED ')) {
+      const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
+      (ctx.ring ?? ctx.topology)?.applyMoved(Number(slot), target, conn.address);
+      return true;
+    }
+    if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN') || text.startsWith('ASK ')) {
+      (ctx.ring ?? ctx.topology)?.requestRefresh();
+      return true;
+    }
+    return false;
   }
 
   private send(conn: BackendConnection, retryable: boolean): void {
-    const { ctx, txn } = this;
+    const { ctx } = this;
     let redirected = false;
-    const noteQueuedReply = (frame: Buffer): void => {
-      if (frame[0] !== 45) return;
-      const text = frame.toString('latin1', 1, Math.min(frame.length, 40));
-      if (text.startsWith('MOVED ')) {
-        const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
-        (ctx.topology ?? ctx.ring)?.applyMoved(Number(slot), target);
-        redirected = true;
-      } else if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN') || text.startsWith('ASK ')) {
-        (ctx.topology ?? ctx.ring)?.requestRefresh();
-        redirected = true;
-      }
-    };
-    const ignore: BackendRequest = { payload: MULTI, onReply: noteQueuedReply, onFailure: () => undefined };
-    for (const sha of txn.shas) {
-      const body = ctx.scripts.get(sha);
-      if (body !== undefined) conn.send(scriptLoadRequest(body));
-    }
-    conn.send(ignore);
-    for (const payload of txn.queued) conn.send({ payload, onReply: noteQueuedReply, onFailure: () => undefined });
+    this.sendQueued(conn, (frame) => {
+      if (this.noteRedirect(frame, conn)) redirected = true;
+    });
     conn.send({
       payload: EXEC,
       onReply: (frame) => {
-        const aborted = frame[0] === 45 && frame.toString('latin1', 1, 10) === 'EXECABORT';
-        if (aborted && redirected && retryable && this.attempts++ < ctx.forward.maxRedirects + 3) {
+        if (isExecAbort(frame) && redirected && retryable && this.attempts++ < ctx.forward.maxRedirects + 3) {
           setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
           return;
         }

@@ -21,10 +21,12 @@ import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { ReplyFramer } from '../resp/reply-framer';
 import { ApplyOutcome, Snapshot, parseSnapshot, snapshotCommand } from './converge';
 import { CopyTarget, applySnapshots, missedByFence, snapshotThenApply } from './copy-keys';
+import { Redirect, redirectOf } from './redirect';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
 const MULTI = encode.command(['MULTI']);
+const ASKING = encode.command(['ASKING']);
 const EXEC = encode.command(['EXEC']);
 
 /** One command of the burst: its reply frame, or the failure. */
@@ -70,12 +72,17 @@ export class ConvergingWrite extends ReplySlot {
     private readonly ctx: ProxyContext,
     owner: ReplyOwner,
     private readonly payload: Buffer,
-    private readonly address: string,
+    private address: string,
     private readonly targets: readonly CopyTarget[],
   ) {
     super(owner);
     this.settled = new Promise((resolve) => (this.settle = resolve));
   }
+
+  /** A cluster side A redirected the burst: nothing ran; these bound how often it is sent again. */
+  private hops = 0;
+  private asking = false;
+  private readonly startedAt = Date.now();
 
   start(): void {
     // The client's protocol lane: the reply is the client's, and its reads to A use the same lane.
@@ -85,6 +92,8 @@ export class ConvergingWrite extends ReplySlot {
     const done = (): void => {
       if (--missing === 0) this.burstDone(parts).catch((err: unknown) => this.finish(encode.error(`ERR slotproxy: ${String(err)}`)));
     };
+    // ASK: ASKING holds for a whole MULTI (Redis keeps the flag until EXEC).
+    if (this.asking) conn.send({ payload: ASKING, onReply: () => undefined, onFailure: () => undefined });
     parts.push(new Part(MULTI, done), new Part(this.payload, done));
     for (const t of this.targets) parts.push(new Part(encode.command(snapshotCommand(t.key, false, t.fromBook)), done));
     parts.push(new Part(EXEC, done));
@@ -110,8 +119,9 @@ export class ConvergingWrite extends ReplySlot {
     }
     const elements = execElements(exec.frame as Buffer);
     if (elements === null || elements.length !== 1 + this.targets.length) {
-      // EXECABORT (nothing ran): the write's own queueing error says why.
+      // EXECABORT (nothing ran): a cluster A's redirection is followed, else the write's own queueing error says why.
       const queued = write.frame as Buffer;
+      if (await this.followed(redirectOf(queued, this.address))) return this.start();
       this.finish(queued[0] === 45 ? queued : (exec.frame as Buffer));
       return;
     }
@@ -147,6 +157,19 @@ export class ConvergingWrite extends ReplySlot {
     } catch (err) {
       this.finish(encode.error(err instanceof Error ? err.message : String(err)));
     }
+  }
+
+  /** True when the burst is to be sent again after `r` (bounded by the proxy's redirect limits). */
+  private async followed(r: Redirect | null): Promise<boolean> {
+    const { maxRedirects, retryWindowMs } = this.ctx.forward;
+    if (r === null || this.hops++ >= maxRedirects || Date.now() - this.startedAt > retryWindowMs) return false;
+    this.asking = r.kind === 'ask';
+    if (r.kind === 'retry') await new Promise((resolve) => setTimeout(resolve, Math.min(500, 20 * 2 ** this.hops)));
+    else {
+      if (r.kind === 'moved') this.ctx.ring?.applyMoved(r.slot, r.address, this.address);
+      this.address = r.address;
+    }
+    return true;
   }
 
   private finish(frame: Buffer): void {

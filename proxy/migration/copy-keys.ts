@@ -20,7 +20,8 @@ export interface CopyTarget {
   /** How each side names the bookkeeping beside the key. */
   fromBook: Bookkeeping;
   toBook: Bookkeeping;
-  /** Side B's live slot map when it is a Redis Cluster (redirects are followed), else null. */
+  /** Each side's live slot map when it is a Redis Cluster (redirects are followed), else null. */
+  fromOwners: SlotOwners | null;
   toOwners: SlotOwners | null;
 }
 
@@ -35,6 +36,7 @@ export function copyTargets(placement: Placement | undefined, keys: Iterable<Buf
   if (placement === undefined || !placement.converges || placement.to === null) return targets;
   const fromBook = bookkeepingOf(placement.from.kind);
   const toBook = bookkeepingOf(placement.to.kind);
+  const fromOwners = ownersOf(placement.from);
   const toOwners = ownersOf(placement.to);
   const seen = new Set<string>();
   for (const key of keys) {
@@ -43,7 +45,7 @@ export function copyTargets(placement: Placement | undefined, keys: Iterable<Buf
     const id = key.toString('latin1');
     if (seen.has(id)) continue;
     seen.add(id);
-    targets.push({ key, ...t, fromBook, toBook, toOwners });
+    targets.push({ key, ...t, fromBook, toBook, fromOwners, toOwners });
   }
   return targets;
 }
@@ -64,7 +66,8 @@ export function applySnapshots(ctx: ProxyContext, clientId: number, targets: rea
 export async function snapshotThenApply(ctx: ProxyContext, clientId: number, targets: readonly CopyTarget[]): Promise<{ snapshots: Snapshot[]; outcomes: ApplyOutcome[] }> {
   const snapshots = await Promise.all(
     targets.map(async (t) => {
-      const frame = await sideRequest(ctx.pool, null, t.from, snapshotCommand(t.key, false, t.fromBook), { lane: clientId });
+      const opts = { lane: clientId, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs };
+      const frame = await sideRequest(ctx.pool, t.fromOwners, t.from, snapshotCommand(t.key, false, t.fromBook), opts);
       const err = errorText(frame);
       if (err !== null) throw new Error(`${t.from}: ${err}`);
       return parseSnapshot(frame);

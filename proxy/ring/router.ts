@@ -66,16 +66,27 @@ export class RingRouter implements Router {
     this.swapListeners.push(listener);
   }
 
-  /** A node of a migration's cluster side answered MOVED: that side's slot map learns it. */
-  applyMoved(slot: number, address: string): void {
-    const to = this.current.to;
-    if (to instanceof ClusterKeySpace) to.owners.applyMoved(slot, address);
+  /**
+   * A node of a cluster side answered MOVED: that side's slot map learns it. With two clusters
+   * (cluster to cluster), the side is the one `answeredBy` (or else `address`) is a master of;
+   * when neither says, both maps are loaded again rather than one patched wrongly.
+   */
+  applyMoved(slot: number, address: string, answeredBy?: string): void {
+    const sides = this.clusterSides();
+    if (sides.length === 1) return sides[0].owners.applyMoved(slot, address);
+    const side = sides.find((c) => answeredBy !== undefined && c.masters().includes(answeredBy)) ?? sides.find((c) => c.masters().includes(address));
+    if (side !== undefined) side.owners.applyMoved(slot, address);
+    else for (const c of sides) c.owners.requestRefresh();
   }
 
-  /** TRYAGAIN, CLUSTERDOWN or a lost node: the cluster side's slot map is loaded again soon. */
+  /** TRYAGAIN, CLUSTERDOWN or a lost node: the cluster sides' slot maps are loaded again soon. */
   requestRefresh(): void {
-    const to = this.current.to;
-    if (to instanceof ClusterKeySpace) to.owners.requestRefresh();
+    for (const c of this.clusterSides()) c.owners.requestRefresh();
+  }
+
+  private clusterSides(): ClusterKeySpace[] {
+    const { from, to } = this.current;
+    return [from, to].filter((s): s is ClusterKeySpace => s instanceof ClusterKeySpace);
   }
 
   shardOf(key: Buffer): number {

@@ -11,14 +11,18 @@ export const CLUSTER_RETRY_WINDOW_MS = 5000;
 
 /**
  * A reloaded config's ring and migration (SIGHUP): the new placement is built first (a bad one
- * throws and changes nothing), then swapped in whole; into `done`, only once ring B is fenced
- * (proxy/migration/fence.ts). Switching modes needs a restart.
+ * throws and changes nothing), then swapped in whole; into `done`, only once side B is fenced
+ * (proxy/migration/fence.ts). Switching modes needs a restart, and so does a `migration:` block
+ * added to a cluster-mode proxy started without one (its router is a plain slot router then).
  */
 export function applyRingReload(ctx: ProxyContext, current: Config, next: Config): void {
   if (current.mode !== next.mode) throw new Error(`mode changed from ${current.mode} to ${next.mode}: restart the proxy for that`);
   const ring = ctx.ring;
   const clusters = ctx.clusters;
-  if (ring === null || clusters === null || next.mode !== 'ring') return;
+  if (ring === null || clusters === null) {
+    if (next.migration !== undefined) throw new Error('migration: in cluster mode takes effect at start: restart the proxy with it');
+    return;
+  }
   const to = next.migration?.to;
   if (to !== undefined && 'cluster' in to && !clusters.has(to.cluster.seeds)) {
     // A migration into a cluster: its slot map first; until then the current placement stays.
@@ -31,7 +35,14 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
     );
     return;
   }
-  const placement = Placement.fromConfig(next.ring, next.migration, undefined, clusters.ownersFor);
+  const topology = ctx.topology;
+  const placement =
+    next.mode === 'ring'
+      ? Placement.fromConfig(next.ring, next.migration, undefined, clusters.ownersFor)
+      : topology !== null
+        ? Placement.forCluster(next.cluster.seeds, topology, next.migration, clusters.ownersFor)
+        : null;
+  if (placement === null) return;
   const before = ring.placement;
   const problem = phaseChangeProblem(before, placement);
   if (problem !== null) throw new Error(`migration.phase: ${problem}`);

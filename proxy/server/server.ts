@@ -91,7 +91,7 @@ export class ProxyServer {
       handshake: backendHandshake(config),
       tls: backendTls(config.backend.tls),
     });
-    const routing = config.mode === 'ring' ? await ringRouting(config, pool) : clusterRouting(config, pool);
+    const routing = config.mode === 'ring' ? await ringRouting(config, pool) : await clusterRouting(config, pool);
     const clients = new ClientList<Session>();
     const ctx: ProxyContext = {
       mode: config.mode,
@@ -348,15 +348,32 @@ async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: Back
   };
 }
 
-/** Cluster mode: the slot map from the seeds, kept fresh, and optionally the replicas' health. */
-function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool: BackendPool): Routing {
+/**
+ * Cluster mode: the slot map from the seeds, kept fresh, and optionally the replicas' health.
+ * With a `migration:` block the router is a placement over this cluster (side A) and the target
+ * (a ring, or a cluster whose slot map is loaded before the proxy serves).
+ */
+async function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool: BackendPool): Promise<Routing> {
   const topology = new ClusterTopology(pool, {
     seeds: config.cluster.seeds,
     refreshIntervalMs: config.cluster.refreshIntervalMs,
     queryTimeoutMs: config.backend.commandTimeoutMs,
   });
   pool.onConnectionLost(() => topology.requestRefresh());
-  topology.onChange((map) => pool.retain(new Set([...map.addresses(), ...config.cluster.seeds])));
+  let ring: RingRouter | null = null;
+  let clusters: KnownClusters | null = null;
+  if (config.migration !== undefined) {
+    clusters = new KnownClusters(pool, { refreshIntervalMs: config.cluster.refreshIntervalMs, queryTimeoutMs: config.backend.commandTimeoutMs });
+    const to = config.migration.to;
+    if ('cluster' in to) await clusters.load(to.cluster.seeds);
+    ring = new RingRouter(Placement.forCluster(config.cluster.seeds, topology, config.migration, clusters.ownersFor));
+  }
+  const placementRouter = ring;
+  const knownClusters = clusters;
+  // Connections to nodes no longer in the map are closed, those of side B kept.
+  topology.onChange((map) =>
+    pool.retain(new Set([...map.addresses(), ...config.cluster.seeds, ...(placementRouter?.placement.to?.masters() ?? []), ...(knownClusters?.addresses() ?? [])])),
+  );
   const replicaReads =
     config.cluster.readFrom === 'master'
       ? null
@@ -367,16 +384,18 @@ function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool: Back
         });
   return {
     parts: {
-      router: new ClusterRouter(topology),
-      ring: null,
+      router: ring ?? new ClusterRouter(topology),
+      ring,
       topology,
-      clusters: null,
+      clusters,
       replicaReads,
       forward: { maxRedirects: config.cluster.maxRedirects, retryWindowMs: config.cluster.retryWindowMs },
     },
     start: async () => {
       await topology.start();
       await replicaReads?.start();
+      // Started in done: side B must refuse late copies from proxies still double-writing.
+      if (ring?.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
     },
   };
 }

@@ -362,9 +362,9 @@ describe('mode and sections must agree', () => {
       ['cluster: only allowed in cluster mode (mode is "ring")'],
     ],
     [
-      'a migration in cluster mode',
-      { cluster: clusterSection, migration },
-      ['migration: only allowed in ring mode (mode is "cluster")'],
+      'a migration in cluster mode with a target that is neither a ring nor a cluster',
+      { cluster: clusterSection, migration: { phase: 'double-write', to: {} } },
+      ['migration.to: needs nodes (a ring) or cluster: { seeds: [...] } (a Redis Cluster)'],
     ],
     [
       'section problems alongside field problems',
@@ -373,6 +373,13 @@ describe('mode and sections must agree', () => {
     ],
   ])('%s', (_name, raw, expected) => {
     expect(problemsOf(() => parseConfig(raw))).toEqual(expected);
+  });
+
+  test('a cluster-mode file may carry a migration into a ring or another cluster', () => {
+    const intoRing = parseConfig({ cluster: clusterSection, migration });
+    expect(intoRing.mode === 'cluster' && intoRing.migration?.phase).toBe(migration.phase);
+    const intoCluster = parseConfig({ cluster: clusterSection, migration: { phase: 'read-new', to: { cluster: { seeds: ['127.0.0.1:7101'] } } } });
+    expect(intoCluster.migration).toEqual({ phase: 'read-new', to: { cluster: { seeds: ['127.0.0.1:7101'] } } });
   });
 
   test('both sections given, each mode accepts its own only', () => {

@@ -99,10 +99,13 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
       else if (outcome.kind === 'older') result.skippedNewer++;
       else throw new Error('side B is fenced: a proxy already switched to done, so there is nothing left to copy');
     }
-    result.scanned += keys.length;
-    progress?.update(result.scanned, `${result.copied} copied`);
-    await limiter.take(keys.length);
     return moving.length;
+  };
+  /** After a batch's progress is saved: shown, and the rate kept. */
+  const advance = async (scanned: number): Promise<void> => {
+    result.scanned += scanned;
+    progress?.update(result.scanned, `${result.copied} copied`);
+    await limiter.take(scanned);
   };
 
   if (fromOwners === null) {
@@ -118,6 +121,7 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
         cursor = step.cursor;
         await nodes.call(source, ['HSET', COPY_STATE_KEY, 'cursor', cursor === '0' ? 'done' : cursor]);
         await nodes.call(source, ['HINCRBY', COPY_STATE_KEY, 'copied', String(moved)]);
+        await advance(step.keys.length);
       } while (cursor !== '0');
     }
   } else {
@@ -128,6 +132,7 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
     const saved = await state(['HGET', CLUSTER_COPY_STATE_KEY, 'cursor']);
     const from = Buffer.isBuffer(saved) ? saved.toString('latin1') : '0';
     let unsaved = 0;
+    let unshown = 0;
     for (let slot = from === 'done' ? SLOT_COUNT : Number(from) || 0; slot < SLOT_COUNT; slot++) {
       const owner = fromOwners.ownerOf(slot) ?? '';
       const count = Number(await nodes.callOn(fromOwners, owner, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)]));
@@ -135,11 +140,14 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
         const keys = await nodes.callOn(fromOwners, owner, ['CLUSTER', 'GETKEYSINSLOT', String(slot), String(count)]);
         const list = Array.isArray(keys) ? keys.filter((k): k is Buffer => Buffer.isBuffer(k)) : [];
         for (let i = 0; i < list.length; i += opts.batch) unsaved += await copyKeys(list.slice(i, i + opts.batch));
+        unshown += list.length;
       }
       if (unsaved > 0 || slot % 256 === 255 || slot === SLOT_COUNT - 1) {
         await state(['HSET', CLUSTER_COPY_STATE_KEY, 'cursor', slot === SLOT_COUNT - 1 ? 'done' : String(slot + 1)]);
         await state(['HINCRBY', CLUSTER_COPY_STATE_KEY, 'copied', String(unsaved)]);
         unsaved = 0;
+        await advance(unshown);
+        unshown = 0;
       }
     }
   }

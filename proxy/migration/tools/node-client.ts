@@ -1,10 +1,11 @@
 /**
  * Direct connections to the nodes of both sides for the `migrate` tools (they work on the nodes,
  * not through a proxy): the proxy's own back-end pool, with the config's credentials and TLS.
- * When side B is a Redis Cluster, its slot map is loaded (start()) and kept current by the
- * redirects its nodes answer, so requests to it follow MOVED/ASK and ride out a failover.
+ * A side that is a Redis Cluster (the config's own cluster in cluster mode, or `migration.to`) has
+ * its slot map loaded (start()) and kept current by the redirects its nodes answer, so requests
+ * to it follow MOVED/ASK and ride out a failover.
  */
-import { RingModeConfig } from '../../../config/schema';
+import { Config } from '../../../config/schema';
 import { BackendPool } from '../../backend/pool';
 import { request } from '../../backend/request';
 import { backendTls } from '../../security/tls';
@@ -20,10 +21,12 @@ const CLUSTER_RETRY_WINDOW_MS = 30_000;
 
 export class NodeClient {
   private readonly pool: BackendPool;
+  /** Side A's slot map in cluster mode. */
+  private readonly source: ClusterTopology | null = null;
   /** Side B's slot map when it is a Redis Cluster. */
   private readonly target: ClusterTopology | null = null;
 
-  constructor(private readonly config: RingModeConfig, private readonly timeoutMs = 30_000) {
+  constructor(private readonly config: Config, private readonly timeoutMs = 30_000) {
     const { username, password } = config.backend;
     this.pool = new BackendPool({
       connectionsPerNode: 1,
@@ -33,21 +36,26 @@ export class NodeClient {
       tls: backendTls(config.backend.tls),
       maxConnectsPerSecond: config.backend.maxConnectsPerSecond,
     });
+    const topology = (seeds: readonly string[]): ClusterTopology =>
+      new ClusterTopology(this.pool, { seeds, refreshIntervalMs: 60_000, queryTimeoutMs: config.backend.connectTimeoutMs });
+    if (config.mode === 'cluster') this.source = topology(config.cluster.seeds);
     const to = config.migration?.to;
-    if (to !== undefined && 'cluster' in to) {
-      this.target = new ClusterTopology(this.pool, { seeds: to.cluster.seeds, refreshIntervalMs: 60_000, queryTimeoutMs: config.backend.connectTimeoutMs });
-    }
+    if (to !== undefined && 'cluster' in to) this.target = topology(to.cluster.seeds);
   }
 
-  /** Loads side B's slot map when B is a cluster; throws when no seed answers. */
+  /** Loads the slot map of each side that is a cluster; throws when no seed of one answers. */
   async start(): Promise<void> {
+    await this.source?.refresh();
     await this.target?.refresh();
   }
 
-  /** The config's placement, its cluster side (if any) read through this client's slot map. */
+  /** The config's placement, its cluster sides read through this client's slot maps. */
   placement(): Placement {
-    if (this.config.migration === undefined) throw new Error('the config has no migration: section');
-    return Placement.fromConfig(this.config.ring, this.config.migration, undefined, () => this.target as ClusterTopology);
+    const config = this.config;
+    if (config.migration === undefined) throw new Error('the config has no migration: section');
+    const target = (): ClusterTopology => this.target as ClusterTopology;
+    if (config.mode === 'ring') return Placement.fromConfig(config.ring, config.migration, undefined, target);
+    return Placement.forCluster(config.cluster.seeds, this.source as ClusterTopology, config.migration, target);
   }
 
   /**
@@ -80,6 +88,7 @@ export class NodeClient {
   }
 
   close(): void {
+    this.source?.stop();
     this.target?.stop();
     this.pool.closeAll();
   }

@@ -146,6 +146,8 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
       this.closeConnection();
       return this.start(target);
     }
+    // CLUSTERDOWN or TRYAGAIN: the node took nothing; send it again while the retry window lasts.
+    if (frame[0] === 45 && (frame.toString('latin1', 1, 12) === 'CLUSTERDOWN' || frame.toString('latin1', 1, 9) === 'TRYAGAIN') && this.retryLater()) return;
     if (this.rehoming) {
       this.rehoming = false;
       if (isNullReply(frame)) {
@@ -170,16 +172,20 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
 
   onFailure(message: string, written: boolean): void {
     // Never sent (the node is down, a failover under way): try again while the retry window lasts.
+    if (!written && this.retryLater()) return;
+    this.complete(encode.error(message));
+  }
+
+  /** Sends the command again after a pause, while the retry window lasts; false once it is spent. */
+  private retryLater(): boolean {
     const now = Date.now();
     if (this.firstFailureAt === 0) this.firstFailureAt = now;
-    if (!written && !this.released && now - this.firstFailureAt < this.ctx.forward.retryWindowMs) {
-      this.ctx.stats.retries++;
-      (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
-      this.closeConnection();
-      setTimeout(() => this.start(), RETRY_DELAY_MS);
-      return;
-    }
-    this.complete(encode.error(message));
+    if (this.released || now - this.firstFailureAt >= this.ctx.forward.retryWindowMs) return false;
+    this.ctx.stats.retries++;
+    (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
+    this.closeConnection();
+    setTimeout(() => this.start(), RETRY_DELAY_MS);
+    return true;
   }
 
   override complete(frame: Buffer): void {

@@ -237,11 +237,33 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
     txn.watch = link;
   }
   txn.shard = shard;
-  link.conn.send(session.track(new DirectCommand(session, encode.command(args))));
+  const reply = session.track(new DirectCommand(session, encode.command(args)));
+  const watched = positions.map((p) => args[p]);
+  // A WATCH the node refused (CLUSTERDOWN, a lost node) watches nothing: its keys no longer bind the transaction.
+  const refused = (): void => {
+    txn.keys = txn.keys.filter((k) => !watched.includes(k));
+    if (txn.keys.length === 0 && !txn.inMulti && session.transaction === txn) end(session, txn);
+  };
+  link.conn.send({
+    payload: reply.payload,
+    onReply: (frame) => {
+      if (frame[0] === 45) refused();
+      reply.onReply(frame);
+    },
+    onFailure: (message) => {
+      refused();
+      reply.onFailure(message);
+    },
+  });
 }
 
 function isExecAbort(frame: Buffer): boolean {
   return frame[0] === 45 && frame.toString('latin1', 1, 10) === 'EXECABORT';
+}
+
+/** EXEC answered CLUSTERDOWN or TRYAGAIN: the node ran nothing of the transaction. */
+function isClusterDown(frame: Buffer): boolean {
+  return frame[0] === 45 && (frame.toString('latin1', 1, 12) === 'CLUSTERDOWN' || frame.toString('latin1', 1, 9) === 'TRYAGAIN');
 }
 
 /** Where the writes of `shard` go: ring A's node during a migration, else the shard's node. */
@@ -313,11 +335,11 @@ class ExecCommand extends ReplySlot {
       const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null };
       convergeExec(ctx, this.session, burst, targets, (frame) => {
         // A cluster side A redirected a queued command: nothing ran, send it all again (bounded).
-        if (redirected && link === null && isExecAbort(frame) && this.attempts++ < ctx.forward.maxRedirects + 3) {
+        if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.attempts++ < ctx.forward.maxRedirects + 3) {
           setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
           return;
         }
-        this.finish(frame);
+        this.finish(link !== null && isClusterDown(frame) ? this.notRun() : frame);
       });
       return this.hold();
     }
@@ -367,14 +389,23 @@ class ExecCommand extends ReplySlot {
     conn.send({
       payload: EXEC,
       onReply: (frame) => {
-        if (isExecAbort(frame) && redirected && retryable && this.attempts++ < ctx.forward.maxRedirects + 3) {
+        if (((isExecAbort(frame) && redirected) || isClusterDown(frame)) && retryable && this.attempts++ < ctx.forward.maxRedirects + 3) {
           setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
           return;
         }
-        this.finish(frame);
+        this.finish(!retryable && isClusterDown(frame) ? this.notRun() : frame);
       },
       onFailure: (message) => this.finish(encode.error(message)),
     });
+  }
+
+  /**
+   * A WATCHed EXEC the cluster refused (CLUSTERDOWN, TRYAGAIN) ran nothing, and its watches cannot
+   * be carried to a new connection: it answers nil, as when a watched key was touched, and the
+   * client's retry starts over with a new WATCH.
+   */
+  private notRun(): Buffer {
+    return this.session.protocol === 3 ? encode.RESP3_NULL : encode.NULL_ARRAY;
   }
 
   private finish(frame: Buffer): void {

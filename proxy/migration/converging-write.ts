@@ -121,7 +121,7 @@ export class ConvergingWrite extends ReplySlot {
     if (elements === null || elements.length !== 1 + this.targets.length) {
       // EXECABORT (nothing ran): a cluster A's redirection is followed, else the write's own queueing error says why.
       const queued = write.frame as Buffer;
-      if (await this.followed(redirectOf(queued, this.address))) return this.start();
+      if (await this.followed(redirectOf(queued, this.address) ?? redirectOf(exec.frame, this.address))) return this.start();
       this.finish(queued[0] === 45 ? queued : (exec.frame as Buffer));
       return;
     }

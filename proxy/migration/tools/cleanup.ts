@@ -4,7 +4,7 @@
  * cluster side, the per-slot keys found by SCAN on every master).
  */
 import { Placement } from '../../../sharding/migration';
-import { ownerOfKey } from '../../../sharding/key-space';
+import { KeySpace, ownerOfKey } from '../../../sharding/key-space';
 import { NodeClient, scanStep } from './node-client';
 import { BOOKKEEPING_PREFIX, FENCE_KEY, VERSIONS_KEY, isBookkeepingKey } from '../converge';
 import { COPY_STATE_KEY } from './copy';
@@ -13,37 +13,50 @@ import { Progress } from './progress';
 export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts: { batch: number; progress: boolean }): Promise<{ deleted: number }> {
   const to = placement.to;
   if (to === null) throw new Error('the config has no migration: section');
-  const sources = placement.from.masters();
+  const from = placement.from;
+  const sources = from.masters();
   const sizes = await Promise.all(sources.map(async (a) => Number(await nodes.call(a, ['DBSIZE']))));
-  const progress = opts.progress ? new Progress('cleanup', sizes.reduce((s, n) => s + n, 0)) : null;
+  const progress = opts.progress ? new Progress('cleanup', sizes.reduce((sum, n) => sum + n, 0)) : null;
   let deleted = 0;
   let scanned = 0;
   for (const addr of sources) {
     let cursor = '0';
     do {
       const step = await scanStep(nodes, addr, cursor, opts.batch);
-      const gone = step.keys.filter((k) => !isBookkeepingKey(k) && ownerOfKey(placement.from, k) === addr && ownerOfKey(to, k) !== addr);
-      if (gone.length > 0) deleted += Number(await nodes.call(addr, ['UNLINK', ...gone]));
+      const gone = step.keys.filter((k) => !isBookkeepingKey(k) && ownerOfKey(from, k) === addr && ownerOfKey(to, k) !== addr);
+      deleted += await unlink(nodes, from, addr, gone);
       scanned += step.keys.length;
       progress?.update(scanned, `${deleted} deleted`);
       cursor = step.cursor;
     } while (cursor !== '0');
   }
-  for (const addr of placement.from.masters()) await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
-  if (to.kind === 'ring') {
-    for (const addr of to.masters()) await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
-  } else {
-    // One key per slot, each on the master that serves it: found there, deleted there.
-    for (const addr of to.masters()) {
-      let cursor = '0';
-      do {
-        const r = await nodes.call(addr, ['SCAN', cursor, 'MATCH', `${BOOKKEEPING_PREFIX}*`, 'COUNT', String(opts.batch)]);
-        const [next, keys] = Array.isArray(r) ? r : [];
-        for (const k of Array.isArray(keys) ? keys : []) if (Buffer.isBuffer(k)) await nodes.call(addr, ['UNLINK', k]);
-        cursor = Buffer.isBuffer(next) ? next.toString('latin1') : '0';
-      } while (cursor !== '0');
-    }
-  }
+  await removeBookkeeping(nodes, from, opts.batch);
+  await removeBookkeeping(nodes, to, opts.batch);
   progress?.finish();
   return { deleted };
+}
+
+/** UNLINK of keys found on `addr`: in one command on a ring node, one per key on a cluster node (one slot per command there). */
+async function unlink(nodes: NodeClient, side: KeySpace, addr: string, keys: Buffer[]): Promise<number> {
+  if (keys.length === 0) return 0;
+  if (side.kind === 'ring') return Number(await nodes.call(addr, ['UNLINK', ...keys]));
+  const counts = await Promise.all(keys.map(async (k) => Number(await nodes.call(addr, ['UNLINK', k]))));
+  return counts.reduce((sum, n) => sum + n, 0);
+}
+
+/** slotproxy's own keys on a side: three names per ring node; on a cluster, the per-slot keys SCAN finds on each master. */
+async function removeBookkeeping(nodes: NodeClient, side: KeySpace, batch: number): Promise<void> {
+  for (const addr of side.masters()) {
+    if (side.kind === 'ring') {
+      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
+      continue;
+    }
+    let cursor = '0';
+    do {
+      const r = await nodes.call(addr, ['SCAN', cursor, 'MATCH', `${BOOKKEEPING_PREFIX}*`, 'COUNT', String(batch)]);
+      const [next, keys] = Array.isArray(r) ? r : [];
+      await unlink(nodes, side, addr, (Array.isArray(keys) ? keys : []).filter((k): k is Buffer => Buffer.isBuffer(k)));
+      cursor = Buffer.isBuffer(next) ? next.toString('latin1') : '0';
+    } while (cursor !== '0');
+  }
 }

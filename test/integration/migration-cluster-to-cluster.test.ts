@@ -1,0 +1,134 @@
+// A live migration from one Redis Cluster (3 masters with replicas) to another, with two
+// cluster-mode proxies serving a mixed load (SET, INCR, LPUSH, HINCRBY, APPEND, EXPIRE, DEL, a
+// writing script, MULTI/EXEC, WATCH, BLPOP consumers, PUBLISH) through double-write (a source
+// master fails over under it), copy (a target master fails over under it), read-new, back to
+// double-write, read-new, done and cleanup. The final state must equal what clients were told.
+import Redis from 'ioredis';
+import { ProxyServer } from '../../proxy/server/server';
+import { parseConfig } from '../../config/load';
+import { Config } from '../../config/schema';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { NodeClient } from '../../proxy/migration/tools/node-client';
+import { copyMoved } from '../../proxy/migration/tools/copy';
+import { verifyMoved } from '../../proxy/migration/tools/verify';
+import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
+import { setLogLevel } from '../../proxy/telemetry/log';
+import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } from './migration-load';
+
+let source: RedisCluster | undefined;
+let target: RedisCluster | undefined;
+
+beforeAll(async () => {
+  setLogLevel('silent');
+  [source, target] = await Promise.all([RedisCluster.start({ masters: 3, replicasPerMaster: 1 }), RedisCluster.start({ masters: 3, replicasPerMaster: 1 })]);
+}, 120_000);
+
+afterAll(async () => {
+  await Promise.all([source?.stop(), target?.stop()]);
+}, 30_000);
+
+function clusterConfig(withMigration: boolean): Config {
+  return parseConfig({
+    listen: '127.0.0.1:0',
+    mode: 'cluster',
+    cluster: { seeds: [source!.masters[0].address] },
+    ...(withMigration ? { migration: { phase: 'double-write', to: { cluster: { seeds: [target!.masters[0].address] } } } } : {}),
+    log: { level: 'silent' },
+  });
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+function connect(port: number): Redis {
+  return new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, disableClientInfo: true });
+}
+
+async function phase(admins: Redis[], name: string): Promise<void> {
+  for (const a of admins) expect(await a.call('PROXY', 'MIGRATION', 'PHASE', name)).toBe('OK');
+}
+
+/** A manual failover of the master serving `slot`: its replica takes over, with no write lost. */
+async function failover(c: RedisCluster, slot: number): Promise<void> {
+  const master = await c.masterFor(slot);
+  const [replica] = await c.replicasOf(master);
+  await replica.command('CLUSTER', 'FAILOVER');
+  await c.waitForClusterOk();
+  await c.refreshRoles();
+}
+
+test('cluster of 3 into another cluster of 3 under load, with failovers on both sides', async () => {
+  const cfg = clusterConfig(true);
+  const direct = new NodeClient(cfg);
+  await direct.start();
+  const placement = direct.placement();
+  const proxies: ProxyServer[] = [];
+  const clients: Redis[] = [];
+  const seeder = await ProxyServer.start(clusterConfig(false));
+  try {
+    const expected = new Expected();
+    const seedClient = connect(seeder.address.port);
+    clients.push(seedClient);
+    const seeded = await seed(() => seedClient, expected);
+    for (let i = 0; i < 2; i++) proxies.push(await ProxyServer.start(cfg));
+    const admins = proxies.map((p) => connect(p.address.port));
+    const loadClients = proxies.flatMap((p) => [connect(p.address.port), connect(p.address.port), connect(p.address.port)]);
+    const consumers = proxies.map((p) => connect(p.address.port));
+    clients.push(...admins, ...loadClients, ...consumers);
+    const load = new MixedLoad(loadClients, expected, 7, consumers);
+
+    load.start();
+    // A source master fails over while every write is double-written.
+    await failover(source!, 100);
+    await sleep(300);
+    // The copy runs while a master of the target cluster fails over to its replica.
+    const [copied] = await Promise.all([copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }), failover(target!, 200)]);
+    await phase(admins, 'read-new');
+    await sleep(500);
+    await phase(admins, 'double-write');
+    await sleep(300);
+    await phase(admins, 'read-new');
+    await sleep(500);
+    await load.pause();
+    expect(expected.errors).toEqual([]);
+    const verified = await verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false });
+    expect(verified.examples).toEqual([]);
+    expect(verified.differing).toBe(0);
+    expect(await checkState(admins[0], expected)).toEqual([]);
+    expect(await checkQueues(admins[1], expected)).toEqual([]);
+
+    load.start();
+    await sleep(200);
+    await phase([admins[0]], 'done');
+    await sleep(500);
+    await phase([admins[1]], 'done');
+    await sleep(300);
+    await load.pause();
+    expect(expected.errors).toEqual([]);
+    expect(await checkState(admins[0], expected)).toEqual([]);
+    expect(await checkState(admins[1], expected)).toEqual([]);
+    const lost = await checkQueues(admins[0], expected);
+    if (lost.length > 0) {
+      const seeder2 = connect(seeder.address.port);
+      for (let i = 0; i < GROUPS.queue; i++) console.log('A', keyOf('queue', i), JSON.stringify(await seeder2.lrange(keyOf('queue', i), 0, -1)));
+      for (let i = 0; i < GROUPS.queue; i++) console.log('B', keyOf('queue', i), JSON.stringify(await admins[0].lrange(keyOf('queue', i), 0, -1)));
+      seeder2.disconnect();
+    }
+    expect(lost).toEqual([]);
+
+    const cleaned = await cleanupMoved(direct, placement.withPhase('done'), { batch: 500, progress: false });
+    for (const m of source!.masters) expect(await m.command('DBSIZE')).toBe(0);
+    for (const m of target!.masters) expect(await m.command('KEYS', '__slotproxy*')).toEqual([]);
+    let queues = 0;
+    for (let i = 0; i < GROUPS.queue; i++) queues += await admins[0].exists(keyOf('queue', i));
+    expect(await admins[0].dbsize()).toBe(seeded - expected.deleted.size + queues);
+    console.log(
+      `cluster -> cluster: ${seeded} keys before, ${expected.ops} acknowledged operations through 2 proxies across a failover on each side; ` +
+        `copy scanned ${copied.scanned}, copied ${copied.copied} (${copied.skippedNewer} already newer); verify compared ${verified.compared}, ` +
+        `${verified.differing} differ; cleanup deleted ${cleaned.deleted}; ${expected.ackedJobs.size} jobs, ${expected.poppedJobs.length} popped`,
+    );
+  } finally {
+    for (const c of clients) c.disconnect();
+    await Promise.all([...proxies, seeder].map((p) => p.close(500)));
+    direct.close();
+  }
+}, 150_000);

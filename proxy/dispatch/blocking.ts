@@ -146,8 +146,9 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
       this.closeConnection();
       return this.start(target);
     }
-    // CLUSTERDOWN or TRYAGAIN: the node took nothing; send it again while the retry window lasts.
-    if (frame[0] === 45 && (frame.toString('latin1', 1, 12) === 'CLUSTERDOWN' || frame.toString('latin1', 1, 9) === 'TRYAGAIN') && this.retryLater()) return;
+    // The node took nothing (CLUSTERDOWN, TRYAGAIN, or a master turned replica by a failover, which
+    // unblocks its blocked clients): send it again, to the new owner, while the retry window lasts.
+    if (frame[0] === 45 && tookNothing(frame) && this.retryLater()) return;
     if (this.rehoming) {
       this.rehoming = false;
       if (isNullReply(frame)) {
@@ -203,6 +204,13 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
     this.conn = null;
     conn?.close('blocking command done');
   }
+}
+
+const STATE_CHANGED = 'UNBLOCKED force unblock from blocking operation, instance state changed';
+
+function tookNothing(frame: Buffer): boolean {
+  const head = frame.toString('latin1', 1, 1 + STATE_CHANGED.length);
+  return head.startsWith('CLUSTERDOWN') || head.startsWith('TRYAGAIN') || head === STATE_CHANGED;
 }
 
 /**

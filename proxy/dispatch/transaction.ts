@@ -56,12 +56,17 @@ export class Transaction {
   keys: Buffer[] = [];
   /** The keys of queued commands that write (a migration copies them after EXEC). */
   written: Buffer[] = [];
+  /**
+   * A WATCH the cluster refused for a while (CLUSTERDOWN, TRYAGAIN): the client got OK, and EXEC
+   * will answer nil without running anything, as when a watched key was touched.
+   */
+  doomed = false;
   /** The WATCH connection, from WATCH to EXEC/DISCARD/UNWATCH. */
   watch: DedicatedLink | null = null;
 
   /** True when a command on `shard` must use the WATCH connection. */
   pinnedTo(shard: number): boolean {
-    return this.watch !== null && shard === this.shard;
+    return this.watch !== null && !this.doomed && shard === this.shard;
   }
 
   /** A command between WATCH and MULTI on the watched shard: on the WATCH connection, in order. */
@@ -247,6 +252,11 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
   link.conn.send({
     payload: reply.payload,
     onReply: (frame) => {
+      if (isClusterDown(frame)) {
+        // Nothing is watched, and the client's retry loop expects a failed EXEC, not an error here.
+        txn.doomed = true;
+        return reply.onReply(encode.OK);
+      }
       if (frame[0] === 45) refused();
       reply.onReply(frame);
     },
@@ -303,6 +313,10 @@ class ExecCommand extends ReplySlot {
   start(): Promise<void> | undefined {
     const { ctx, txn } = this;
     const link = txn.watch;
+    if (txn.doomed) {
+      this.finish(this.notRun());
+      return undefined;
+    }
     const shard = currentShard(ctx, txn);
     if (shard === null) {
       this.finish(encode.error(errors.execAbort(errors.CROSSSLOT)));

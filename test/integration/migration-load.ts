@@ -126,6 +126,8 @@ export class MixedLoad {
   private loops: Promise<void>[] = [];
   private nextDeletable = 0;
   private seq = 0;
+  /** The operation each client is running, to name it in an error. */
+  private readonly currentOp = new Map<Redis, string>();
 
   /** `consumers`: clients that only pop jobs from the queues with BLPOP, while the others push them. */
   constructor(private readonly clients: Redis[], readonly expected: Expected, private readonly seedValue = 1, private readonly consumers: Redis[] = []) {}
@@ -163,7 +165,8 @@ export class MixedLoad {
         await this.one(client, index, rnd);
         this.expected.ops++;
       } catch (err) {
-        this.expected.errors.push(err instanceof Error ? `${err.message} ${JSON.stringify(((err as { previousErrors?: Error[] }).previousErrors ?? []).map((x) => x.message))}` : String(err));
+        const previous = (err as { previousErrors?: Error[] }).previousErrors?.map((x) => x.message) ?? [];
+        this.expected.errors.push(`${this.currentOp.get(client) ?? '?'}: ${err instanceof Error ? err.message : String(err)}${previous.length > 0 ? ` ${JSON.stringify(previous)}` : ''}`);
         if (this.expected.errors.length > 20) return;
       }
     }
@@ -175,14 +178,17 @@ export class MixedLoad {
     const k = keyOf('counter', Math.floor(rnd() * GROUPS.counter));
     const r = rnd();
     if (r < 0.3) {
+      this.currentOp.set(c, 'multi');
       const reply = await c.multi().incr(k).expire(k, 100_000).exec();
       if (reply === null || reply[0][0] !== null) throw new Error(`MULTI INCR ${k}: ${JSON.stringify(reply)}`);
       e.counters.set(k, (e.counters.get(k) ?? 0) + 1);
     } else if (r < 0.55) {
       // WATCH, read, write back: retried until no other client touched the key in between.
       for (;;) {
+        this.currentOp.set(c, 'watch');
         await c.watch(k);
         const v = Number(await c.get(k));
+        this.currentOp.set(c, 'multi');
         const reply = await c.multi().set(k, String(v + 1)).exec();
         if (reply === null) continue;
         e.counters.set(k, (e.counters.get(k) ?? 0) + 1);
@@ -191,9 +197,11 @@ export class MixedLoad {
     } else if (r < 0.9) {
       const q = keyOf('queue', Math.floor(rnd() * GROUPS.queue));
       e.pushedJobs.add(token);
+      this.currentOp.set(c, 'lpush');
       await c.lpush(q, token);
       e.ackedJobs.add(token);
     } else {
+      this.currentOp.set(c, 'publish');
       const n = await c.publish(`news:${token}`, 'hello');
       if (typeof n !== 'number') throw new Error(`PUBLISH answered ${String(n)}`);
     }
@@ -207,25 +215,30 @@ export class MixedLoad {
     const r = rnd();
     if (r < 0.25) {
       const k = pick('counter');
+      this.currentOp.set(c, 'incr');
       await c.incr(k);
       e.counters.set(k, (e.counters.get(k) ?? 0) + 1);
     } else if (r < 0.32) {
       const k = pick('counter');
+      this.currentOp.set(c, 'eval');
       await c.eval(INCR_SCRIPT, 1, k, 2);
       e.counters.set(k, (e.counters.get(k) ?? 0) + 2);
     } else if (r < 0.5) {
       const k = pick('list');
+      this.currentOp.set(c, 'lpush');
       await c.lpush(k, token);
       e.lists.get(k)?.push(token);
     } else if (r < 0.65) {
       const k = pick('hash');
       const f = `f${Math.floor(rnd() * 4)}`;
+      this.currentOp.set(c, 'hincrby');
       await c.hincrby(k, f, 3);
       const h = e.hashes.get(k) ?? new Map<string, number>();
       h.set(f, (h.get(f) ?? 0) + 3);
       e.hashes.set(k, h);
     } else if (r < 0.8) {
       const k = pick('append');
+      this.currentOp.set(c, 'append');
       await c.append(k, `|${token}`);
       e.appends.get(k)?.push(token);
     } else if (r < 0.9) {
@@ -233,6 +246,7 @@ export class MixedLoad {
       const secs = 4000 + Math.floor(rnd() * 1000);
       const write: TtlWrite = { secs, sent: e.tick(), acked: Infinity };
       e.ttls.get(k)?.push(write);
+      this.currentOp.set(c, 'expire');
       await c.expire(k, secs);
       write.acked = e.tick();
     } else if (r < 0.96) {
@@ -240,10 +254,12 @@ export class MixedLoad {
       const k = keyOf('deletable', this.nextDeletable++);
       // Marked first: a DEL whose reply is lost may still have run.
       e.deleted.add(k);
+      this.currentOp.set(c, 'del');
       await c.del(k);
     } else {
       // Reads, so read routing (A, then B) is exercised under the same load.
       const k = pick('counter');
+      this.currentOp.set(c, 'get');
       const v = await c.get(k);
       if (v === null) throw new Error(`counter ${k} read as missing`);
     }

@@ -1,17 +1,18 @@
-// The migration's own benchmark: `migrate copy` throughput over a large key space, and what
-// double-write costs a client's write load (the same redis-benchmark load through one proxy with
-// no migration, then in double-write). Run: `npm run build && node dist/bench/migration.js
-// [--keys 1000000] [--requests 200000]`; it prints a Markdown section. `npm run bench` (not
-// --quick) appends the same section to BENCHMARKS.md.
+// The migration's own benchmark: `migrate copy` throughput over a large key space (into a ring,
+// and from a ring into a Redis Cluster), and what double-write costs a client's write load (the
+// same redis-benchmark load through one proxy with no migration, then in double-write, into a
+// ring and into a cluster). Run: `npm run build && node dist/bench/migration.js [--keys 1000000]
+// [--requests 200000]`; it prints a Markdown section. `npm run bench` (not --quick) appends the
+// same section to BENCHMARKS.md.
 
 import { execFile } from 'node:child_process';
 import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
+import { RedisCluster } from '../cmd/sandbox/redis-cluster';
 import { parseConfig } from '../config/load';
 import { RingModeConfig } from '../config/schema';
 import { ProxyServer } from '../proxy/server/server';
-import { Placement } from '../sharding/migration';
 import { NodeClient } from '../proxy/migration/tools/node-client';
-import { copyMoved } from '../proxy/migration/tools/copy';
+import { CopyResult, copyMoved } from '../proxy/migration/tools/copy';
 import { findExecutable } from './children';
 
 function arg(name: string, fallback: number): number {
@@ -19,24 +20,27 @@ function arg(name: string, fallback: number): number {
   return i < 0 ? fallback : Number(process.argv[i + 1]);
 }
 
-function ringConfig(nodes: string[], to: string[] | null): RingModeConfig {
+type Target = { nodes: string[] } | { cluster: string } | null;
+
+function ringConfig(nodes: string[], to: Target): RingModeConfig {
   const named = (addrs: string[]) => addrs.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
+  const migrationTo = to === null ? null : 'nodes' in to ? { nodes: named(to.nodes) } : { cluster: { seeds: [to.cluster] } };
   const cfg = parseConfig({
     listen: '127.0.0.1:0',
     mode: 'ring',
     ring: { hash: 'md5', nodes: named(nodes) },
-    ...(to === null ? {} : { migration: { phase: 'double-write', to: { nodes: named(to) } } }),
+    ...(migrationTo === null ? {} : { migration: { phase: 'double-write', to: migrationTo } }),
     log: { level: 'silent' },
   });
   if (cfg.mode !== 'ring') throw new Error('expected a ring config');
   return cfg;
 }
 
-/** requests/s of redis-benchmark's SET and INCR against `port`. */
-function writeLoad(port: number, requests: number): Promise<{ set: number; incr: number }> {
+/** requests/s of redis-benchmark's SET and INCR against `port`, `-c 50 -P pipeline`. */
+function writeLoad(port: number, requests: number, pipeline: number): Promise<{ set: number; incr: number }> {
   const bin = findExecutable('redis-benchmark');
   if (bin === null) throw new Error('redis-benchmark is not installed');
-  const args = ['-p', String(port), '-t', 'set,incr', '-n', String(requests), '-r', '100000', '-c', '50', '-P', '16', '-d', '32', '--csv'];
+  const args = ['-p', String(port), '-t', 'set,incr', '-n', String(requests), '-r', '100000', '-c', '50', '-P', String(pipeline), '-d', '32', '--csv'];
   return new Promise((resolve, reject) => {
     execFile(bin, args, { timeout: 600_000 }, (err, stdout) => {
       if (err !== null) return reject(err);
@@ -46,57 +50,81 @@ function writeLoad(port: number, requests: number): Promise<{ set: number; incr:
   });
 }
 
-/** Runs both measurements on its own redis-servers and returns the Markdown section. */
+/** Copies every key of one ring node holding `keys` keys of `size` bytes into `to`. */
+async function copyRun(nodes: StandaloneNodes, keys: number, size: number, to: Target): Promise<CopyResult> {
+  await Promise.all(nodes.nodes.map((n) => n.command('FLUSHALL')));
+  await nodes.nodes[0].command('DEBUG', 'POPULATE', keys, 'key', size);
+  const direct = new NodeClient(ringConfig([nodes.addresses[0]], to));
+  try {
+    await direct.start();
+    return await copyMoved(direct, direct.placement(), { rate: 0, batch: 1000, restart: true, progress: process.stderr.isTTY === true });
+  } finally {
+    direct.close();
+  }
+}
+
+const fmt = (n: number): string => Math.round(n).toLocaleString('en');
+
+/** Runs every measurement on its own redis-servers and returns the Markdown section. */
 export async function runMigrationBench(keys: number, requests: number): Promise<string> {
   // DEBUG POPULATE fills a node with a million keys in about a second.
   const nodes = await StandaloneNodes.start(3, { extraArgs: ['--enable-debug-command', 'yes'] });
+  const cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
   try {
     const [a, b, c] = nodes.addresses;
-    // Copy: ring A = one node holding every key, ring B = two nodes, so about half the keys move.
-    await nodes.nodes[0].command('DEBUG', 'POPULATE', keys, 'key', 16);
-    const cfg = ringConfig([a], [a, b]);
-    const direct = new NodeClient(cfg);
-    let copy;
-    try {
-      copy = await copyMoved(direct, Placement.fromConfig(cfg.ring, cfg.migration), { rate: 0, batch: 1000, restart: true, progress: process.stderr.isTTY === true });
-    } finally {
-      direct.close();
-    }
-    await Promise.all(nodes.nodes.map((n) => n.command('FLUSHALL')));
+    const intoCluster = { cluster: cluster.masters[0].address };
+    const flushAll = (): Promise<unknown> => Promise.all([...nodes.nodes, ...cluster.masters].map((n) => n.command('FLUSHALL')));
 
-    // Double-write cost: the same write load, without and with a migration to a third node.
-    const results: { label: string; set: number; incr: number }[] = [];
-    for (const [label, config] of [
+    // Copy: ring A = one node holding every key; into a ring of that node and another (about
+    // half the keys move), and into a cluster (every key moves).
+    const intoRing = await copyRun(nodes, keys, 16, { nodes: [a, b] });
+    await flushAll();
+    const toCluster = await copyRun(nodes, keys, 100, intoCluster);
+    await flushAll();
+
+    // Double-write cost: the same write load without a migration, then double-writing.
+    const targets = [
       ['ring a, b (no migration)', ringConfig([a, b], null)],
-      ['double-write a, b -> a, b, c', ringConfig([a, b], [a, b, c])],
-    ] as const) {
-      const proxy = await ProxyServer.start(config);
-      try {
-        results.push({ label, ...(await writeLoad(proxy.address.port, requests)) });
-      } finally {
-        await proxy.close(500);
+      ['double-write a, b -> a, b, c', ringConfig([a, b], { nodes: [a, b, c] })],
+      ['double-write a, b -> cluster of 3', ringConfig([a, b], intoCluster)],
+    ] as const;
+    const rows: { label: string; pipeline: number; set: number; incr: number }[] = [];
+    for (const pipeline of [1, 16]) {
+      for (const [label, config] of targets) {
+        const proxy = await ProxyServer.start(config);
+        try {
+          rows.push({ label, pipeline, ...(await writeLoad(proxy.address.port, pipeline === 1 ? requests / 4 : requests, pipeline)) });
+        } finally {
+          await proxy.close(500);
+        }
+        await flushAll();
       }
-      await Promise.all(nodes.nodes.map((n) => n.command('FLUSHALL')));
     }
-    const [base, dw] = results;
+    const copyLine = (what: string, r: CopyResult, size: number): string =>
+      `- ${what}: ${fmt(r.scanned)} keys of ${size} bytes scanned, ${fmt(r.copied)} copied in ${r.seconds.toFixed(1)} s: **${fmt(r.copied / r.seconds)} keys/s copied** (${fmt(r.scanned / r.seconds)} scanned).`;
     const lines = [
       '## Migration',
       '',
-      `\`migrate copy\`: ${copy.scanned.toLocaleString('en')} small keys scanned on the source node, ${copy.copied.toLocaleString('en')} copied to their new owner, in ${copy.seconds.toFixed(1)} s: **${Math.round(copy.scanned / copy.seconds).toLocaleString('en')} keys/s scanned, ${Math.round(copy.copied / copy.seconds).toLocaleString('en')} keys/s copied** (no --rate cap; batches of 1000; one snapshot and one apply script per moved key).`,
+      '`migrate copy` from one ring node (no --rate cap; SCAN batches of 1000; one snapshot and one apply script per moved key, pipelined):',
       '',
-      `Double-write cost, redis-benchmark -c 50 -P 16 -r 100000 -d 32, ${requests.toLocaleString('en')} requests per test, one proxy:`,
+      copyLine('into a ring of that node and another (about half the keys move)', intoRing, 16),
+      copyLine('into a Redis Cluster of 3 masters (every key moves)', toCluster, 100),
       '',
-      '| Target | SET ops/s | INCR ops/s |',
-      '| --- | ---: | ---: |',
-      ...results.map((r) => `| ${r.label} | ${Math.round(r.set).toLocaleString('en')} | ${Math.round(r.incr).toLocaleString('en')} |`),
-      `| ratio | ${(dw.set / base.set).toFixed(2)} | ${(dw.incr / base.incr).toFixed(2)} |`,
+      `Double-write cost, redis-benchmark -c 50 -r 100000 -d 32 (${fmt(requests / 4)} requests per test at -P 1, ${fmt(requests)} at -P 16), one proxy; ratio = ops/s in double-write / ops/s without a migration:`,
       '',
-      'In double-write a write to a key that moves runs as MULTI, write, snapshot script, EXEC on A, then an apply script on B before its reply (one more round trip, two small Lua scripts); about a third of the keys move from 2 to 3 nodes, the others are written as usual.',
+      '| Shape | Target | SET ops/s | INCR ops/s | SET ratio | INCR ratio |',
+      '| --- | --- | ---: | ---: | ---: | ---: |',
+      ...rows.map((r) => {
+        const base = rows.find((x) => x.pipeline === r.pipeline && x.label === targets[0][0]) ?? r;
+        return `| -P ${r.pipeline} | ${r.label} | ${fmt(r.set)} | ${fmt(r.incr)} | ${(r.set / base.set).toFixed(2)} | ${(r.incr / base.incr).toFixed(2)} |`;
+      }),
+      '',
+      'In double-write a write to a key that moves runs as MULTI, write, snapshot script, EXEC on A, then an apply script on B before its reply (one more round trip, two small Lua scripts). Into a ring of 3 about a third of the keys move; into a cluster every key does.',
       '',
     ];
     return lines.join('\n');
   } finally {
-    await nodes.stop();
+    await Promise.all([nodes.stop(), cluster.stop()]);
   }
 }
 

@@ -148,7 +148,10 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
           if (fleet instanceof Error) lines.push(`proxies: unknown (${fleet.message})`);
           else {
             lines.push(`proxies (${fleet.length} live):`);
-            for (const p of fleet) lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
+            for (const p of fleet) {
+              lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
+              lines.push(`    refused because the target would refuse it: ${p.targetRefused === '-' ? 'nothing' : p.targetRefused}`);
+            }
           }
           for (const [which, side] of [['A', placement.from], ['B', placement.to]] as const) {
             if (side === null) continue;

@@ -136,6 +136,22 @@ export class Placement {
     return from === to ? null : { from, to };
   }
 
+  /**
+   * While writes still land on A (double-write, read-new): true when `keys` share a shard of side A
+   * but not of side B, so only the target's rules refuse them.
+   */
+  refusedOnlyByTarget(keys: readonly Buffer[]): boolean {
+    if (!this.converges || this.to === null || keys.length < 2) return false;
+    const a = this.from.shardOf(keys[0]);
+    const b = this.to.shardOf(keys[0]);
+    let sameOnB = true;
+    for (let i = 1; i < keys.length; i++) {
+      if (this.from.shardOf(keys[i]) !== a) return false;
+      if (this.to.shardOf(keys[i]) !== b) sameOnB = false;
+    }
+    return !sameOnB;
+  }
+
   /** Nodes that reads go to, in a stable order (fan-outs, SCAN). */
   readMasters(): readonly string[] {
     return (this.readsNew ? (this.to as KeySpace) : this.from).masters();

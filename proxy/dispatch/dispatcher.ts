@@ -22,6 +22,7 @@ import * as errors from '../resp/errors';
 import { convergingWrite } from '../migration/start';
 import { isProxyCommand, proxyCommand } from '../migration/admin';
 import { blockingRoute } from '../migration/converging-block';
+import { noteTargetRefusal } from '../migration/target-refusals';
 import { TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from './subscription';
@@ -244,6 +245,7 @@ export class Dispatcher {
         const rule = this.ctx.crossSlot === 'split' && session.transaction === null ? SPLIT_RULES.get(info.name) : undefined;
         if (rule !== undefined) return this.split(session, info, args, positions, rule);
         this.ctx.stats.crossSlotErrors++;
+        noteTargetRefusal(this.ctx, info.name, positions.map((p) => args[p]));
         session.replyNow(encode.error(errors.CROSSSLOT));
         return;
       }

@@ -22,6 +22,7 @@
  *   as a touched key would: the client retries on the new node.
  */
 import { convergeExec, execTargets } from '../migration/converging-exec';
+import { noteTargetRefusal } from '../migration/target-refusals';
 import { ClientSession } from '../client/client-session';
 import { ProxyContext } from '../context';
 import { CommandInfo } from '../commands/table';
@@ -171,6 +172,7 @@ export function queueInTransaction(
     if (bound === UNBOUND) txn.shard = shard;
     else if (shard !== bound) {
       ctx.stats.crossSlotErrors++;
+      if (i >= 0) noteTargetRefusal(ctx, info.name, [txn.keys[0] ?? args[positions[0]], args[positions[i]]]);
       return refuse(errors.CROSSSLOT);
     }
   }

@@ -1,7 +1,8 @@
 /**
  * Proxies of one ring that know of each other, so a migration does not depend on an operator
  * switching each one by hand in the right order. Every proxy in ring mode holds a connection to
- * every node of ring A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version`),
+ * every node of side A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version|refused`,
+ * the last field what the target's rules refused through it, target-refusals.ts),
  * renamed at each heartbeat. The fleet is what `CLIENT LIST` on ring A's nodes shows: a proxy that
  * dies loses its connections (or, if its host vanished, stops renewing them and is idle too long).
  * Nothing is written into the keyspace, so clients see no key and no keyspace event of it.
@@ -25,11 +26,13 @@ export interface ProxyRecord {
   phase: FleetPhase;
   pid: number;
   version: string;
+  /** What the target's rules refused through this proxy, by command (`mset=3,...`, `-` for nothing). */
+  targetRefused: string;
 }
 
 /** The connection name that carries `r` (Redis allows no spaces or special characters in names). */
 export function connectionName(r: ProxyRecord): string {
-  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version].join('|');
+  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version, r.targetRefused].join('|');
 }
 
 /** True when `phase` comes before `other` in a migration. */
@@ -43,9 +46,9 @@ export function parseClientList(text: string): ProxyRecord[] {
   for (const line of text.split('\n')) {
     const name = / name=(\S*)/.exec(line)?.[1] ?? '';
     const idle = Number(/ idle=(\d+)/.exec(line)?.[1] ?? Infinity);
-    const [prefix, id, phase, addr, pid, version] = name.split('|');
+    const [prefix, id, phase, addr, pid, version, targetRefused] = name.split('|');
     if (prefix !== NAME_PREFIX || idle > FLEET_STALE_SECONDS || !PHASE_ORDER.includes(phase as FleetPhase) || addr === undefined) continue;
-    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '' });
+    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '', targetRefused: targetRefused ?? '-' });
   }
   return out;
 }

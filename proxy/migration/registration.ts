@@ -10,6 +10,7 @@ import { BackendConnection } from '../backend/connection';
 import { request } from '../backend/request';
 import { RingRouter } from '../ring/router';
 import { FLEET_HEARTBEAT_MS, ProxyRecord, connectionName } from './fleet';
+import { targetRefusalSummary } from './target-refusals';
 
 export class FleetRegistration {
   readonly id = `${os.hostname()}-${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
@@ -23,6 +24,8 @@ export class FleetRegistration {
     /** Where clients reach this proxy; an unspecified host (0.0.0.0, ::) is replaced by the host name. */
     private readonly listen: { host: string; port: number },
     private readonly version: string,
+    /** What the target's rules refused through this proxy, by command (ProxyStats.targetRefusals). */
+    private readonly targetRefusals: ReadonlyMap<string, number> = new Map(),
   ) {}
 
   start(): void {
@@ -54,7 +57,7 @@ export class FleetRegistration {
 
   record(): ProxyRecord {
     const host = this.listen.host === '0.0.0.0' || this.listen.host === '::' ? os.hostname() : this.listen.host;
-    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version };
+    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals) };
   }
 
   /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */

@@ -36,6 +36,7 @@ import { restartOnlyChanges } from './reload';
 import { RingRouter } from '../ring/router';
 import { CLUSTER_RETRY_WINDOW_MS, applyRingReload } from './ring-reload';
 import { fenceRingB } from '../migration/fence';
+import { targetRefusalSummary } from '../migration/target-refusals';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { readCopyProgress } from '../migration/copy-progress';
@@ -124,7 +125,7 @@ export class ProxyServer {
     await server.listen();
     if (ctx.ring !== null) {
       // Ring mode: other proxies of the ring and the `migrate` commands can see this one.
-      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION);
+      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals);
       server.registration.start();
     }
     return server;
@@ -273,6 +274,7 @@ export class ProxyServer {
       `protocol_errors:${s.protocolErrors}`,
       `crossslot_errors:${s.crossSlotErrors}`,
       `split_commands:${s.splitCommands}`,
+      `migration_target_refused:${targetRefusalSummary(s.targetRefusals)}`,
       `redirections_moved:${s.moved}`,
       `redirections_ask:${s.ask}`,
       `retries:${s.retries}`,

@@ -117,6 +117,16 @@ export function createRegistry(sources: MetricsSources): Registry {
     },
   });
   new Counter({
+    name: 'slotproxy_migration_target_refused_total',
+    help: "During a migration: requests refused with CROSSSLOT only because the target's rules refuse them (keys on one node or slot of the source, not of the target), by command.",
+    labelNames: ['command'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [command, n] of stats.targetRefusals) this.inc({ command }, n);
+    },
+  });
+  new Counter({
     name: 'slotproxy_redirections_total',
     help: 'Cluster redirections followed, by type (moved, ask), and retries (tryagain, clusterdown, unreachable node).',
     labelNames: ['type'],

@@ -30,6 +30,11 @@ export class ProxyStats {
   replyErrors = 0;
   /** Clients waiting for a WAIT's reply (INFO's blocked_clients counts them with the blocked ones). */
   waitingClients = 0;
+  /**
+   * During a migration: requests refused (CROSSSLOT) only because side B's rules refuse them (their
+   * keys share a node or slot of side A but not of B), by command: what B alone would refuse.
+   */
+  readonly targetRefusals = new Map<string, number>();
   /** Latency of commands forwarded to a node. */
   readonly latency = new LatencyHistogram();
 }

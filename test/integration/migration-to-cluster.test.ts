@@ -163,8 +163,17 @@ test('a placement into a cluster needs keys of one slot and one ring node for a 
       if (placement.from.shardOf(Buffer.from(k)) === placement.from.shardOf(Buffer.from(a))) b = k;
     }
     await expect(c.mset(a, '1', b, '2')).rejects.toThrow('CROSSSLOT');
+    await expect(c.mset(a, '1', b, '2')).rejects.toThrow('CROSSSLOT');
+    await expect(c.multi().set(a, '1').set(b, '2').exec()).rejects.toThrow('EXECABORT');
     expect(await c.mset(`{${a}}1`, '1', `{${a}}2`, '2')).toBe('OK');
     expect(await c.mget(`{${a}}1`, `{${a}}2`)).toEqual(['1', '2']);
+    // Keys of two ring nodes are refused by the source's rules too: not counted as the target's.
+    let other = '';
+    for (let i = 1; other === ''; i++) if (placement.from.shardOf(Buffer.from(`y${i}`)) !== placement.from.shardOf(Buffer.from(a))) other = `y${i}`;
+    await expect(c.mget(a, other)).rejects.toThrow('CROSSSLOT');
+    // The operator sees what the cluster would refuse, by command, before read-new.
+    const info = String(await c.info('proxy'));
+    expect(/migration_target_refused:(\S+)/.exec(info)?.[1]).toBe('mset=2,set=1');
   } finally {
     c.disconnect();
     direct.close();

@@ -166,8 +166,14 @@ describe('defaults', () => {
 describe('example files', () => {
   const files = fs.readdirSync(EXAMPLES).filter((f) => /\.(ya?ml|json)$/.test(f)).sort();
 
-  test('are the four documented ones', () => {
-    expect(files).toEqual(['cluster.yaml', 'migration.yaml', 'production.yaml', 'ring.yaml']);
+  test('are the five documented ones', () => {
+    expect(files).toEqual(['cluster.yaml', 'migration-to-cluster.yaml', 'migration.yaml', 'production.yaml', 'ring.yaml']);
+  });
+
+  test('migration-to-cluster.yaml carries a ring into a Redis Cluster', () => {
+    const cfg = loadConfigFile(path.join(EXAMPLES, 'migration-to-cluster.yaml'));
+    expect(cfg.mode).toBe('ring');
+    expect(cfg.migration).toEqual({ phase: 'double-write', to: { cluster: { seeds: ['127.0.0.1:7001', '127.0.0.1:7002'] } } });
   });
 
   test.each(files)('%s loads', (file) => {

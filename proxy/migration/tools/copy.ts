@@ -19,6 +19,9 @@ import { Progress, RateLimiter } from './progress';
 
 export const COPY_STATE_KEY = `${BOOKKEEPING_PREFIX}copy`;
 
+/** A cluster source is walked this many slots at a time (their keys copied together). */
+const SLOTS_AT_ONCE = 64;
+
 /** Reads a ring node's saved copy progress (the reply decodes with parseCopyState). */
 export const READ_COPY_STATE = ['HMGET', COPY_STATE_KEY, 'cursor', 'copied'];
 
@@ -88,13 +91,19 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
   const result: CopyResult = { scanned: 0, copied: 0, skippedNewer: 0, seconds: 0 };
   const started = Date.now();
 
-  /** Snapshot each key on its A node, apply it on its B owner; counts what happened, returns the keys that move. */
+  /**
+   * Snapshot each key on its A node, then apply it on its B owner as soon as its snapshot is in
+   * (A and B work at once, every request pipelined); counts what happened, returns the keys that move.
+   */
   const copyKeys = async (keys: Buffer[]): Promise<number> => {
     const moving = keys.filter((k) => !isBookkeepingKey(k) && ownerOfKey(placement.from, k) !== ownerOfKey(to, k));
-    const snaps = await Promise.all(moving.map((k) => bySha(fromOwners, ownerOfKey(placement.from, k) ?? '', (sha) => snapshotCommand(k, sha, fromBook))));
-    const applied = await Promise.all(moving.map((k, i) => bySha(toOwners, ownerOfKey(to, k) ?? '', (sha) => applyCommand(k, parseSnapshot(snaps[i]), sha, toBook))));
-    for (const frame of applied) {
-      const outcome = parseApply(frame);
+    const outcomes = await Promise.all(
+      moving.map(async (k) => {
+        const snap = await bySha(fromOwners, ownerOfKey(placement.from, k) ?? '', (sha) => snapshotCommand(k, sha, fromBook));
+        return parseApply(await bySha(toOwners, ownerOfKey(to, k) ?? '', (sha) => applyCommand(k, parseSnapshot(snap), sha, toBook)));
+      }),
+    );
+    for (const outcome of outcomes) {
       if (outcome.kind === 'applied') result.copied++;
       else if (outcome.kind === 'older') result.skippedNewer++;
       else throw new Error('side B is fenced: a proxy already switched to done, so there is nothing left to copy');
@@ -109,46 +118,47 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
   };
 
   if (fromOwners === null) {
-    // A ring: each node's keyspace by SCAN, its cursor saved on the node after every batch.
+    // A ring: each node's keyspace by SCAN, all nodes at once, each cursor saved on its node after every batch.
     if (opts.restart) await Promise.all(sources.map((a) => nodes.call(a, ['DEL', COPY_STATE_KEY])));
-    for (const source of sources) {
-      const saved = await nodes.call(source, ['HGET', COPY_STATE_KEY, 'cursor']);
-      let cursor = Buffer.isBuffer(saved) ? saved.toString('latin1') : '0';
-      if (cursor === 'done') continue;
-      do {
-        const step = await scanStep(nodes, source, cursor, opts.batch);
-        const moved = await copyKeys(step.keys.filter((k) => ownerOfKey(placement.from, k) === source));
-        cursor = step.cursor;
-        await nodes.call(source, ['HSET', COPY_STATE_KEY, 'cursor', cursor === '0' ? 'done' : cursor]);
-        await nodes.call(source, ['HINCRBY', COPY_STATE_KEY, 'copied', String(moved)]);
-        await advance(step.keys.length);
-      } while (cursor !== '0');
-    }
+    await Promise.all(
+      sources.map(async (source) => {
+        const saved = await nodes.call(source, ['HGET', COPY_STATE_KEY, 'cursor']);
+        let cursor = Buffer.isBuffer(saved) ? saved.toString('latin1') : '0';
+        if (cursor === 'done') return;
+        do {
+          const step = await scanStep(nodes, source, cursor, opts.batch);
+          const moved = await copyKeys(step.keys.filter((k) => ownerOfKey(placement.from, k) === source));
+          cursor = step.cursor;
+          await nodes.call(source, ['HSET', COPY_STATE_KEY, 'cursor', cursor === '0' ? 'done' : cursor]);
+          await nodes.call(source, ['HINCRBY', COPY_STATE_KEY, 'copied', String(moved)]);
+          await advance(step.keys.length);
+        } while (cursor !== '0');
+      }),
+    );
   } else {
-    // A cluster: slot by slot from whichever master serves it now (a failover or a reshard of A
-    // moves slots between masters, not keys out of the walk), the next slot saved in slot 0.
+    // A cluster: slot by slot from whichever master serves each now (a failover or a reshard of A
+    // moves slots between masters, not keys out of the walk), SLOTS_AT_ONCE slots at a time, the
+    // next slot saved in slot 0 after each group.
     const state = (args: (Buffer | string)[]): Promise<Reply> => nodes.callOn(fromOwners, fromOwners.ownerOf(0) ?? '', args);
+    const keysOf = async (slot: number): Promise<Buffer[]> => {
+      const owner = fromOwners.ownerOf(slot) ?? '';
+      const count = Number(await nodes.callOn(fromOwners, owner, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)]));
+      if (count === 0) return [];
+      const keys = await nodes.callOn(fromOwners, owner, ['CLUSTER', 'GETKEYSINSLOT', String(slot), String(count)]);
+      return Array.isArray(keys) ? keys.filter((k): k is Buffer => Buffer.isBuffer(k)) : [];
+    };
     if (opts.restart) await state(['DEL', CLUSTER_COPY_STATE_KEY]);
     const saved = await state(['HGET', CLUSTER_COPY_STATE_KEY, 'cursor']);
     const from = Buffer.isBuffer(saved) ? saved.toString('latin1') : '0';
-    let unsaved = 0;
-    let unshown = 0;
-    for (let slot = from === 'done' ? SLOT_COUNT : Number(from) || 0; slot < SLOT_COUNT; slot++) {
-      const owner = fromOwners.ownerOf(slot) ?? '';
-      const count = Number(await nodes.callOn(fromOwners, owner, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)]));
-      if (count > 0) {
-        const keys = await nodes.callOn(fromOwners, owner, ['CLUSTER', 'GETKEYSINSLOT', String(slot), String(count)]);
-        const list = Array.isArray(keys) ? keys.filter((k): k is Buffer => Buffer.isBuffer(k)) : [];
-        for (let i = 0; i < list.length; i += opts.batch) unsaved += await copyKeys(list.slice(i, i + opts.batch));
-        unshown += list.length;
-      }
-      if (unsaved > 0 || slot % 256 === 255 || slot === SLOT_COUNT - 1) {
-        await state(['HSET', CLUSTER_COPY_STATE_KEY, 'cursor', slot === SLOT_COUNT - 1 ? 'done' : String(slot + 1)]);
-        await state(['HINCRBY', CLUSTER_COPY_STATE_KEY, 'copied', String(unsaved)]);
-        unsaved = 0;
-        await advance(unshown);
-        unshown = 0;
-      }
+    for (let first = from === 'done' ? SLOT_COUNT : Number(from) || 0; first < SLOT_COUNT; first += SLOTS_AT_ONCE) {
+      const slots = Array.from({ length: Math.min(SLOTS_AT_ONCE, SLOT_COUNT - first) }, (_, i) => first + i);
+      const keys = (await Promise.all(slots.map(keysOf))).flat();
+      let moved = 0;
+      for (let i = 0; i < keys.length; i += opts.batch) moved += await copyKeys(keys.slice(i, i + opts.batch));
+      const next = first + slots.length;
+      await state(['HSET', CLUSTER_COPY_STATE_KEY, 'cursor', next >= SLOT_COUNT ? 'done' : String(next)]);
+      await state(['HINCRBY', CLUSTER_COPY_STATE_KEY, 'copied', String(moved)]);
+      await advance(keys.length);
     }
   }
   progress?.finish();

@@ -14,6 +14,7 @@ import { ProxyServer } from '../proxy/server/server';
 import { NodeClient } from '../proxy/migration/tools/node-client';
 import { CopyResult, copyMoved } from '../proxy/migration/tools/copy';
 import { findExecutable } from './children';
+import { setLogLevel } from '../proxy/telemetry/log';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(name);
@@ -64,9 +65,16 @@ async function copyRun(nodes: StandaloneNodes, keys: number, size: number, to: T
 }
 
 const fmt = (n: number): string => Math.round(n).toLocaleString('en');
+const ROUNDS = 3;
+
+function median(xs: number[]): number {
+  const sorted = [...xs].sort((a, b) => a - b);
+  return sorted[Math.floor(sorted.length / 2)];
+}
 
 /** Runs every measurement on its own redis-servers and returns the Markdown section. */
 export async function runMigrationBench(keys: number, requests: number): Promise<string> {
+  setLogLevel('silent');
   // DEBUG POPULATE fills a node with a million keys in about a second.
   const nodes = await StandaloneNodes.start(3, { extraArgs: ['--enable-debug-command', 'yes'] });
   const cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
@@ -88,18 +96,27 @@ export async function runMigrationBench(keys: number, requests: number): Promise
       ['double-write a, b -> a, b, c', ringConfig([a, b], { nodes: [a, b, c] })],
       ['double-write a, b -> cluster of 3', ringConfig([a, b], intoCluster)],
     ] as const;
-    const rows: { label: string; pipeline: number; set: number; incr: number }[] = [];
-    for (const pipeline of [1, 16]) {
-      for (const [label, config] of targets) {
-        const proxy = await ProxyServer.start(config);
-        try {
-          rows.push({ label, pipeline, ...(await writeLoad(proxy.address.port, pipeline === 1 ? requests / 4 : requests, pipeline)) });
-        } finally {
-          await proxy.close(500);
+    // Interleaved rounds (every target once per round, per shape), medians: the machine is noisy.
+    const samples: { label: string; pipeline: number; set: number; incr: number }[] = [];
+    for (let round = 0; round < ROUNDS; round++) {
+      for (const pipeline of [1, 16]) {
+        for (const [label, config] of targets) {
+          const proxy = await ProxyServer.start(config);
+          try {
+            samples.push({ label, pipeline, ...(await writeLoad(proxy.address.port, pipeline === 1 ? requests / 4 : requests, pipeline)) });
+          } finally {
+            await proxy.close(500);
+          }
+          await flushAll();
         }
-        await flushAll();
       }
     }
+    const rows = [1, 16].flatMap((pipeline) =>
+      targets.map(([label]) => {
+        const mine = samples.filter((x) => x.pipeline === pipeline && x.label === label);
+        return { label, pipeline, set: median(mine.map((x) => x.set)), incr: median(mine.map((x) => x.incr)) };
+      }),
+    );
     const copyLine = (what: string, r: CopyResult, size: number): string =>
       `- ${what}: ${fmt(r.scanned)} keys of ${size} bytes scanned, ${fmt(r.copied)} copied in ${r.seconds.toFixed(1)} s: **${fmt(r.copied / r.seconds)} keys/s copied** (${fmt(r.scanned / r.seconds)} scanned).`;
     const lines = [
@@ -110,7 +127,7 @@ export async function runMigrationBench(keys: number, requests: number): Promise
       copyLine('into a ring of that node and another (about half the keys move)', intoRing, 16),
       copyLine('into a Redis Cluster of 3 masters (every key moves)', toCluster, 100),
       '',
-      `Double-write cost, redis-benchmark -c 50 -r 100000 -d 32 (${fmt(requests / 4)} requests per test at -P 1, ${fmt(requests)} at -P 16), one proxy; ratio = ops/s in double-write / ops/s without a migration:`,
+      `Double-write cost, redis-benchmark -c 50 -r 100000 -d 32 (${fmt(requests / 4)} requests per test at -P 1, ${fmt(requests)} at -P 16), one proxy, medians of ${ROUNDS} interleaved rounds; ratio = ops/s in double-write / ops/s without a migration:`,
       '',
       '| Shape | Target | SET ops/s | INCR ops/s | SET ratio | INCR ratio |',
       '| --- | --- | ---: | ---: | ---: | ---: |',

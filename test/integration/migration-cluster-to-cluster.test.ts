@@ -13,6 +13,7 @@ import { copyMoved } from '../../proxy/migration/tools/copy';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { setLogLevel } from '../../proxy/telemetry/log';
+import { readFleet } from '../../proxy/migration/fleet';
 import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } from './migration-load';
 
 let source: RedisCluster | undefined;
@@ -79,6 +80,11 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
     const consumers = proxies.map((p) => connect(p.address.port));
     clients.push(...admins, ...loadClients, ...consumers);
     const load = new MixedLoad(loadClients, expected, 7, consumers);
+
+    // Both proxies are registered on the source cluster's masters, where `migrate copy` and
+    // `migrate phase` look for them.
+    const fleet = await readFleet((addr, args) => direct.call(addr, args), placement.from.masters());
+    expect(fleet.map((r) => [r.addr, r.phase])).toEqual(proxies.map((p) => [`127.0.0.1:${p.address.port}`, 'double-write']).sort());
 
     load.start();
     // A source master fails over while every write is double-written.

@@ -6,6 +6,7 @@ import fs from 'node:fs';
 import os from 'node:os';
 import path from 'node:path';
 import { NODE_FLAGS } from '../../cmd/node-flags';
+import { freePort } from '../../cmd/sandbox/ports';
 
 export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cmd', 'slotproxy.js');
 
@@ -90,4 +91,17 @@ export function killAllProxies(): void {
 /** A temp dir for config files; remove with fs.rmSync(dir, { recursive: true }). */
 export function tempDir(prefix: string): string {
   return fs.mkdtempSync(path.join(os.tmpdir(), prefix));
+}
+
+/**
+ * A proxy process started from `config` (written as JSON, which the YAML loader reads) on a free
+ * port; resolves once it listens. Stop it with kill(), or killAllProxies() in afterAll.
+ */
+export async function startProxyProcess(config: Record<string, unknown>, dir: string): Promise<{ proxy: ProxyProcess; port: number; file: string }> {
+  const port = await freePort();
+  const file = path.join(dir, `proxy-${port}.json`);
+  fs.writeFileSync(file, JSON.stringify({ ...config, listen: `127.0.0.1:${port}`, log: { level: 'info' } }));
+  const proxy = ProxyProcess.start(file);
+  await proxy.waitForLog(/slotproxy is listening/, 30_000);
+  return { proxy, port, file };
 }

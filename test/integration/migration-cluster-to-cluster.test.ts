@@ -3,7 +3,9 @@
 // writing script, MULTI/EXEC, WATCH, BLPOP consumers, PUBLISH) through double-write (a source
 // master fails over under it), copy (a target master fails over under it), read-new, back to
 // double-write, read-new, done and cleanup. The final state must equal what clients were told.
+import fs from 'node:fs';
 import Redis from 'ioredis';
+import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
 import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { Config } from '../../config/schema';
@@ -28,18 +30,24 @@ beforeAll(async () => {
 }, 120_000);
 
 afterAll(async () => {
+  killAllProxies();
   await Promise.all([source?.stop(), target?.stop()]);
 }, 30_000);
 
-function clusterConfig(withMigration: boolean): Config {
-  return parseConfig({
+/** The source cluster, migrating into the target one or not, as a config file would say it. */
+function raw(withMigration: boolean): Record<string, unknown> {
+  return {
     listen: '127.0.0.1:0',
     mode: 'cluster',
     // Rides out a cluster that is briefly down while one of its masters fails over.
     cluster: { seeds: [source!.masters[0].address], retryWindowMs: 15_000 },
     ...(withMigration ? { migration: { phase: 'double-write', to: { cluster: { seeds: [target!.masters[0].address] } } } } : {}),
     log: { level: 'silent' },
-  });
+  };
+}
+
+function clusterConfig(withMigration: boolean): Config {
+  return parseConfig(raw(withMigration));
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -63,10 +71,12 @@ async function failover(c: RedisCluster, slot: number): Promise<void> {
 
 test('cluster of 3 into another cluster of 3 under load, with failovers on both sides', async () => {
   const cfg = clusterConfig(true);
+  const rawConfig = raw(true);
   const direct = new NodeClient(cfg);
   await direct.start();
   const placement = direct.placement();
-  const proxies: ProxyServer[] = [];
+  const proxies: { proxy: ProxyProcess; port: number }[] = [];
+  const dir = tempDir('slotproxy-migration-');
   const clients: Redis[] = [];
   const seeder = await ProxyServer.start(clusterConfig(false));
   try {
@@ -74,17 +84,18 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
     const seedClient = connect(seeder.address.port);
     clients.push(seedClient);
     const seeded = await seed(() => seedClient, expected);
-    for (let i = 0; i < 2; i++) proxies.push(await ProxyServer.start(cfg));
-    const admins = proxies.map((p) => connect(p.address.port));
-    const loadClients = proxies.flatMap((p) => [connect(p.address.port), connect(p.address.port), connect(p.address.port)]);
-    const consumers = proxies.map((p) => connect(p.address.port));
+    // Two proxy processes, each with its own event loop and connections.
+    for (let i = 0; i < 2; i++) proxies.push(await startProxyProcess(rawConfig, dir));
+    const admins = proxies.map((p) => connect(p.port));
+    const loadClients = proxies.flatMap((p) => [connect(p.port), connect(p.port), connect(p.port)]);
+    const consumers = proxies.map((p) => connect(p.port));
     clients.push(...admins, ...loadClients, ...consumers);
     const load = new MixedLoad(loadClients, expected, 7, consumers);
 
     // Both proxies are registered on the source cluster's masters, where `migrate copy` and
     // `migrate phase` look for them.
     const fleet = await readFleet((addr, args) => direct.call(addr, args), placement.from.masters());
-    expect(fleet.map((r) => [r.addr, r.phase])).toEqual(proxies.map((p) => [`127.0.0.1:${p.address.port}`, 'double-write']).sort());
+    expect(fleet.map((r) => [r.addr, r.phase])).toEqual(proxies.map((p) => [`127.0.0.1:${p.port}`, 'double-write']).sort());
 
     load.start();
     // A source master fails over while every write is double-written.
@@ -131,7 +142,9 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
     );
   } finally {
     for (const c of clients) c.disconnect();
-    await Promise.all([...proxies, seeder].map((p) => p.close(500)));
+    for (const p of proxies) p.proxy.kill('SIGTERM');
+    await Promise.all([...proxies.map((p) => p.proxy.exitCode()), seeder.close(500)]);
+    fs.rmSync(dir, { recursive: true, force: true });
     direct.close();
   }
 }, 150_000);

@@ -3,7 +3,9 @@
 // EXPIRE, DEL, a writing script, MULTI/EXEC, WATCH, BLPOP consumers, PUBLISH) through
 // double-write, copy (with a manual failover of a cluster master under it), read-new, back to
 // double-write, read-new, done and cleanup. The final state must equal what clients were told.
+import fs from 'node:fs';
 import Redis from 'ioredis';
+import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
 import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { RingModeConfig } from '../../config/schema';
@@ -27,17 +29,23 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
+  killAllProxies();
   await Promise.all([ring?.stop(), cluster?.stop()]);
 }, 30_000);
 
-function config(phase: 'double-write' | 'read-new' | 'done' = 'double-write'): RingModeConfig {
-  const cfg = parseConfig({
+/** The ring of standalone nodes migrating into the cluster, as a config file would say it. */
+function raw(): Record<string, unknown> {
+  return {
     listen: '127.0.0.1:0',
     mode: 'ring',
     ring: { hash: 'fnv1a_64', nodes: ring!.addresses.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 })) },
-    migration: { phase, to: { cluster: { seeds: [cluster!.masters[0].address] } } },
+    migration: { phase: 'double-write', to: { cluster: { seeds: [cluster!.masters[0].address] } } },
     log: { level: 'silent' },
-  });
+  };
+}
+
+function config(): RingModeConfig {
+  const cfg = parseConfig(raw());
   if (cfg.mode !== 'ring') throw new Error('expected a ring config');
   return cfg;
 }
@@ -63,10 +71,12 @@ async function failover(c: RedisCluster): Promise<void> {
 
 test('ring of 2 into a cluster of 3 masters under load, with two proxies and a failover during copy', async () => {
   const cfg = config();
+  const rawConfig = raw();
   const direct = new NodeClient(cfg);
   await direct.start();
   const placement = direct.placement();
-  const proxies: ProxyServer[] = [];
+  const proxies: { proxy: ProxyProcess; port: number }[] = [];
+  const dir = tempDir('slotproxy-migration-');
   const clients: Redis[] = [];
   const seeders = new Map<string, Redis>();
   try {
@@ -80,10 +90,11 @@ test('ring of 2 into a cluster of 3 masters under load, with two proxies and a f
       }
       return c;
     }, expected);
-    for (let i = 0; i < 2; i++) proxies.push(await ProxyServer.start(cfg));
-    const admins = proxies.map((p) => connect(p.address.port));
-    const loadClients = proxies.flatMap((p) => [connect(p.address.port), connect(p.address.port), connect(p.address.port)]);
-    const consumers = proxies.map((p) => connect(p.address.port));
+    // Two proxy processes, each with its own event loop and connections.
+    for (let i = 0; i < 2; i++) proxies.push(await startProxyProcess(rawConfig, dir));
+    const admins = proxies.map((p) => connect(p.port));
+    const loadClients = proxies.flatMap((p) => [connect(p.port), connect(p.port), connect(p.port)]);
+    const consumers = proxies.map((p) => connect(p.port));
     clients.push(...admins, ...loadClients, ...consumers);
     const load = new MixedLoad(loadClients, expected, 42, consumers);
 
@@ -142,7 +153,9 @@ test('ring of 2 into a cluster of 3 masters under load, with two proxies and a f
     );
   } finally {
     for (const c of [...clients, ...seeders.values()]) c.disconnect();
-    await Promise.all(proxies.map((p) => p.close(500)));
+    for (const p of proxies) p.proxy.kill('SIGTERM');
+    await Promise.all(proxies.map((p) => p.proxy.exitCode()));
+    fs.rmSync(dir, { recursive: true, force: true });
     direct.close();
   }
 }, 120_000);

@@ -12,8 +12,12 @@ const RESTART_DELAY_MS = 1000;
 /** `metricsListen`: the primary serves /metrics there, summing every worker's metrics. */
 export function superviseWorkers(count: number, metricsListen?: string): void {
   let stopping = false;
+  /** Workers serving clients: a worker listens only once its topology and command table are loaded. */
+  const listening = new Set<number>();
+  cluster.on('listening', (worker) => listening.add(worker.id));
   const fork = (): Worker => {
     const worker = cluster.fork();
+    worker.on('exit', () => listening.delete(worker.id));
     worker.on('exit', (code, signal) => {
       if (stopping) {
         if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
@@ -41,7 +45,9 @@ export function superviseWorkers(count: number, metricsListen?: string): void {
   if (metricsListen !== undefined) {
     // Loaded only when asked for, as in proxy/server/server.ts.
     const { MetricsServer, workersMetrics } = require('../proxy/telemetry/metrics') as typeof import('../proxy/telemetry/metrics');
-    MetricsServer.start(metricsListen, workersMetrics()).catch((err: Error) => {
+    // Ready when every worker serves; each worker's own /readyz conditions are met before it listens.
+    const readiness = (): Promise<string | null> => Promise.resolve(listening.size >= count ? null : `${listening.size} of ${count} workers are serving`);
+    MetricsServer.start(metricsListen, workersMetrics(), { readiness }).catch((err: Error) => {
       log.fatal({ err: err.message, metrics: metricsListen }, 'cannot listen for /metrics');
       stop('SIGTERM');
     });

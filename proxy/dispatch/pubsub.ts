@@ -38,8 +38,9 @@ import { CommandInfo } from '../commands/table';
 import { ForwardedCommand } from './forward';
 import { FanoutCommand } from './fanout';
 import * as encode from '../resp/encode';
-import { SubscriberClient, Subscription } from './subscription';
-import { HOME_SLOT, pubsubHome } from './pubsub-placement';
+import { SubscriberClient, Subscription } from '../pubsub/subscription';
+import { answerLocally } from './local';
+import { HOME_SLOT, pubsubHome } from '../pubsub/pubsub-placement';
 
 /** What the home alone knows (every classic subscriber of every slotproxy is there), as PUBLISH's count. */
 const HOME_QUERIES: ReadonlySet<string> = new Set(['pubsub|channels', 'pubsub|numsub', 'pubsub|numpat']);
@@ -66,7 +67,7 @@ export function pubsubCommand(ctx: ProxyContext, session: SubscriberClient, info
     session.track(new ForwardedCommand(ctx, session, raw ?? encode.command(args), shard, false)).start();
     return;
   }
-  const sub = session.subscription ?? new Subscription(ctx, session);
+  const sub = session.subscription ?? new Subscription(ctx, session, (name, args) => answerLocally(ctx, session, name, args));
   session.subscription = sub;
   sub.command(info, args);
 }

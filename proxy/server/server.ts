@@ -37,6 +37,7 @@ import { RingRouter } from '../ring/router';
 import { CLUSTER_RETRY_WINDOW_MS, applyRingReload } from './ring-reload';
 import { fenceRingB } from '../migration/fence';
 import { targetRefusalSummary } from '../migration/target-refusals';
+import { readinessProblem } from './readiness';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { readCopyProgress } from '../migration/copy-progress';
@@ -235,7 +236,7 @@ export class ProxyServer {
       });
       // A worker's metrics are served, summed with its siblings', by the primary (cmd/workers.ts).
       if (cluster.isWorker) metrics.shareWithPrimary(registry);
-      else this.metricsServer = await metrics.MetricsServer.start(this.config.metrics.listen, registry);
+      else this.metricsServer = await metrics.MetricsServer.start(this.config.metrics.listen, registry, { readiness: () => readinessProblem(ctx) });
     });
   }
 

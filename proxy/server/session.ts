@@ -20,7 +20,7 @@ import net from 'node:net';
 import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
 import { Dispatcher, DispatchSession } from '../dispatch/dispatcher';
 import { Transaction } from '../dispatch/transaction';
-import { Subscription } from '../dispatch/subscription';
+import { Subscription } from '../pubsub/subscription';
 import { ReplyMode, Releasable, Unblockable } from '../client/client-session';
 import { ClientType, ListedClient, clientInfoLine } from '../client/client-list';
 import { DEFAULT_USER } from '../security/auth';
@@ -60,7 +60,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   authenticated: boolean;
   /** MULTI/WATCH state (dispatch/transaction.ts); null outside a transaction. */
   transaction: Transaction | null = null;
-  /** Subscribed mode (dispatch/pubsub.ts); null when not subscribed. */
+  /** Subscribed mode (pubsub/subscription.ts); null when not subscribed. */
   subscription: Subscription | null = null;
   /** Back-end connections held for this client (WATCH, blocking commands, Pub/Sub): released when it goes. */
   readonly dedicated = new Set<Releasable>();

@@ -225,16 +225,34 @@ export function workersMetrics(): MetricsSource {
   return { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType };
 }
 
-/** The HTTP endpoint: GET /metrics; anything else 404. */
+/**
+ * Liveness and readiness for orchestrators, served beside /metrics: `readiness()` resolves null
+ * when the proxy can serve every key (proxy/server/readiness.ts), else why not.
+ */
+export interface HealthSource {
+  readiness(): Promise<string | null>;
+}
+
+/**
+ * The HTTP endpoint: GET /metrics; GET /healthz (200 while the event loop answers); GET /readyz
+ * (200 when ready, 503 with the reason otherwise); anything else 404.
+ */
 export class MetricsServer {
   private constructor(private readonly server: http.Server) {}
 
-  static start(listen: string, registry: MetricsSource): Promise<MetricsServer> {
+  static start(listen: string, registry: MetricsSource, health: HealthSource): Promise<MetricsServer> {
     const server = http.createServer((req, res) => {
-      if (req.method !== 'GET' || (req.url ?? '').split('?')[0] !== '/metrics') {
-        res.writeHead(404, { 'content-type': 'text/plain' }).end('slotproxy: metrics are at GET /metrics\n');
+      const route = (req.url ?? '').split('?')[0];
+      const text = (status: number, body: string): void => void res.writeHead(status, { 'content-type': 'text/plain' }).end(body);
+      if (req.method === 'GET' && route === '/healthz') return text(200, 'ok\n');
+      if (req.method === 'GET' && route === '/readyz') {
+        health.readiness().then(
+          (problem) => text(problem === null ? 200 : 503, problem === null ? 'ready\n' : `not ready: ${problem}\n`),
+          (err: Error) => text(503, `not ready: ${err.message}\n`),
+        );
         return;
       }
+      if (req.method !== 'GET' || route !== '/metrics') return text(404, 'slotproxy: GET /metrics, /readyz or /healthz\n');
       registry.metrics().then(
         (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
         (err: Error) => {

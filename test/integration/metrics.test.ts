@@ -11,6 +11,8 @@ import { client, startProxy } from '../helpers/proxy';
 import { ProxyServer } from '../../proxy/server/server';
 import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
 import { freePort } from '../../cmd/sandbox/ports';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { parseConfig } from '../../config/load';
 
 const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });
 let server: ProxyServer | undefined;
@@ -109,10 +111,42 @@ test('counts commands by name, errors by kind, latency, clients and back-end con
   expect(value(after, 'slotproxy_migration_phase{phase="double-write"}')).toBe(0);
 });
 
-test('anything but GET /metrics is a 404', async () => {
+test('anything but GET /metrics, /readyz or /healthz is a 404', async () => {
   expect((await get('/')).status).toBe(404);
   expect((await get('/metrics/x')).status).toBe(404);
+  expect((await get('/readyz/x')).body).toBe('slotproxy: GET /metrics, /readyz or /healthz\n');
 });
+
+test('/healthz answers while the event loop does; /readyz once every slot has a master', async () => {
+  expect(await get('/healthz')).toMatchObject({ status: 200, body: 'ok\n' });
+  expect(await get('/readyz')).toMatchObject({ status: 200, body: 'ready\n' });
+});
+
+test('in ring mode /readyz is 503 naming the node that does not answer, and 200 again once it does', async () => {
+  const nodes = await StandaloneNodes.start(2);
+  const ring = { hash: 'md5', nodes: nodes.addresses.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 })) };
+  const ringProxy = await ProxyServer.start(parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring, metrics: { listen: '127.0.0.1:0' }, log: { level: 'silent' } }));
+  try {
+    const port = ringProxy.metricsPort ?? 0;
+    expect(await get('/readyz', port)).toMatchObject({ status: 200, body: 'ready\n' });
+    await nodes.nodes[1].stop();
+    const down = await get('/readyz', port);
+    expect(down.status).toBe(503);
+    expect(down.body).toMatch(new RegExp(`^not ready: unreachable: ${nodes.addresses[1].replace('.', '\\.')} \\(`));
+    expect(await get('/healthz', port)).toMatchObject({ status: 200, body: 'ok\n' });
+    await nodes.nodes[1].restart();
+    let again = await get('/readyz', port);
+    // The pool reconnects with backoff: the next answers turn to 200 within its bound.
+    for (let i = 0; i < 100 && again.status !== 200; i++) {
+      await new Promise((r) => setTimeout(r, 50));
+      again = await get('/readyz', port);
+    }
+    expect(again).toMatchObject({ status: 200, body: 'ready\n' });
+  } finally {
+    await ringProxy.close(200);
+    await nodes.stop();
+  }
+}, 30_000);
 
 test('the Grafana dashboard queries only metrics the endpoint exports', async () => {
   const dashboard = JSON.parse(fs.readFileSync(path.resolve(__dirname, '..', '..', 'config', 'grafana-dashboard.json'), 'utf8')) as {
@@ -156,6 +190,8 @@ test('with --workers 2 the primary serves the sum of both workers\' metrics', as
     expect(value(m, 'slotproxy_command_duration_seconds_count')).toBe(8);
     // Summed where a sum means something; the phase is the same in every worker.
     expect(value(m, 'slotproxy_migration_phase{phase="none"}')).toBe(1);
+    // Ready: both workers serve.
+    expect(await get('/readyz', metricsPort)).toMatchObject({ status: 200, body: 'ready\n' });
     const exited = p.exitCode();
     p.kill('SIGTERM');
     expect(await exited).toBe(0);

@@ -10,6 +10,7 @@ import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { Config } from '../../config/schema';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { copyMoved } from '../../proxy/migration/tools/copy';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
@@ -20,18 +21,19 @@ import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } fro
 
 let source: RedisCluster | undefined;
 let target: RedisCluster | undefined;
+let ring: StandaloneNodes | undefined;
 
 beforeAll(async () => {
   setLogLevel('silent');
   // Twelve nodes share two cores with the proxies and the load: a longer node timeout keeps a
   // starved node from being taken for failed in the middle of the test.
   const opts = { masters: 3, replicasPerMaster: 1, nodeTimeoutMs: 5000 };
-  [source, target] = await Promise.all([RedisCluster.start(opts), RedisCluster.start(opts)]);
+  [source, target, ring] = await Promise.all([RedisCluster.start(opts), RedisCluster.start(opts), StandaloneNodes.start(2)]);
 }, 120_000);
 
 afterAll(async () => {
   killAllProxies();
-  await Promise.all([source?.stop(), target?.stop()]);
+  await Promise.all([source?.stop(), target?.stop(), ring?.stop()]);
 }, 30_000);
 
 /** The source cluster, migrating into the target one or not, as a config file would say it. */
@@ -148,3 +150,73 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
     direct.close();
   }
 }, 150_000);
+
+test('cluster of 3 into a ring of 2, one proxy process switched by SIGHUP, back and forth', async () => {
+  const intoRing = (phase: string): Record<string, unknown> => ({
+    ...raw(false),
+    migration: { phase, to: { nodes: ring!.addresses.map((addr, i) => ({ name: `r${i}`, addr, weight: 1 })) } },
+  });
+  const direct = new NodeClient(parseConfig(intoRing('double-write')));
+  await direct.start();
+  const placement = direct.placement();
+  const dir = tempDir('slotproxy-migration-');
+  const clients: Redis[] = [];
+  const seeder = await ProxyServer.start(clusterConfig(false));
+  let started: { proxy: ProxyProcess; port: number; file: string } | undefined;
+  try {
+    await Promise.all(source!.masters.map((m) => m.command('FLUSHALL')));
+    const expected = new Expected();
+    const seedClient = connect(seeder.address.port);
+    clients.push(seedClient);
+    const seeded = await seed(() => seedClient, expected);
+    started = await startProxyProcess(intoRing('double-write'), dir);
+    const { proxy, port, file } = started;
+    const admin = connect(port);
+    const loadClients = [connect(port), connect(port)];
+    const consumers = [connect(port)];
+    clients.push(admin, ...loadClients, ...consumers);
+    const load = new MixedLoad(loadClients, expected, 11, consumers);
+    /** Rewrites the file with `phase` and reloads it, as an operator would. */
+    const reload = async (phase: string): Promise<void> => {
+      fs.writeFileSync(file, JSON.stringify({ ...intoRing(phase), listen: `127.0.0.1:${port}`, log: { level: 'info' } }));
+      proxy.kill('SIGHUP');
+      for (let i = 0; i < 200 && !String(await admin.call('PROXY', 'MIGRATION', 'STATUS')).startsWith(`phase:${phase}`); i++) await sleep(25);
+      expect(String(await admin.call('PROXY', 'MIGRATION', 'STATUS'))).toMatch(new RegExp(`^phase:${phase}\\r\\nfrom_cluster:`));
+    };
+
+    load.start();
+    await sleep(300);
+    const copied = await copyMoved(direct, placement, { rate: 0, batch: 200, restart: true, progress: false });
+    await reload('read-new');
+    await sleep(300);
+    await reload('double-write');
+    await sleep(200);
+    await reload('read-new');
+    await sleep(300);
+    await load.pause();
+    expect(expected.errors).toEqual([]);
+    const verified = await verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false });
+    expect(verified.examples).toEqual([]);
+    load.start();
+    await sleep(200);
+    await reload('done');
+    await sleep(300);
+    await load.pause();
+    expect(expected.errors).toEqual([]);
+    expect(await checkState(admin, expected)).toEqual([]);
+    expect(await checkQueues(admin, expected)).toEqual([]);
+    await cleanupMoved(direct, placement.withPhase('done'), { batch: 500, progress: false });
+    for (const m of source!.masters) expect(await m.command('DBSIZE')).toBe(0);
+    for (const n of ring!.nodes) expect(await n.command('KEYS', '__slotproxy*')).toEqual([]);
+    let queues = 0;
+    for (let i = 0; i < GROUPS.queue; i++) queues += await admin.exists(keyOf('queue', i));
+    expect(await admin.dbsize()).toBe(seeded - expected.deleted.size + queues);
+    console.log(`cluster -> ring: ${seeded} keys before, ${expected.ops} acknowledged operations; copy copied ${copied.copied}; verify compared ${verified.compared}, ${verified.differing} differ`);
+  } finally {
+    for (const c of clients) c.disconnect();
+    started?.proxy.kill('SIGTERM');
+    await Promise.all([started?.proxy.exitCode(), seeder.close(500)]);
+    fs.rmSync(dir, { recursive: true, force: true });
+    direct.close();
+  }
+}, 120_000);

@@ -1,6 +1,6 @@
 // Which SUBSCRIBE channels and PSUBSCRIBE patterns may receive keyspace notifications (issue 12):
 // those are subscribed on every master, the rest on the Pub/Sub home only.
-import { isKeyspaceChannel, mayMatchKeyspace } from '../../proxy/dispatch/keyspace-channels';
+import { isKeyspaceChannel, mayMatchKeyspace } from '../../proxy/pubsub/keyspace-channels';
 
 const b = (s: string): Buffer => Buffer.from(s, 'latin1');
 

@@ -9,7 +9,6 @@ import { ReplySlot } from '../client/reply-slot';
 import { ProxyContext } from '../context';
 import { CommandInfo } from '../commands/table';
 import { PubSubLink } from '../backend/pubsub-link';
-import { answerLocally } from './local';
 import { isKeyspaceChannel, mayMatchKeyspace } from './keyspace-channels';
 import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
@@ -51,7 +50,12 @@ export class Subscription implements Releasable {
   private relinkTimer: NodeJS.Timeout | null = null;
   private readonly watch: PlacementWatch;
 
-  constructor(private readonly ctx: ProxyContext, private readonly session: SubscriberClient) {
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly session: SubscriberClient,
+    /** The proxy's own answer to a command it runs itself (QUIT, RESET: dispatch/local.ts). */
+    private readonly answerLocally: (name: string, args: Buffer[]) => Buffer,
+  ) {
     session.dedicated.add(this);
     this.watch = placementWatch(ctx);
     this.watch.add(this);
@@ -70,11 +74,11 @@ export class Subscription implements Releasable {
         // with nothing left while shard channels remain).
         return this.session.replyNow(args.length > 2 ? encode.error(errors.wrongArity('ping')) : pubsubPong(args));
       case 'quit':
-        return this.session.replyNow(answerLocally(this.ctx, this.session, 'quit', args));
+        return this.session.replyNow(this.answerLocally('quit', args));
       case 'reset':
         // Confirmations asked for before RESET still come first, as on Redis; RESET's own unsubscribing is silent.
         this.detach();
-        this.session.replyNow(answerLocally(this.ctx, this.session, 'reset', args));
+        this.session.replyNow(this.answerLocally('reset', args));
         return this.endIfIdle();
       default:
         return this.session.replyNow(encode.error(errors.notAllowedWhileSubscribed(name)));

@@ -1,0 +1,127 @@
+/**
+ * The back-end sections of the config schema: `cluster`, `ring` and `migration` (SPEC sections 3,
+ * 6 and 8). Field names are a contract; each default is stated next to its field.
+ */
+import * as v from 'valibot';
+import { describeInput, emptyOfWrongType, int, nonEmpty, oneOf, refine, remoteAddr, strictObject } from './schema-kit';
+
+export const READ_FROM = ['master', 'replica', 'prefer-replica'] as const;
+export type ReadFrom = (typeof READ_FROM)[number];
+
+export const clusterSchema = strictObject({
+  /** Nodes asked for the slot map; any reachable one will do. Required, at least one. */
+  seeds: v.pipe(v.array(remoteAddr), v.minLength(1), emptyOfWrongType()),
+  /** Where read-only commands go. Default 'master'. */
+  readFrom: v.optional(oneOf(READ_FROM), 'master'),
+  /** With readFrom replica: how often each replica's health and lag are checked. Default 1000. */
+  replicaCheckIntervalMs: v.optional(int(100), 1_000),
+  /** With readFrom replica: a replica whose last acknowledgement to its master is older is not read from. Default 2. */
+  replicaMaxLagSeconds: v.optional(int(0), 2),
+  /** Periodic topology refresh, on top of refreshes triggered by MOVED and lost connections. Default 10000. */
+  refreshIntervalMs: v.optional(int(100), 10_000),
+  /** MOVED/ASK hops for one command before its error is passed on; bounds redirect loops. Default 16. */
+  maxRedirects: v.optional(int(1, 100), 16),
+  /** How long TRYAGAIN, CLUSTERDOWN and connection errors are retried with backoff before the error reaches the client; 0 passes them on at once. Default 5000. */
+  retryWindowMs: v.optional(int(0), 5_000),
+});
+
+/** twemproxy's key hashes, by twemproxy's names, so its pool configs carry over unchanged. */
+export const HASH_NAMES = [
+  'one_at_a_time',
+  'md5',
+  'crc16',
+  'crc32',
+  'crc32a',
+  'fnv1_64',
+  'fnv1a_64',
+  'fnv1_32',
+  'fnv1a_32',
+  'hsieh',
+  'murmur',
+  'jenkins',
+] as const;
+export type HashName = (typeof HASH_NAMES)[number];
+
+export const ringNodeSchema = strictObject({
+  /**
+   * The node's identity on the ketama continuum. Absent: twemproxy's rule applies (the address),
+   * so keep names when replacing a twemproxy pool that had them, or keys move. Optional.
+   */
+  name: v.optional(nonEmpty),
+  /** A standalone Redis. Required. */
+  addr: remoteAddr,
+  /** Share of the continuum relative to the other nodes. Default 1. */
+  weight: v.optional(int(1), 1),
+});
+export type RingNode = v.InferOutput<typeof ringNodeSchema>;
+
+export const ringNodesSchema = v.pipe(
+  v.array(ringNodeSchema),
+  v.minLength(1),
+  emptyOfWrongType(),
+  refine((nodes, report) => {
+    // Two entries with one address would double a server's share; two with one name would
+    // collide on the continuum. Both are always typos.
+    for (const field of ['addr', 'name'] as const) {
+      const first = new Map<string, number>();
+      nodes.forEach((node, i) => {
+        const value = node[field];
+        if (value === undefined) return;
+        const seen = first.get(value);
+        if (seen === undefined) {
+          first.set(value, i);
+        } else {
+          report(`duplicate ${field} ${describeInput(value)} (already used by nodes[${seen}])`, i, field);
+        }
+      });
+    }
+  }),
+);
+
+export const hashTagSchema = v.pipe(
+  v.string((iss) => `expected 2 characters like "{}", got ${describeInput(iss.input)}`),
+  // twemproxy compares single bytes, so only single-byte characters mean the same thing here.
+  v.check(
+    (s) => /^([\x00-\x7f]{2})?$/.test(s),
+    (iss) => `expected 2 ASCII characters like "{}", got ${describeInput(iss.input)}`,
+  ),
+);
+
+function ringShape<H extends v.GenericSchema>(hash: H) {
+  return {
+    /** Key hash (twemproxy's `hash`). Default 'md5'; in `migration.to`, the ring's own hash. */
+    hash,
+    /** Two characters, e.g. "{}": only the part of a key between them is hashed (twemproxy's `hash_tag`). Default "{}" (SPEC 2; in `migration.to`, the ring's own); "" hashes whole keys, as twemproxy without `hash_tag`. */
+    hashTag: v.optional(hashTagSchema),
+    /** The servers. Required, at least one; addresses and names unique. */
+    nodes: ringNodesSchema,
+  };
+}
+
+export const ringSchema = strictObject({
+  ...ringShape(v.optional(oneOf(HASH_NAMES), 'md5')),
+  /** twemproxy's auto_eject_hosts: a node failing `serverFailureLimit` times in a row leaves the ring (its keys go to the others) for `serverRetryTimeoutMs`. Optional: absent or false, a down node's keys get an error. Not applied during a migration. */
+  autoEjectHosts: v.optional(v.boolean()),
+  /** Consecutive connection failures that eject a node (twemproxy's server_failure_limit). Optional: 2. */
+  serverFailureLimit: v.optional(int(1)),
+  /** How long an ejected node stays out before it is tried again (twemproxy's server_retry_timeout). Optional: 30000. */
+  serverRetryTimeoutMs: v.optional(int(1)),
+});
+
+export const MIGRATION_PHASES = ['double-write', 'read-new', 'done'] as const;
+export type MigrationPhase = (typeof MIGRATION_PHASES)[number];
+
+export const migrationSchema = strictObject({
+  /** Where reads and writes go (SPEC section 6). Required. */
+  phase: oneOf(MIGRATION_PHASES),
+  /**
+   * Where the keys go. Required: a ring (`nodes`, with `hash` and `hashTag` defaulting to the current
+   * ring's) or a Redis Cluster (`cluster: { seeds }`), one of the two (checked in checkSections).
+   */
+  to: strictObject({
+    ...ringShape(v.optional(oneOf(HASH_NAMES))),
+    nodes: v.optional(ringNodesSchema),
+    /** A Redis Cluster: nodes asked for its slot map, any reachable one will do. */
+    cluster: v.optional(strictObject({ seeds: v.pipe(v.array(remoteAddr), v.minLength(1), emptyOfWrongType()) })),
+  }),
+});

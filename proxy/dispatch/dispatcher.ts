@@ -8,7 +8,7 @@ import { CommandInfo } from '../commands/table';
 import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys';
 import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../commands/policy';
 import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
-import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, killMerge, sumIntegers } from './fanout';
+import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, firstNonNil, killMerge, sumIntegers } from './fanout';
 import { InfoServer, infoMerge, onlyProxySection } from './info';
 import { RandomKeyCommand } from './random-key';
 import { EveryNodeCommand, everyNode } from './every-node';
@@ -23,7 +23,7 @@ import { convergingWrite } from '../migration/start';
 import { isProxyCommand, proxyCommand } from '../migration/admin';
 import { blockingRoute } from '../migration/converging-block';
 import { noteTargetRefusal } from '../migration/target-refusals';
-import { TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
+import { Spread, TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from '../pubsub/subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from '../pubsub/subscription-state';
@@ -137,6 +137,13 @@ export class Dispatcher {
       session.replyNow(NOAUTH_REPLY);
       return undefined;
     }
+    // Redis refuses its `no_multi` commands inside MULTI right after AUTH, before the ACL check and
+    // before anything of slotproxy's own (the transaction then aborts).
+    if (session.transaction !== null && session.transaction.inMulti && info.flags.has('no_multi')) {
+      flagTransaction(session);
+      session.replyNow(encode.error(errors.NOT_ALLOWED_IN_MULTI));
+      return undefined;
+    }
     // Redis's ACL check comes here: after AUTH, before MULTI queues it, before keys are routed or split.
     if (session.permissions !== null && this.refused(session, info, args)) return undefined;
     info.counters.calls++;
@@ -151,8 +158,7 @@ export class Dispatcher {
     }
     const txn = session.transaction;
     if (txn !== null && txn.inMulti && strategy?.kind !== 'transaction' && !RUN_INSIDE_MULTI.has(info.name)) {
-      queueInTransaction(ctx, session, txn, info, strategy, args, raw);
-      return undefined;
+      return queueInTransaction(ctx, session, txn, info, strategy, args, raw, this.spreadInMulti(info.name, strategy, args));
     }
     if (strategy !== undefined) {
       switch (strategy.kind) {
@@ -191,6 +197,21 @@ export class Dispatcher {
     const positions = keyPositions(info, args);
     if (positions === null) return this.routeWithNodeKeys(session, info, args, raw);
     return this.route(session, info, args, raw, positions);
+  }
+
+  /**
+   * How a command that reaches several nodes is merged when it runs inside MULTI (transaction.ts):
+   * the merge it has outside a transaction; null for the others, and for SCAN, whose cursor walks
+   * the masters one by one, and the KILLs, which must not queue behind what they kill.
+   */
+  private spreadInMulti(name: string, strategy: Strategy | undefined, args: Buffer[]): Spread | null {
+    if (strategy?.kind === 'every-node') return { merge: allOk, everyNode: true };
+    if (strategy?.kind !== 'fanout' || name === 'scan' || OUT_OF_LANE.has(name)) return null;
+    if (name === 'info') return { merge: infoMerge(this.ctx, this.server, args), everyNode: false };
+    if (name === 'randomkey') return { merge: firstNonNil, everyNode: false };
+    if (name === 'script|exists') return { merge: andArrays(args.slice(2).map(() => false)), everyNode: false };
+    const merge = FANOUT_MERGES.get(name);
+    return merge === undefined ? null : { merge: rememberingScripts(this.ctx.scripts, name, args, merge), everyNode: false };
   }
 
   /** A user's rules refuse the request: Redis's NOPERM (inside MULTI, EXEC then aborts), counted. */

@@ -62,6 +62,9 @@ function firstError(frames: Buffer[]): Buffer | undefined {
   return frames.find((f) => f[0] === 45);
 }
 
+/** The first reply that is not nil, else the first (RANDOMKEY inside MULTI: any key of any master). */
+export const firstNonNil: Merge = (frames) => frames.find((f) => f[0] !== 95 && !(f[0] === 36 && f[1] === 45)) ?? frames[0];
+
 /** Integers added up (DBSIZE). */
 export const sumIntegers: Merge = (frames) => {
   const err = firstError(frames);

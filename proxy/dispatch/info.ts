@@ -9,6 +9,12 @@
  *   ratio `expired_stale_perc`: the largest of the masters'.
  * - `# Keyspace`, `# Commandstats`, `# Errorstats`: summed per line (`db0`, `cmdstat_get` ...);
  *   `usec_per_call` is recomputed from the sums, `avg_ttl` is the average weighted by `expires`.
+ * - `# Memory`: the additive byte counts summed (`used_memory`, `used_memory_rss`,
+ *   `used_memory_dataset` ...: the cluster's memory), their `_human` forms and the ratios made from
+ *   them recomputed; per-node settings and allocator details are the first master's.
+ * - `# Persistence`: `rdb_changes_since_last_save` summed (tools wait for it to reach 0), the
+ *   in-progress flags and `loading` the largest (1 while any master is at it), the last save time
+ *   the oldest, a last status `err` when any master's is; the rest the first master's.
  * - Every other section is the first master's as Redis writes it (clients parse redis_version,
  *   maxmemory_policy), and a `# Proxy` section about the proxy itself ends the reply.
  */
@@ -80,6 +86,10 @@ function mergeSection(title: string, all: string[][]): string[] {
   switch (title) {
     case 'Stats':
       return mergeStats(all);
+    case 'Memory':
+      return mergeMemory(all);
+    case 'Persistence':
+      return mergePersistence(all);
     case 'Keyspace':
     case 'Commandstats':
     case 'Errorstats':
@@ -114,6 +124,75 @@ function mergeStats(all: string[][]): string[] {
     const merged = LARGEST.has(name) ? Math.max(...numbers) : numbers.reduce((a, b) => a + b, 0);
     return `${name}:${formatLike(first, merged)}`;
   });
+}
+
+/** # Memory fields that add up over the masters: bytes held, and counts of scripts and functions. */
+const MEMORY_SUMS = new Set([
+  'used_memory', 'used_memory_rss', 'used_memory_peak', 'used_memory_overhead', 'used_memory_startup', 'used_memory_dataset',
+  'used_memory_lua', 'used_memory_vm_eval', 'used_memory_scripts_eval', 'used_memory_vm_functions', 'used_memory_vm_total',
+  'used_memory_functions', 'used_memory_scripts', 'number_of_cached_scripts', 'number_of_functions', 'number_of_libraries',
+  'allocator_allocated', 'allocator_active', 'allocator_resident', 'mem_fragmentation_bytes', 'mem_not_counted_for_evict',
+  'mem_replication_backlog', 'mem_total_replication_buffers', 'mem_clients_slaves', 'mem_clients_normal', 'mem_cluster_links',
+  'mem_aof_buffer', 'lazyfree_pending_objects', 'lazyfreed_objects',
+]);
+
+function mergeMemory(all: string[][]): string[] {
+  const values = all.map((lines) => new Map(lines.map((l) => splitField(l, ':'))));
+  const sums = new Map<string, number>();
+  for (const name of MEMORY_SUMS) {
+    const each = values.map((v) => v.get(name));
+    if (each.every((v) => v !== undefined && NUMBER.test(v))) sums.set(name, each.reduce((n, v) => n + Number(v), 0));
+  }
+  const sum = (name: string): number => sums.get(name) ?? 0;
+  return all[0].map((line) => {
+    const [name, first] = splitField(line, ':');
+    const total = sums.get(name);
+    if (total !== undefined) return `${name}:${total}`;
+    // A `_human` form of a summed field, and the ratios Redis makes from the summed fields.
+    const base = name.endsWith('_human') ? sums.get(name.slice(0, -'_human'.length)) : undefined;
+    if (base !== undefined) return `${name}:${bytesToHuman(base)}`;
+    if (name === 'used_memory_peak_perc' && sum('used_memory_peak') > 0) return `${name}:${percent(sum('used_memory'), sum('used_memory_peak'))}`;
+    if (name === 'used_memory_dataset_perc' && sum('used_memory') > sum('used_memory_startup')) {
+      return `${name}:${percent(sum('used_memory_dataset'), sum('used_memory') - sum('used_memory_startup'))}`;
+    }
+    if (name === 'mem_fragmentation_ratio' && sum('used_memory') > 0) return `${name}:${formatLike(first, sum('used_memory_rss') / sum('used_memory'))}`;
+    return line;
+  });
+}
+
+/** # Persistence fields that are 1 while any master is busy with them. */
+const PERSISTENCE_ANY = /^(loading|async_loading|.*_in_progress|aof_rewrite_scheduled|module_fork_in_progress)$/;
+
+function mergePersistence(all: string[][]): string[] {
+  const values = all.map((lines) => new Map(lines.map((l) => splitField(l, ':'))));
+  return all[0].map((line) => {
+    const [name] = splitField(line, ':');
+    const each = values.map((v) => v.get(name) ?? '');
+    const numbers = each.every((v) => NUMBER.test(v)) ? each.map(Number) : null;
+    if (name === 'rdb_changes_since_last_save' && numbers !== null) return `${name}:${numbers.reduce((a, b) => a + b, 0)}`;
+    if (PERSISTENCE_ANY.test(name) && numbers !== null) return `${name}:${Math.max(...numbers)}`;
+    if (name === 'rdb_last_save_time' && numbers !== null) return `${name}:${Math.min(...numbers)}`;
+    if (name.endsWith('_status') && each.includes('err')) return `${name}:err`;
+    return line;
+  });
+}
+
+/** Redis's bytesToHuman: `1023B`, `1.00K`, `12.34M` ... */
+function bytesToHuman(n: number): string {
+  const units = ['K', 'M', 'G', 'T', 'P', 'E'];
+  if (n < 1024) return `${n}B`;
+  let value = n / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value.toFixed(2)}${units[unit]}`;
+}
+
+/** `part` as a percentage of `whole`, as Redis writes it (`12.34%`). */
+function percent(part: number, whole: number): string {
+  return `${((part * 100) / whole).toFixed(2)}%`;
 }
 
 /** `name:f=v,f=v` lines summed field by field over the masters, in first-seen order. */

@@ -22,6 +22,9 @@
  *   as a touched key would: the client retries on the new node.
  */
 import { convergeExec, execTargets } from '../migration/converging-exec';
+import { execElements, sendRaw } from '../migration/converging-write';
+import { Merge } from './fanout';
+import { everyNode as everyNodeOf } from './every-node';
 import { noteTargetRefusal } from '../migration/target-refusals';
 import { ClientSession } from '../client/client-session';
 import { ProxyContext } from '../context';
@@ -33,6 +36,8 @@ import { BackendConnection, BackendRequest } from '../backend/connection';
 import { DedicatedLink, DirectCommand } from './dedicated';
 import { ANY_MASTER, slotArgument } from './forward';
 import { SCRIPT_CALLS, numkeysError, scriptLoadRequest } from './script-call';
+import { request } from '../backend/request';
+import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
@@ -53,6 +58,8 @@ export class Transaction {
   shard = UNBOUND;
   queued: Buffer[] = [];
   shas: Buffer[] = [];
+  /** Queued commands that reach several nodes (DBSIZE, FLUSHALL, CONFIG SET ...), by their index in `queued`. */
+  spread = new Map<number, Spread>();
   /** Every key named so far (WATCH and queued commands), to find the shard again at EXEC. */
   keys: Buffer[] = [];
   /** The keys of queued commands that write (a migration copies them after EXEC). */
@@ -79,6 +86,19 @@ export class Transaction {
     this.watch?.releaseAfterReplies();
     this.watch = null;
   }
+}
+
+/**
+ * A command of the transaction that Redis would answer from one server but the proxy sends to
+ * several nodes: it runs on the transaction's node inside MULTI, then on the other nodes right
+ * after EXEC, and its place in EXEC's reply is the merge of all their replies, as outside a
+ * transaction. Not atomic across nodes (a client of another node may see it half done).
+ */
+export interface Spread {
+  /** How the replies merge into one (the merge the command has outside a transaction). */
+  merge: Merge;
+  /** Masters and replicas (CONFIG SET/RESETSTAT/REWRITE), or the masters alone. */
+  everyNode: boolean;
 }
 
 /** A session as the transaction commands see it: its open MULTI/WATCH, null outside one. */
@@ -149,35 +169,74 @@ export function queueInTransaction(
   strategy: Strategy | undefined,
   args: Buffer[],
   raw: Buffer | null,
-): void {
-  const refuse = (message: string): void => {
-    txn.dirty = true;
-    session.replyNow(encode.error(message));
-  };
+  spread: Spread | null = null,
+): Promise<void> | undefined {
+  if (spread !== null) {
+    txn.spread.set(txn.queued.length, spread);
+    queue(session, txn, raw ?? encode.command(args));
+    return undefined;
+  }
   if (strategy !== undefined && !keylessInMulti(strategy, info.name)) {
-    return refuse(errors.unsupported(info.name, 'it cannot run inside a transaction through slotproxy'));
+    refuseQueued(session, txn, errors.unsupported(info.name, 'it cannot run inside a transaction through slotproxy'));
+    return undefined;
   }
   const positions = strategy === undefined ? keyPositions(info, args) : [];
-  if (positions === null) return refuse(errors.unsupported(info.name, 'its keys cannot be found before EXEC'));
+  if (positions !== null) {
+    queueWithKeys(ctx, session, txn, info, strategy, args, raw, positions.map((p) => args[p]));
+    return undefined;
+  }
+  // Keys only the node can find (SORT ... BY, STORE): asked as outside a transaction; the session
+  // holds its next requests until this one is queued, so QUEUED replies keep their order.
+  return keysFromNode(ctx, session.id, args).then((keys) => queueWithKeys(ctx, session, txn, info, strategy, args, raw, keys));
+}
+
+/** COMMAND GETKEYS on a master; [] when it cannot tell (the node then answers the command itself at EXEC). */
+async function keysFromNode(ctx: ProxyContext, lane: number, args: Buffer[]): Promise<Buffer[]> {
+  const masters = ctx.router.masters();
+  if (masters.length === 0) return [];
+  try {
+    const reply = decodeReply(await request(ctx.pool.connection(masters[lane % masters.length], lane), ['COMMAND', 'GETKEYS', ...args]), true);
+    return Array.isArray(reply) ? reply.filter((k): k is Buffer => Buffer.isBuffer(k)) : [];
+  } catch {
+    return [];
+  }
+}
+
+function refuseQueued(session: TransactionClient, txn: Transaction, message: string): void {
+  txn.dirty = true;
+  session.replyNow(encode.error(message));
+}
+
+/** Checks a command whose keys are known against the transaction's shard, then queues it. */
+function queueWithKeys(
+  ctx: ProxyContext,
+  session: TransactionClient,
+  txn: Transaction,
+  info: CommandInfo,
+  strategy: Strategy | undefined,
+  args: Buffer[],
+  raw: Buffer | null,
+  keys: readonly Buffer[],
+): void {
   // CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT: the slot they name binds the transaction as a key's would.
   const named = strategy?.kind === 'slot' ? slotArgument(args[2]) : ANY_MASTER;
   const script = SCRIPT_CALLS.get(info.name);
-  if (positions.length === 0 && (script === 'eval' || script === 'evalsha')) {
+  if (keys.length === 0 && (script === 'eval' || script === 'evalsha')) {
     const bad = numkeysError(args);
-    if (bad !== null) return refuse(bad);
+    if (bad !== null) return refuseQueued(session, txn, bad);
   }
-  for (let i = named === ANY_MASTER ? 0 : -1; i < positions.length; i++) {
-    const shard = i < 0 ? named : ctx.router.shardOf(args[positions[i]]);
+  for (let i = named === ANY_MASTER ? 0 : -1; i < keys.length; i++) {
+    const shard = i < 0 ? named : ctx.router.shardOf(keys[i]);
     const bound = boundShard(ctx, txn);
     if (bound === UNBOUND) txn.shard = shard;
     else if (shard !== bound) {
       ctx.stats.crossSlotErrors++;
-      if (i >= 0) noteTargetRefusal(ctx, info.name, [txn.keys[0] ?? args[positions[0]], args[positions[i]]]);
-      return refuse(errors.CROSSSLOT);
+      if (i >= 0) noteTargetRefusal(ctx, info.name, [txn.keys[0] ?? keys[0], keys[i]]);
+      return refuseQueued(session, txn, errors.CROSSSLOT);
     }
   }
-  for (const p of positions) txn.keys.push(args[p]);
-  if (!info.flags.has('readonly')) for (const p of positions) txn.written.push(args[p]);
+  txn.keys.push(...keys);
+  if (!info.flags.has('readonly')) txn.written.push(...keys);
   if (script === 'eval') ctx.scripts.add(args[1]);
   else if (script === 'evalsha') txn.shas.push(args[1]);
   queue(session, txn, raw ?? encode.command(args));
@@ -355,11 +414,11 @@ class ExecCommand extends ReplySlot {
           setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
           return;
         }
-        this.finish(link !== null && isClusterDown(frame) ? this.notRun() : frame);
+        this.finishExec(link !== null && isClusterDown(frame) ? this.notRun() : frame, address);
       });
       return this.hold();
     }
-    this.send(conn, link === null);
+    this.send(conn, address, link === null);
     return undefined;
   }
 
@@ -396,7 +455,7 @@ class ExecCommand extends ReplySlot {
     return false;
   }
 
-  private send(conn: BackendConnection, retryable: boolean): void {
+  private send(conn: BackendConnection, address: string, retryable: boolean): void {
     const { ctx } = this;
     let redirected = false;
     this.sendQueued(conn, (frame) => {
@@ -409,7 +468,7 @@ class ExecCommand extends ReplySlot {
           setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
           return;
         }
-        this.finish(!retryable && isClusterDown(frame) ? this.notRun() : frame);
+        this.finishExec(!retryable && isClusterDown(frame) ? this.notRun() : frame, address);
       },
       onFailure: (message) => this.finish(encode.error(message)),
     });
@@ -422,6 +481,25 @@ class ExecCommand extends ReplySlot {
    */
   private notRun(): Buffer {
     return this.session.protocol === 3 ? encode.RESP3_NULL : encode.NULL_ARRAY;
+  }
+
+  /** EXEC's reply from the transaction's node at `address`; commands that reach several nodes run on the others now. */
+  private finishExec(frame: Buffer, address: string): void {
+    const spread = this.txn.spread;
+    const elements = spread.size === 0 ? null : execElements(frame);
+    if (elements === null || elements.length !== this.txn.queued.length) return this.finish(frame);
+    const others = (everyNode: boolean): string[] => (everyNode ? everyNodeOf(this.ctx) : [...this.ctx.router.masters()]).filter((a) => a !== address);
+    const merged = [...spread].map(async ([index, { merge, everyNode }]) => {
+      const frames = await Promise.all(
+        others(everyNode).map((a) => sendRaw(this.ctx.pool.connection(a, this.session.id), this.txn.queued[index]).catch((err: Error) => encode.error(err.message))),
+      );
+      try {
+        elements[index] = merge([elements[index], ...frames]);
+      } catch (err) {
+        elements[index] = encode.error(`ERR slotproxy: cannot merge replies: ${(err as Error).message}`);
+      }
+    });
+    void Promise.all(merged).then(() => this.finish(encode.arrayOfFrames(elements)));
   }
 
   private finish(frame: Buffer): void {

@@ -179,7 +179,7 @@ export class Subscription implements Releasable {
   private unsubscribe(kind: Kind, given: Buffer[]): void {
     const names = given.length > 0 ? given : [...this.wanted[kind].values()];
     if (names.length === 0) {
-      this.session.replyNow(this.confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), null, this.count(kind)));
+      this.pushNow(this.confirmation(UNSUBSCRIBE_NAME[kind].toLowerCase(), null, this.count(kind)));
       return this.endIfIdle();
     }
     if (kind === 'shard' && given.length > 1 && !this.inOneSlot(given)) return this.endIfIdle();
@@ -197,7 +197,7 @@ export class Subscription implements Releasable {
       const state = holders[i];
       while (j < names.length && holders[j] === state) j++;
       if (state !== null) this.write(state, encode.command([UNSUBSCRIBE_NAME[kind], ...names.slice(i, j)]), j - i, false, null, confirmations.slice(i, j));
-      else for (let k = i; k < j; k++) this.session.replyNow(confirmations[k]);
+      else for (let k = i; k < j; k++) this.pushNow(confirmations[k]);
     }
     this.endIfIdle();
   }
@@ -236,10 +236,24 @@ export class Subscription implements Releasable {
     return (address === null ? undefined : this.shardLinks.get(address)) ?? this.shardLinks.values().next().value ?? null;
   }
 
+  /**
+   * A place for a (un)subscribe confirmation or a message: sent whatever CLIENT REPLY says, as Redis
+   * 7.0 sends them (they are pushes there, in RESP2 as in RESP3), in request order.
+   */
+  private pushSlot(): ReplySlot {
+    const slot = this.session.track(new ReplySlot(this.session));
+    slot.silent = false;
+    return slot;
+  }
+
+  private pushNow(frame: Buffer): void {
+    this.pushSlot().complete(frame);
+  }
+
   /** `confirmations`: what the client is to get for each frame that confirms a (un)subscribe (else the node's frame). */
   private write(state: LinkState, payload: Buffer, frames: number, silent: boolean, barrier: Barrier | null = null, confirmations: Buffer[] = []): void {
     barrier?.waitFor();
-    const places = silent ? [] : Array.from({ length: frames }, (_, i) => ({ slot: this.session.track(new ReplySlot(this.session)), confirmation: confirmations[i] ?? null }));
+    const places = silent ? [] : Array.from({ length: frames }, (_, i) => ({ slot: this.pushSlot(), confirmation: confirmations[i] ?? null }));
     state.owed.push({ frames, silent, barrier, places });
     state.link.write(payload);
   }
@@ -311,7 +325,7 @@ export class Subscription implements Releasable {
         this.session.destroy?.();
         return;
       }
-      this.session.replyNow(this.session.protocol === 3 ? asPush(frame) : frame);
+      this.pushNow(this.session.protocol === 3 ? asPush(frame) : frame);
       return;
     }
     if (state.role !== 'events') return this.onReply(state, frame);

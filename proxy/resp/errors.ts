@@ -115,6 +115,9 @@ export function migrationSwitchedMidWrite(addr: string): string {
   return `ERR slotproxy: the ring migration switched to done during this write; it may have reached ${addr} only in part`;
 }
 
+/** A command with Redis's `no_multi` flag (SAVE, SHUTDOWN, SYNC, PSYNC) sent inside MULTI. */
+export const NOT_ALLOWED_IN_MULTI = 'ERR Command not allowed inside a transaction';
+
 export const PROXY_COMMAND_USAGE = 'ERR syntax: PROXY MIGRATION PHASE <double-write|read-new|done> | PROXY MIGRATION STATUS';
 export const MIGRATION_NEEDS_RING = 'ERR slotproxy: migrations need ring mode';
 export const NO_MIGRATION = 'ERR slotproxy: no migration is configured (add a migration: section and reload)';

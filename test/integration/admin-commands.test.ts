@@ -598,6 +598,33 @@ describe('INFO', () => {
     expect(keyspace.exec(want)?.slice(1, 3)).toEqual(['4', '3']);
   });
 
+  test('# Memory and # Persistence are the cluster\'s: byte counts and pending changes summed', async () => {
+    for (const { key } of await keyPerMaster(h.cluster(), 'mem')) await c.call('SET', key, 'x'.repeat(1000));
+    const masters = h.cluster().masters;
+    const direct = async (section: string, field: string): Promise<number> =>
+      (await Promise.all(masters.map(async (m) => Number((await m.info(section)).get(field))))).reduce((a, b) => a + b, 0);
+    // Nothing writes between the two reads: the sum is exact.
+    expect(Number(infoField(await info(c, 'persistence'), 'rdb_changes_since_last_save'))).toBe(await direct('persistence', 'rdb_changes_since_last_save'));
+    expect(infoField(await info(c, 'persistence'), 'rdb_bgsave_in_progress')).toBe('0');
+    // Memory moves with every reply buffer: close to the sum read just before and after, and well
+    // above any one master's (a single master's figure would be about a third of it).
+    const before = await direct('memory', 'used_memory_dataset');
+    const memory = await info(c, 'memory');
+    const after = await direct('memory', 'used_memory_dataset');
+    const dataset = Number(infoField(memory, 'used_memory_dataset'));
+    expect(dataset).toBeGreaterThanOrEqual(Math.min(before, after) * 0.8);
+    expect(dataset).toBeLessThanOrEqual(Math.max(before, after) * 1.2);
+    const eachDataset = await Promise.all(masters.map(async (m) => Number((await m.info('memory')).get('used_memory_dataset'))));
+    expect(dataset).toBeGreaterThan(2 * Math.max(...eachDataset));
+    const used = Number(infoField(memory, 'used_memory'));
+    expect(used).toBeGreaterThan(Math.max(...(await Promise.all(masters.map(async (m) => Number((await m.info('memory')).get('used_memory')))))));
+    expect(infoField(memory, 'used_memory_human')).toBe(`${(used / 1024 / 1024).toFixed(2)}M`);
+    // A node's setting is one node's: the first master's.
+    expect(infoField(memory, 'maxmemory_policy')).toBe((await masters[0].info('memory')).get('maxmemory_policy'));
+    // The same fields, in the same order, as one Redis's.
+    expect(fieldsOf(memory, 'Memory')).toEqual(fieldsOf(await info(r, 'memory'), 'Memory'));
+  });
+
   test('INFO proxy alone needs no node; redis-cli INFO clients works', async () => {
     const lines = (await info(c, 'proxy')).split('\r\n');
     expect(lines[0]).toBe('# Proxy');

@@ -3,6 +3,7 @@
 // reference for what a client of one server sees. Replies are compared byte for byte. CLIENT
 // LIST/INFO/KILL/REPLY/PAUSE/UNBLOCK are then exercised on the proxy's own clients.
 
+import net from 'node:net';
 import Redis from 'ioredis';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { useProxy } from '../helpers/proxy';
@@ -35,6 +36,12 @@ const SAME_AS_REDIS: [string, string[][]][] = [
   ['AUTH without a password configured', [['AUTH', 'a', 'b', 'c'], ['AUTH', 'x'], ['AUTH', 'u', 'p'], ['AUTH', 'default', 'x']]],
   ['READONLY, READWRITE, ASKING, RESET arity', [['READONLY', 'x'], ['READWRITE', 'x'], ['ASKING'], ['RESET', 'x']]],
   ['EXEC with arguments aborts, in and out of MULTI', [['EXEC', 'x'], ['MULTI'], ['SET', 'k', 'v'], ['EXEC', 'x'], ['EXEC']]],
+  // Redis's own refusals inside MULTI come first, in its order: arity, then `no_multi`, then MULTI/WATCH's own.
+  ['SORT ... BY and STORE inside MULTI: keys found by the node, then queued', [
+    ['RPUSH', '{srt}l', '3', '1', '2'], ['MULTI'], ['SORT', '{srt}l', 'BY', 'nosort'], ['SORT', '{srt}l', 'STORE', '{srt}d'], ['SORT', '{srt}l', 'BY', 'w_*', 'STORE', 'elsewhere'],
+    ['EXEC'], ['MULTI'], ['SORT', '{srt}l', 'BY', 'nosort', 'STORE', '{srt}d'], ['EXEC'], ['LRANGE', '{srt}d', '0', '-1'], ['DEL', '{srt}l', '{srt}d'],
+  ]],
+  ['commands Redis forbids inside MULTI', [['MULTI'], ['SAVE'], ['SHUTDOWN'], ['SAVE', 'x'], ['WATCH', 'k'], ['MULTI'], ['SET', 'k', 'v'], ['EXEC']]],
   ['CLUSTER KEYSLOT', [['CLUSTER', 'KEYSLOT'], ['CLUSTER', 'KEYSLOT', 'a', 'b'], ['CLUSTER', 'KEYSLOT', 'foo{bar}']]],
   ['CLIENT names', [['CLIENT', 'SETNAME', 'a b'], ['CLIENT', 'SETNAME'], ['CLIENT', 'GETNAME', 'x'], ['CLIENT', 'SETNAME', 'me'], ['CLIENT', 'GETNAME'], ['CLIENT', 'SETNAME', ''], ['CLIENT', 'GETNAME']]],
   ['CLIENT arity and unknown subcommands', [['CLIENT'], ['CLIENT', 'NOPE'], ['CLIENT', 'ID', 'x'], ['CLIENT', 'INFO', 'x'], ['CLIENT', 'REPLY'], ['CLIENT', 'HELP']]],
@@ -46,6 +53,14 @@ const SAME_AS_REDIS: [string, string[][]][] = [
     ['CLIENT', 'KILL', 'LADDR', '1.2.3.4:5'], ['CLIENT', 'KILL', 'MAXAGE', '10'],
   ]],
   ['CLIENT REPLY, NO-EVICT', [['CLIENT', 'REPLY', 'foo'], ['CLIENT', 'NO-EVICT'], ['CLIENT', 'NO-EVICT', 'maybe'], ['CLIENT', 'NO-EVICT', 'on'], ['CLIENT', 'NO-EVICT', 'OFF']]],
+  // Redis sends Pub/Sub confirmations (pushes in RESP3) whatever CLIENT REPLY says; a subscribed PING's reply it drops.
+  ['CLIENT REPLY OFF does not silence (un)subscribe confirmations, RESP2', [
+    ['CLIENT', 'REPLY', 'OFF'], ['SUBSCRIBE', 'rch1', 'rch2'], ['PSUBSCRIBE', 'rch*'], ['PING'], ['UNSUBSCRIBE', 'rch2', 'rch1'], ['PUNSUBSCRIBE'], ['CLIENT', 'REPLY', 'ON'],
+  ]],
+  ['CLIENT REPLY OFF and SKIP do not silence push frames, RESP3', [
+    ['CLIENT', 'REPLY', 'OFF'], ['HELLO', '3'], ['SUBSCRIBE', 'r3'], ['PING'], ['CLIENT', 'REPLY', 'SKIP'], ['SSUBSCRIBE', 'r3s'], ['GET', 'nokey'],
+    ['CLIENT', 'REPLY', 'ON'], ['UNSUBSCRIBE', 'r3'], ['SUNSUBSCRIBE'],
+  ]],
   ['CLIENT REPLY OFF, SKIP and ON', [['CLIENT', 'REPLY', 'SKIP'], ['ECHO', 'skipped'], ['ECHO', 'a'], ['CLIENT', 'REPLY', 'OFF'], ['ECHO', 'b'], ['CLIENT', 'REPLY', 'SKIP'], ['ECHO', 'c'], ['CLIENT', 'REPLY', 'ON'], ['ECHO', 'd']]],
   ['CLIENT TRACKING option errors, OFF, and the tracking queries', [
     ['CLIENT', 'TRACKING'], ['CLIENT', 'TRACKING', 'foo'], ['CLIENT', 'TRACKING', 'on', 'REDIRECT', '999999'], ['CLIENT', 'TRACKING', 'on', 'PREFIX', 'a'],
@@ -117,6 +132,26 @@ describe("the proxy's own clients", () => {
   test('CLIENT REPLY OFF through ioredis-free raw requests keeps replies in order for later commands', async () => {
     const requests = [['SET', 'reply-mode', '1'], ['CLIENT', 'REPLY', 'OFF'], ['INCR', 'reply-mode'], ['CLIENT', 'REPLY', 'ON'], ['GET', 'reply-mode']];
     expect((await exchange(proxy().address.port, requests)).replies).toBe('+OK\r\n+OK\r\n$1\r\n2\r\n');
+  });
+
+  test('with CLIENT REPLY OFF a RESP3 subscriber still gets its messages, as push frames', async () => {
+    const socket = net.connect(proxy().address.port, '127.0.0.1');
+    let got = '';
+    socket.on('data', (d: Buffer) => (got += d.toString('latin1')));
+    const until = async (what: string): Promise<void> => {
+      for (let i = 0; i < 200 && !got.includes(what); i++) await new Promise((r) => setTimeout(r, 10));
+      expect(got).toContain(what);
+    };
+    try {
+      socket.write('CLIENT REPLY OFF\r\nHELLO 3\r\nSUBSCRIBE quiet\r\n');
+      await until('>3\r\n$9\r\nsubscribe\r\n$5\r\nquiet\r\n:1\r\n');
+      expect(await connect().publish('quiet', 'hi')).toBe(1);
+      await until('>3\r\n$7\r\nmessage\r\n$5\r\nquiet\r\n$2\r\nhi\r\n');
+      // Nothing but the pushes: HELLO's reply was dropped.
+      expect(got).toBe('>3\r\n$9\r\nsubscribe\r\n$5\r\nquiet\r\n:1\r\n>3\r\n$7\r\nmessage\r\n$5\r\nquiet\r\n$2\r\nhi\r\n');
+    } finally {
+      socket.destroy();
+    }
   });
 
   test('CLIENT TRACKING ON is refused at once with a reason', async () => {

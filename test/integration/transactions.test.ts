@@ -135,11 +135,52 @@ test('EVALSHA inside MULTI after the node lost its scripts: no NOSCRIPT in the E
   }
 });
 
-test('keyless commands and PING inside MULTI run on the node; fan-out commands are refused', async () => {
+test('keyless commands and PING inside MULTI run on the node', async () => {
   const c = connect();
   expect(await c.multi().ping().echo('hi').set('{p}k', 'v').publish('nobody', 'm').exec()).toEqual([[null, 'PONG'], [null, 'hi'], [null, 'OK'], [null, 0]]);
-  const res = await c.multi().dbsize().exec().catch((e: Error) => e.message);
-  expect(res).toMatch(/EXECABORT/);
+});
+
+test('commands that reach every master run inside MULTI, each answered in EXEC as outside a transaction', async () => {
+  const c = connect();
+  await c.flushall();
+  const keys = await keyPerMaster(cluster(), 'spread');
+  for (const { key } of keys) await c.set(key, 'v');
+  const body = "return 'spread'";
+  const sha = createHash('sha1').update(body).digest('hex');
+  const [tagged] = keys;
+  const reply = await c
+    .multi()
+    .dbsize()
+    .set(tagged.key, 'w')
+    .keys('spread*')
+    .call('CONFIG', 'SET', 'lua-time-limit', '4321')
+    .call('CONFIG', 'GET', 'lua-time-limit')
+    .call('SCRIPT', 'LOAD', body)
+    .randomkey()
+    .call('INFO', 'keyspace')
+    .exec();
+  expect(reply?.[0]).toEqual([null, keys.length]);
+  expect(reply?.[1]).toEqual([null, 'OK']);
+  expect((reply?.[2][1] as string[]).sort()).toEqual(keys.map((k) => k.key).sort());
+  expect(reply?.slice(3, 6)).toEqual([[null, 'OK'], [null, ['lua-time-limit', '4321']], [null, sha]]);
+  expect(keys.map((k) => k.key)).toContain(reply?.[6][1]);
+  expect(String(reply?.[7][1])).toContain(`db0:keys=${keys.length},`);
+  // Every node got them: the setting, the script.
+  for (const n of cluster().nodes) expect(await n.command('CONFIG', 'GET', 'lua-time-limit')).toEqual(['lua-time-limit', '4321']);
+  for (const m of cluster().masters) expect(await m.command('SCRIPT', 'EXISTS', sha)).toEqual([1]);
+  // FLUSHALL in a transaction empties every master; EXEC says OK once.
+  expect(await c.multi().set(tagged.key, 'x').flushall().dbsize().exec()).toEqual([[null, 'OK'], [null, 'OK'], [null, 0]]);
+  expect(await c.dbsize()).toBe(0);
+});
+
+test('WATCH then FLUSHALL from the same client makes EXEC return nil, as on one Redis', async () => {
+  const c = connect();
+  const [{ key }] = await keyPerMaster(cluster(), 'wflush');
+  await c.set(key, '1');
+  await c.watch(key);
+  expect(await c.flushall()).toBe('OK');
+  expect(await c.multi().set(key, '2').exec()).toBeNull();
+  expect(await c.get(key)).toBeNull();
 });
 
 test('RESET inside MULTI runs at once and drops the transaction and its WATCH', async () => {

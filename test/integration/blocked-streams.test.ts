@@ -1,0 +1,88 @@
+// Clients blocked in XREADGROUP ... BLOCK or XREAD ... BLOCK whose stream is deleted, replaced by
+// another type, flushed or recreated, inside and outside a transaction: through slotproxy in
+// front of 3 masters they get exactly the bytes a single-node Redis Cluster sends (the reference).
+import net from 'node:net';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { useProxy } from '../helpers/proxy';
+
+const { proxy } = useProxy({}, { replicasPerMaster: 0 });
+let reference: RedisCluster | undefined;
+
+beforeAll(async () => {
+  reference = await RedisCluster.start({ masters: 1, replicasPerMaster: 0 });
+}, 60_000);
+
+afterAll(async () => {
+  await reference?.stop();
+}, 30_000);
+
+const cmd = (...a: string[]): string => `*${a.length}\r\n${a.map((x) => `$${Buffer.byteLength(x)}\r\n${x}\r\n`).join('')}`;
+
+/** One connection: sends `payload`, resolves with every byte received until `done` says so. */
+function conversation(port: number, payload: string, done: (got: string) => boolean): { sent: Promise<void>; reply: Promise<string>; close: () => void } {
+  const socket = net.connect(port, '127.0.0.1');
+  let got = '';
+  const sent = new Promise<void>((resolve) => socket.on('connect', () => socket.write(payload, () => resolve())));
+  const reply = new Promise<string>((resolve) => {
+    socket.on('data', (d: Buffer) => {
+      got += d.toString('latin1');
+      if (done(got)) resolve(got);
+    });
+  });
+  return { sent, reply, close: () => socket.destroy() };
+}
+
+/** Waits until the server counts `n` blocked clients (INFO clients, as Redis's own tests do). */
+async function blockedClients(port: number, n: number): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    const c = conversation(port, cmd('INFO', 'clients'), (g) => /\r\n\r\n$|blocked_clients:\d+\r\n/.test(g));
+    const info = await c.reply;
+    c.close();
+    if (Number(/blocked_clients:(\d+)/.exec(info)?.[1]) === n) return;
+    await new Promise((r) => setTimeout(r, 10));
+  }
+  throw new Error(`no ${n} blocked clients on ${port}`);
+}
+
+/** A reply whose first frame is complete (an error line, or a whole array as these cases answer). */
+const oneFrame = (g: string): boolean => (g.startsWith('-') ? g.endsWith('\r\n') : /\r\n\$\d+\r\n[^\r]*\r\n\$\d+\r\n[^\r]*\r\n$/.test(g) || g === '*-1\r\n');
+
+/** Runs a case on one server: set up, block a reader, act from another client, return what the reader got. */
+async function run(port: number, setup: string, block: string, action: string, after = ''): Promise<string> {
+  const s = conversation(port, setup + cmd('PING'), (g) => g.endsWith('+PONG\r\n'));
+  await s.reply;
+  const reader = conversation(port, block, oneFrame);
+  await reader.sent;
+  await blockedClients(port, 1);
+  const actor = conversation(port, action, (g) => g.length > 0);
+  await actor.reply;
+  if (after !== '') {
+    const more = conversation(port, after, (g) => g.length > 0);
+    await more.reply;
+    more.close();
+  }
+  const got = await reader.reply;
+  for (const c of [s, reader, actor]) c.close();
+  return got;
+}
+
+const GROUP = cmd('FLUSHALL') + cmd('XGROUP', 'CREATE', '{st}s', 'g', '$', 'MKSTREAM');
+const READGROUP = cmd('XREADGROUP', 'GROUP', 'g', 'c', 'BLOCK', '0', 'STREAMS', '{st}s', '>');
+const XREAD = cmd('XREAD', 'BLOCK', '0', 'STREAMS', '{st}s', '$');
+
+test.each([
+  ['XREADGROUP, the stream deleted', GROUP, READGROUP, cmd('DEL', '{st}s'), ''],
+  ['XREADGROUP, SET over the stream', GROUP, READGROUP, cmd('SET', '{st}s', 'x'), ''],
+  ['XREADGROUP, FLUSHALL', GROUP, READGROUP, cmd('FLUSHALL'), ''],
+  ['XREADGROUP, DEL inside a transaction', GROUP, READGROUP, cmd('MULTI') + cmd('DEL', '{st}s') + cmd('EXEC'), ''],
+  ['XREADGROUP, the stream recreated inside a transaction', GROUP, READGROUP, cmd('MULTI') + cmd('DEL', '{st}s') + cmd('XADD', '{st}s', '1-1', 'f', 'v') + cmd('EXEC'), ''],
+  ['XREADGROUP, SET inside a transaction', GROUP, READGROUP, cmd('MULTI') + cmd('SET', '{st}s', 'x') + cmd('EXEC'), ''],
+  // XREAD is not woken by a deletion or another type; it takes the next entry of a new stream.
+  ['XREAD, XADD + DEL + LPUSH in a transaction, then a new stream', cmd('FLUSHALL'), XREAD, cmd('MULTI') + cmd('XADD', '{st}s', '1-1', 'old', 'x') + cmd('DEL', '{st}s') + cmd('LPUSH', '{st}s', 'x') + cmd('EXEC'), cmd('DEL', '{st}s') + cmd('XADD', '{st}s', '2-1', 'new', 'y')],
+  ['XREAD, the stream deleted, then a new one', GROUP, XREAD, cmd('DEL', '{st}s'), cmd('XADD', '{st}s', '3-1', 'new', 'z')],
+  ['XREAD, FLUSHALL, then a new stream', GROUP, XREAD, cmd('FLUSHALL'), cmd('XADD', '{st}s', '4-1', 'new', 'w')],
+])('%s: the same bytes as one Redis', async (_name, setup, block, action, after) => {
+  const want = await run(reference!.masters[0].port, setup, block, action, after);
+  const got = await run(proxy().address.port, setup, block, action, after);
+  expect(got).toBe(want);
+}, 30_000);

@@ -56,6 +56,8 @@ export class BackendConnection {
   private flushScheduled = false;
   private blocked = false;
   private repliesSeen = 0;
+  /** When the oldest request in flight last saw progress: sent onto an idle connection, or a reply came (Date.now()). */
+  private lastProgressAt = 0;
   private staleChecks = 0;
   private lastCheckedReplies = 0;
   private watchdog: NodeJS.Timeout | null = null;
@@ -102,6 +104,14 @@ export class BackendConnection {
     return this.queued.length + this.inflight.length;
   }
 
+  /**
+   * How long requests in flight have waited with no reply at all (0 when none is in flight): a
+   * connection stuck behind a script that runs on (pool.ts sends new requests elsewhere then).
+   */
+  stalledFor(now: number): number {
+    return this.inflight.length === 0 ? 0 : now - this.lastProgressAt;
+  }
+
   onClose(listener: (reason: string) => void): void {
     this.closeListeners.push(listener);
   }
@@ -135,6 +145,7 @@ export class BackendConnection {
 
   private flush(): void {
     if (this.state !== 'ready' || this.blocked || this.queued.length === 0) return;
+    if (this.inflight.length === 0) this.lastProgressAt = Date.now();
     for (let r = this.queued.shift(); r !== undefined; r = this.queued.shift()) this.inflight.push(r);
     if (!this.output.writeTo(this.socket)) this.blocked = true;
   }
@@ -177,6 +188,7 @@ export class BackendConnection {
 
   private readonly deliver = (frame: Buffer): void => {
     this.repliesSeen++;
+    this.lastProgressAt = Date.now();
     const request = this.inflight.shift();
     if (request === undefined) {
       throw new ReplyFramingError('a reply nobody asked for');

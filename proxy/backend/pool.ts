@@ -21,10 +21,21 @@ export interface PoolOptions {
   maxConnectsPerSecond?: number;
 }
 
+/**
+ * A node answers other connections `-BUSY` once a script or function has run this long (its
+ * `busy-reply-threshold`, Redis's default; the proxy reads the node's own value, see setBusyAfter).
+ */
+export const DEFAULT_BUSY_AFTER_MS = 5000;
+/** Spare connections per node and protocol for lanes stuck behind a busy script. */
+const SPARES_PER_NODE = 4;
+
 interface NodeState {
   lanes: (BackendConnection | null)[];
   /** Lanes for RESP3 clients (HELLO 3 in the handshake), opened only when such a client shows up. */
   resp3Lanes: (BackendConnection | null)[];
+  /** Taken instead of a lane stuck behind a busy script, per protocol; opened when first needed. */
+  spares: BackendConnection[];
+  resp3Spares: BackendConnection[];
   failures: number;
 }
 
@@ -43,6 +54,7 @@ export class BackendPool {
   private closed = false;
 
   private readonly limiter: ConnectLimiter;
+  private busyAfterMs = DEFAULT_BUSY_AFTER_MS;
   /** Back-end connections opened (or scheduled) since start, for INFO and the storm tests. */
   connectsStarted = 0;
 
@@ -66,21 +78,57 @@ export class BackendPool {
     this.readyListeners.push(listener);
   }
 
-  /** The shared connection of `lane` to `address`, speaking `protocol` (a client's HELLO version). */
+  /** The node's `busy-reply-threshold` in ms (0 or less: keep the default). */
+  setBusyAfter(ms: number): void {
+    if (ms > 0) this.busyAfterMs = ms;
+  }
+
+  /**
+   * The shared connection of `lane` to `address`, speaking `protocol` (a client's HELLO version).
+   * A lane whose requests have waited past the node's busy threshold with no reply is stuck behind
+   * a script the node runs on: it takes no new requests, which go to a spare connection instead,
+   * where the node answers at once (`-BUSY`, as it answers every other client) and not after the
+   * script. Requests already written behind the script wait for it on their lane.
+   */
   connection(address: string, lane: number, protocol: 2 | 3 = 2): BackendConnection {
     let node = this.nodes.get(address);
     if (node === undefined) {
       const n = this.options.connectionsPerNode;
-      node = { lanes: new Array<BackendConnection | null>(n).fill(null), resp3Lanes: new Array<BackendConnection | null>(n).fill(null), failures: 0 };
+      node = {
+        lanes: new Array<BackendConnection | null>(n).fill(null),
+        resp3Lanes: new Array<BackendConnection | null>(n).fill(null),
+        spares: [],
+        resp3Spares: [],
+        failures: 0,
+      };
       this.nodes.set(address, node);
     }
     const lanes = protocol === 3 ? node.resp3Lanes : node.lanes;
     const i = lane % lanes.length;
     const existing = lanes[i];
-    if (existing !== null && !existing.isClosed) return existing;
+    if (existing !== null && !existing.isClosed) {
+      if (existing.stalledFor(Date.now()) < this.busyAfterMs) return existing;
+      return this.spare(address, node, protocol);
+    }
     const conn = this.open(address, node, protocol);
     lanes[i] = conn;
     return conn;
+  }
+
+  /** A spare connection to a node whose lane is stuck: one that is not stuck itself, opened when none is. */
+  private spare(address: string, node: NodeState, protocol: 2 | 3): BackendConnection {
+    const spares = protocol === 3 ? node.resp3Spares : node.spares;
+    const now = Date.now();
+    for (let k = spares.length - 1; k >= 0; k--) if (spares[k].isClosed) spares.splice(k, 1);
+    const free = spares.find((c) => c.stalledFor(now) < this.busyAfterMs);
+    if (free !== undefined) return free;
+    if (spares.length < SPARES_PER_NODE) {
+      const conn = this.open(address, node, protocol, true);
+      spares.push(conn);
+      return conn;
+    }
+    // Every spare is stuck too (scripts on each): the one waiting least.
+    return spares.reduce((a, b) => (a.stalledFor(now) <= b.stalledFor(now) ? a : b));
   }
 
   /**
@@ -128,9 +176,12 @@ export class BackendPool {
     this.nodes.clear();
   }
 
-  private open(address: string, node: NodeState, protocol: 2 | 3): BackendConnection {
+  /** `toBusyNode`: a spare for a node running a busy script, whose handshake leaves out READONLY (refused with -BUSY). */
+  private open(address: string, node: NodeState, protocol: 2 | 3, toBusyNode = false): BackendConnection {
     const delay = node.failures === 0 ? 0 : Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (node.failures - 1)) * (0.5 + Math.random() / 2);
-    const conn = new BackendConnection(address, this.connectionOptions(this.connectDelay(delay), protocol));
+    const options = this.connectionOptions(this.connectDelay(delay), protocol);
+    if (toBusyNode) options.handshake = options.handshake.filter((h) => !h.equals(READONLY));
+    const conn = new BackendConnection(address, options);
     let connected = false;
     conn.onReady(() => {
       connected = true;
@@ -163,5 +214,5 @@ export class BackendPool {
 
 /** A node's shared lanes, RESP2 and RESP3. */
 function sharedConnections(node: NodeState): (BackendConnection | null)[] {
-  return [...node.lanes, ...node.resp3Lanes];
+  return [...node.lanes, ...node.resp3Lanes, ...node.spares, ...node.resp3Spares];
 }

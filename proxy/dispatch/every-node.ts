@@ -39,9 +39,20 @@ export class EveryNodeCommand extends ReplySlot {
     if (this.nodes.length === 0) return this.complete(encode.error(errors.PROXY_NOT_READY));
     const run = name === 'config|set' ? this.configSet(args) : this.everywhere(args);
     run.then(
-      (frame) => this.complete(frame),
+      (frame) => {
+        // A new busy threshold: the pool stops using a lane stuck behind a script after it.
+        if (name === 'config|set' && frame[0] === 43 /* + */) this.learnBusyThreshold(args);
+        this.complete(frame);
+      },
       (err: Error) => this.complete(encode.error(`ERR slotproxy: ${err.message}`)),
     );
+  }
+
+  private learnBusyThreshold(args: Buffer[]): void {
+    for (let i = 2; i + 1 < args.length; i += 2) {
+      const param = args[i].toString('latin1').toLowerCase();
+      if (param === 'busy-reply-threshold' || param === 'lua-time-limit') this.ctx.pool.setBusyAfter(Number(args[i + 1].toString('latin1')));
+    }
   }
 
   private async send(address: string, args: readonly (Buffer | string)[]): Promise<Outcome> {

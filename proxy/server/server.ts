@@ -412,6 +412,22 @@ function backendHandshake(config: Config): Buffer[] {
   return out;
 }
 
+/**
+ * The node's `busy-reply-threshold` (`lua-time-limit` before Redis 7.0): how long a script runs
+ * before the node answers other clients -BUSY, which is when the pool stops sending on a lane stuck
+ * behind it (backend/pool.ts). The default stays when CONFIG is not allowed.
+ */
+export async function learnBusyThreshold(ctx: ProxyContext, address: string): Promise<void> {
+  try {
+    for (const name of ['busy-reply-threshold', 'lua-time-limit']) {
+      const reply = decodeReply(await request(ctx.pool.connection(address, 0), ['CONFIG', 'GET', name], 10_000), true);
+      if (Array.isArray(reply) && reply.length === 2) return ctx.pool.setBusyAfter(Number(String(reply[1])));
+    }
+  } catch {
+    // Keep the default.
+  }
+}
+
 /** The command table and version of the back end; the recorded table stays if no master answers. */
 async function loadBackendFacts(ctx: ProxyContext): Promise<void> {
   for (const address of ctx.router.masters()) {
@@ -423,6 +439,7 @@ async function loadBackendFacts(ctx: ProxyContext): Promise<void> {
       const info = decodeReply(await request(conn, ['INFO', 'server'], 10_000));
       const m = /redis_version:([^\r\n]+)/.exec(Buffer.isBuffer(info) ? info.toString() : String(info));
       if (m !== null) ctx.backendVersion = m[1];
+      await learnBusyThreshold(ctx, address);
       log.info({ node: address, commands: ctx.table.size, redisVersion: ctx.backendVersion }, 'command table loaded from the back end');
       return;
     } catch (err) {

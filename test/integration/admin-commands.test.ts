@@ -498,6 +498,35 @@ describe('SCRIPT EXISTS, SCRIPT KILL, FUNCTION KILL', () => {
     expect(await c.call('SCRIPT', 'KILL').catch((e: Error) => e.message)).toBe('NOTBUSY No scripts in execution right now.');
   });
 
+  test('a busy script holds no other client of its lane: they get the node\'s BUSY at once, fan-outs too, and their replies after the kill', async () => {
+    const keys = await keyPerMaster(h.cluster(), 'lane');
+    const [{ key, node }, other] = keys;
+    // Every client below shares one back-end connection per node (connectionsPerNode: 1).
+    const [runner, waiter, late, killer] = [h.connect(), h.connect(), h.connect(), h.connect()];
+    await Promise.all([runner, waiter, late, killer].map((x) => x.ping()));
+    const w = `{${key}}:w`; // on the busy master, beside `key`
+    await c.call('SET', w, 'written-behind');
+    const running = outcome(runner.call('EVAL', SPIN, 1, key));
+    // Written right behind the script, before the node turns busy: it waits for the script's end.
+    const written = waiter.get(w);
+    await busy(node);
+    // From now on the lane takes nothing new: another connection gets the node's answer at once.
+    const started = performance.now();
+    const busyReply = await outcome(late.get(w));
+    const fanout = await outcome(late.call('DBSIZE'));
+    const elapsed = performance.now() - started;
+    expect(busyReply).toEqual({ err: 'BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.' });
+    expect(fanout).toEqual({ err: 'BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.' });
+    // Other masters are not busy: their keys answer as usual.
+    expect(await late.set(other.key, 'v')).toBe('OK');
+    expect(elapsed).toBeLessThan(2000);
+    expect(await killer.call('SCRIPT', 'KILL')).toBe('OK');
+    expect(await running).toEqual({ err: expect.stringMatching(/^ERR Script killed by user with SCRIPT KILL/) });
+    // The request written behind the script got its reply once the script ended, not an error.
+    expect(await written).toBe('written-behind');
+    expect(await late.get(w)).toBe('written-behind');
+  });
+
   test('FUNCTION KILL kills a busy function; SCRIPT KILL meanwhile gets Redis\'s BUSY refusal', async () => {
     expect(await both(c, r, ['FUNCTION', 'LOAD', 'REPLACE', SPIN_LIB])).toEqual(['spinlib', 'spinlib']);
     const [, { key, node }] = await keyPerMaster(h.cluster(), 'fspin');

@@ -168,6 +168,14 @@ const CORPUS: CorpusCase[] = [
     ['SORT', '{t}n', 'BY', 'nosort', 'GET', '#', 'GET', '{t}w_*'], ['SORT', '{t}n', 'BY', '{t}w_*', 'STORE', '{t}sorted'],
   ]),
   c('INFO', 'INFO keyspace', [['INFO', 'keyspace']]),
+  // Inside MULTI: commands that reach every master, keys only the node finds, Redis's own refusals.
+  c('DBSIZE', 'DBSIZE, KEYS and FLUSHDB inside MULTI', [['MULTI'], ['DBSIZE'], ['SET', '{t}fx', '1'], ['KEYS', '{t}f*'], ['DBSIZE'], ['EXEC'], ['MULTI'], ['FLUSHDB'], ['DBSIZE'], ['EXEC']]),
+  c('DBSIZE', 'DBSIZE and SORT inside MULTI, RESP3', [
+    ['CLIENT', 'REPLY', 'SKIP'], ['HELLO', '3'], ['RPUSH', '{t}n', '3', '1', '2'], ['MULTI'], ['DBSIZE'], ['SORT', '{t}n', 'BY', 'nosort'], ['SORT', '{t}n', 'STORE', '{t}sorted'], ['EXEC'],
+  ]),
+  c('SORT', 'SORT BY and STORE inside MULTI', [['RPUSH', '{t}n', '3', '1', '2'], ['MULTI'], ['SORT', '{t}n', 'BY', 'nosort'], ['SORT', '{t}n', 'BY', 'nosort', 'STORE', '{t}sorted'], ['EXEC'], ['LRANGE', '{t}sorted', '0', '-1']]),
+  c('SAVE', 'SAVE and SHUTDOWN inside MULTI', [['MULTI'], ['SAVE'], ['SHUTDOWN', 'NOSAVE'], ['GET', K.string], ['EXEC']]),
+  c('SUBSCRIBE', 'CLIENT REPLY OFF then SUBSCRIBE, RESP3', [['CLIENT', 'REPLY', 'OFF'], ['HELLO', '3'], ['SUBSCRIBE', 'a', 'b'], ['PING'], ['UNSUBSCRIBE', 'b', 'a'], ['CLIENT', 'REPLY', 'ON']]),
   c('SET', 'SET with GET and options', [['SET', K.string, 'x', 'GET', 'EX', '100'], ['TTL', K.string], ['SET', K.string, 'y', 'NX', 'XX'], ['SET', K.list, 'x', 'GET']]),
   c('QUIT', 'QUIT then more', [['QUIT'], ['PING']]),
   c('INCR', 'a pipeline of 200', Array.from({ length: 200 }, (_, i) => (i % 2 === 0 ? ['INCR', '{t}c'] : ['GET', K.string]))),

@@ -17,7 +17,7 @@ import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { setLogLevel } from '../../proxy/telemetry/log';
 import { readFleet } from '../../proxy/migration/fleet';
-import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } from './migration-load';
+import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed, walkPhases } from './migration-load';
 
 let source: RedisCluster | undefined;
 let target: RedisCluster | undefined;
@@ -58,9 +58,6 @@ function connect(port: number): Redis {
   return new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, disableClientInfo: true });
 }
 
-async function phase(admins: Redis[], name: string): Promise<void> {
-  for (const a of admins) expect(await a.call('PROXY', 'MIGRATION', 'PHASE', name)).toBe('OK');
-}
 
 /** A manual failover of the master serving `slot`: its replica takes over, with no write lost. */
 async function failover(c: RedisCluster, slot: number): Promise<void> {
@@ -99,37 +96,16 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
     const fleet = await readFleet((addr, args) => direct.call(addr, args), placement.from.masters());
     expect(fleet.map((r) => [r.addr, r.phase])).toEqual(proxies.map((p) => [`127.0.0.1:${p.port}`, 'double-write']).sort());
 
-    load.start();
-    // A source master fails over while every write is double-written.
-    await failover(source!, 100);
-    await sleep(300);
-    // The copy runs while a master of the target cluster fails over to its replica.
-    const [copied] = await Promise.all([copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }), failover(target!, 200)]);
-    await phase(admins, 'read-new');
-    await sleep(500);
-    await phase(admins, 'double-write');
-    await sleep(300);
-    await phase(admins, 'read-new');
-    await sleep(500);
-    await load.pause();
-    expect(expected.errors).toEqual([]);
-    const verified = await verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false });
-    expect(verified.examples).toEqual([]);
-    expect(verified.differing).toBe(0);
-    expect(await checkState(admins[0], expected)).toEqual([]);
-    expect(await checkQueues(admins[1], expected)).toEqual([]);
-
-    load.start();
-    await sleep(200);
-    await phase([admins[0]], 'done');
-    await sleep(500);
-    await phase([admins[1]], 'done');
-    await sleep(300);
-    await load.pause();
-    expect(expected.errors).toEqual([]);
-    expect(await checkState(admins[0], expected)).toEqual([]);
-    expect(await checkState(admins[1], expected)).toEqual([]);
-    expect(await checkQueues(admins[0], expected)).toEqual([]);
+    const { copied, verified } = await walkPhases({
+      admins: [admins[0], admins[1]],
+      load,
+      expected,
+      // A source master fails over while every write is double-written, a target master during the copy.
+      beforeCopy: () => failover(source!, 100),
+      copy: () => copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
+      alongsideCopy: () => failover(target!, 200),
+      verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
+    });
 
     const cleaned = await cleanupMoved(direct, placement.withPhase('done'), { batch: 500, progress: false });
     for (const m of source!.masters) expect(await m.command('DBSIZE')).toBe(0);

@@ -333,3 +333,70 @@ export async function checkState(c: Redis, e: Expected): Promise<string[]> {
   });
   return problems;
 }
+
+const pause = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+async function switchPhase(admins: Redis[], name: string): Promise<void> {
+  for (const a of admins) expect(await a.call('PROXY', 'MIGRATION', 'PHASE', name)).toBe('OK');
+}
+
+/** What a migration test drives through the phases: two proxies' admin clients, the load, the tools. */
+export interface PhaseWalk {
+  admins: [Redis, Redis];
+  load: MixedLoad;
+  expected: Expected;
+  /** `migrate copy` (side A to side B), run under the load in double-write. */
+  copy: () => Promise<{ scanned: number; copied: number; skippedNewer: number }>;
+  /** `migrate verify` in read-new. */
+  verify: () => Promise<{ compared: number; differing: number; examples: string[] }>;
+  /** Runs alongside the copy (a failover of a target master, say). */
+  alongsideCopy?: () => Promise<void>;
+  /** Runs in double-write under the load, before the copy (a failover of a source master, say). */
+  beforeCopy?: () => Promise<void>;
+}
+
+/**
+ * The walk every migration test takes, under the mixed load: double-write and the copy, read-new,
+ * back to double-write, read-new, checked (verify finds nothing, every acknowledged effect is
+ * there, no job lost or popped twice, no error); then `done` under the load, one proxy half a
+ * second behind the other, checked again. Resolves with the copy's and verify's results.
+ */
+export async function walkPhases(w: PhaseWalk): Promise<{ copied: Awaited<ReturnType<PhaseWalk['copy']>>; verified: Awaited<ReturnType<PhaseWalk['verify']>> }> {
+  const { admins, load, expected } = w;
+  load.start();
+  await pause(300);
+  await w.beforeCopy?.();
+  const [copied] = await Promise.all([w.copy(), w.alongsideCopy?.()]);
+  await pause(300);
+  await switchPhase(admins, 'read-new');
+  await pause(500);
+  // Back and forth under load: A stays where writes land, so nothing can be lost.
+  await switchPhase(admins, 'double-write');
+  await pause(300);
+  await switchPhase(admins, 'read-new');
+  await pause(500);
+  await load.pause();
+  expect(expected.errors).toEqual([]);
+  const verified = await w.verify();
+  expect(verified.examples).toEqual([]);
+  expect(verified.differing).toBe(0);
+  expect(await checkState(admins[0], expected)).toEqual([]);
+  expect(await checkState(admins[1], expected)).toEqual([]);
+  expect(await checkQueues(admins[0], expected)).toEqual([]);
+
+  // Into done under load, the second proxy lagging half a second behind: B is fenced first, so
+  // the lagging proxy's writes still reach B exactly once.
+  load.start();
+  await pause(200);
+  await switchPhase([admins[0]], 'done');
+  await pause(500);
+  await switchPhase([admins[1]], 'done');
+  await pause(400);
+  await load.pause();
+  expect(expected.errors).toEqual([]);
+  expect(await checkState(admins[0], expected)).toEqual([]);
+  expect(await checkState(admins[1], expected)).toEqual([]);
+  expect(await checkQueues(admins[1], expected)).toEqual([]);
+  await expect(admins[0].call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).rejects.toThrow('done is final');
+  return { copied, verified };
+}

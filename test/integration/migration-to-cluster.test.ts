@@ -15,7 +15,7 @@ import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { copyMoved } from '../../proxy/migration/tools/copy';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
-import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } from './migration-load';
+import { Expected, GROUPS, MixedLoad, checkState, keyOf, seed, walkPhases } from './migration-load';
 import { Placement } from '../../sharding/migration';
 import { ownerOfKey } from '../../sharding/key-space';
 import { setLogLevel } from '../../proxy/telemetry/log';
@@ -50,15 +50,11 @@ function config(): RingModeConfig {
   return cfg;
 }
 
-const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 function connect(port: number): Redis {
   return new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, disableClientInfo: true });
 }
 
-async function phase(admins: Redis[], name: string): Promise<void> {
-  for (const a of admins) expect(await a.call('PROXY', 'MIGRATION', 'PHASE', name)).toBe('OK');
-}
 
 /** A manual failover of the master serving slot 0: its replica takes over, with no write lost. */
 async function failover(c: RedisCluster): Promise<void> {
@@ -98,37 +94,15 @@ test('ring of 2 into a cluster of 3 masters under load, with two proxies and a f
     clients.push(...admins, ...loadClients, ...consumers);
     const load = new MixedLoad(loadClients, expected, 42, consumers);
 
-    load.start();
-    await sleep(500);
-    // The copy runs while a master of the target cluster fails over to its replica.
-    const [copied] = await Promise.all([copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }), failover(cluster!)]);
-    await sleep(300);
-    await phase(admins, 'read-new');
-    await sleep(500);
-    await phase(admins, 'double-write');
-    await sleep(300);
-    await phase(admins, 'read-new');
-    await sleep(500);
-    await load.pause();
-    expect(expected.errors).toEqual([]);
-    const verified = await verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false });
-    expect(verified.examples).toEqual([]);
-    expect(verified.differing).toBe(0);
-    expect(await checkState(admins[0], expected)).toEqual([]);
-    expect(await checkQueues(admins[1], expected)).toEqual([]);
-
-    // Into done under load, the second proxy half a second behind the first.
-    load.start();
-    await sleep(200);
-    await phase([admins[0]], 'done');
-    await sleep(500);
-    await phase([admins[1]], 'done');
-    await sleep(300);
-    await load.pause();
-    expect(expected.errors).toEqual([]);
-    expect(await checkState(admins[0], expected)).toEqual([]);
-    expect(await checkState(admins[1], expected)).toEqual([]);
-    expect(await checkQueues(admins[0], expected)).toEqual([]);
+    const { copied, verified } = await walkPhases({
+      admins: [admins[0], admins[1]],
+      load,
+      expected,
+      // The copy runs while a master of the target cluster fails over to its replica.
+      copy: () => copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
+      alongsideCopy: () => failover(cluster!),
+      verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
+    });
 
     const cleaned = await cleanupMoved(direct, placement.withPhase('done'), { batch: 500, progress: false });
     // Every key left the ring, and no bookkeeping is left on either side.

@@ -14,7 +14,7 @@ import { copyMoved } from '../../proxy/migration/tools/copy';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { isBookkeepingKey } from '../../proxy/migration/converge';
-import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed } from './migration-load';
+import { Expected, GROUPS, MixedLoad, checkState, keyOf, seed, walkPhases } from './migration-load';
 
 const NAMES = ['a', 'b', 'c'];
 const CLIENTS_PER_PROXY = 3;
@@ -88,41 +88,13 @@ async function runMigration(from: number, to: number): Promise<void> {
     clients.push(...consumers);
     const load = new MixedLoad(loadClients, expected, from * 10 + to, consumers);
 
-    load.start();
-    await sleep(700);
-    const copied = await copyMoved(direct, placement, { rate: 0, batch: 200, restart: false, progress: false });
-    await sleep(300);
-    await phase(admins, 'read-new');
-    await sleep(600);
-    // Back and forth under load: A stays where writes land, so nothing can be lost.
-    await phase(admins, 'double-write');
-    await sleep(300);
-    await phase(admins, 'read-new');
-    await sleep(600);
-    await load.pause();
-    expect(expected.errors).toEqual([]);
-
-    const verified = await verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false });
-    expect(verified.examples).toEqual([]);
-    expect(verified.differing).toBe(0);
-    expect(await checkState(admins[0], expected)).toEqual([]);
-    expect(await checkState(admins[1], expected)).toEqual([]);
-    expect(await checkQueues(admins[0], expected)).toEqual([]);
-
-    // Into done under load, one proxy at a time, the second lagging half a second behind: ring B
-    // is fenced first, so the lagging proxy's writes still reach B exactly once.
-    load.start();
-    await sleep(200);
-    await phase([admins[0]], 'done');
-    await sleep(500);
-    await phase([admins[1]], 'done');
-    await sleep(400);
-    await load.pause();
-    expect(expected.errors).toEqual([]);
-    expect(await checkState(admins[0], expected)).toEqual([]);
-    expect(await checkState(admins[1], expected)).toEqual([]);
-    expect(await checkQueues(admins[1], expected)).toEqual([]);
-    await expect(admins[0].call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).rejects.toThrow('done is final');
+    const { copied, verified } = await walkPhases({
+      admins: [admins[0], admins[1]],
+      load,
+      expected,
+      copy: () => copyMoved(direct, placement, { rate: 0, batch: 200, restart: false, progress: false }),
+      verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
+    });
 
     const cleaned = await cleanupMoved(direct, placement.withPhase('done'), { batch: 500, progress: false });
     // After cleanup every node holds exactly the keys ring B gives it, and no bookkeeping.

@@ -4,8 +4,6 @@
 // redis-servers are not handled here: cmd/sandbox/live-registry.ts has its own registry.
 
 import { ChildProcess, spawn } from 'node:child_process';
-import fs from 'node:fs';
-import path from 'node:path';
 import { findExecutable } from '../cmd/sandbox/executables';
 
 export { findExecutable };

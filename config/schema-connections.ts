@@ -5,7 +5,7 @@
  */
 import * as v from 'valibot';
 import { RulesInput, parseChannelRules, parseCommandRules, parseKeyRules } from './acl-rules';
-import { describeInput, emptyOfWrongType, int, isMapping, listenAddr, nonEmpty, oneOf, refine, remoteAddr, strictObject } from './schema-kit';
+import { describeInput, int, nonEmpty, refine, strictObject } from './schema-kit';
 
 /** A rules field: one string of space-separated Redis ACL rules, or a list of them, checked by `parse`. */
 function rulesField(parse: (input: RulesInput) => { problems: string[] }) {

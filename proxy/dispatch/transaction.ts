@@ -32,7 +32,7 @@ import { CommandInfo } from '../commands/table';
 import { keyPositions } from '../commands/keys';
 import { Strategy } from '../commands/policy';
 import { ReplySlot } from '../client/reply-slot';
-import { BackendConnection, BackendRequest } from '../backend/connection';
+import { BackendConnection } from '../backend/connection';
 import { DedicatedLink, DirectCommand } from './dedicated';
 import { ANY_MASTER, slotArgument } from './forward';
 import { SCRIPT_CALLS, numkeysError, scriptLoadRequest } from './script-call';

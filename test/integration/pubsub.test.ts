@@ -3,7 +3,6 @@
 // subscriber that survives a failover of the node it listens on.
 
 import net from 'node:net';
-import Redis from 'ioredis';
 import { useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { RedisNode } from '../../cmd/sandbox/redis-node';

@@ -1,7 +1,7 @@
 // The pure parts of `crossSlot: split` (dispatch/split.ts): how keys are grouped into parts, the
 // shared key-position lists, and the stand-in session a part is dispatched against. End to end
 // against real Redis: test/integration/cross-slot-split.test.ts.
-import { PartSession, SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from '../../proxy/dispatch/split';
+import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from '../../proxy/dispatch/split';
 import { ReplyOwner } from '../../proxy/client/reply-slot';
 
 const b = (s: string): Buffer => Buffer.from(s);

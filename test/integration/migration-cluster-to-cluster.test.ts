@@ -196,3 +196,75 @@ test('cluster of 3 into a ring of 2, one proxy process switched by SIGHUP, back 
     direct.close();
   }
 }, 120_000);
+
+/**
+ * Moves `slot` of `c` from its master to another one, keys and all, as `redis-cli --cluster
+ * reshard` does: IMPORTING/MIGRATING, MIGRATE every key (again while writes add some), then the
+ * new owner everywhere.
+ */
+async function moveSlot(c: RedisCluster, slot: number): Promise<void> {
+  const from = await c.masterFor(slot);
+  const to = c.masters.find((m) => m !== from) as typeof from;
+  const [fromId, toId] = await Promise.all([from, to].map(async (m) => String(await m.command('CLUSTER', 'MYID'))));
+  await to.command('CLUSTER', 'SETSLOT', slot, 'IMPORTING', fromId);
+  await from.command('CLUSTER', 'SETSLOT', slot, 'MIGRATING', toId);
+  for (;;) {
+    const keys = (await from.command('CLUSTER', 'GETKEYSINSLOT', slot, 100)) as string[];
+    if (keys.length === 0) break;
+    await from.command('MIGRATE', to.host, to.port, '', 0, 5000, 'KEYS', ...keys);
+  }
+  for (const m of c.masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', toId);
+}
+
+test('a slot moving inside the source and inside the target under writes of its keys loses nothing', async () => {
+  const cfg = clusterConfig(true);
+  const direct = new NodeClient(cfg);
+  await direct.start();
+  const placement = direct.placement();
+  const proxy = await ProxyServer.start(cfg);
+  const writers = [connect(proxy.address.port), connect(proxy.address.port)];
+  try {
+    await Promise.all([...source!.masters, ...target!.masters].map((m) => m.command('FLUSHALL')));
+    const counter = '{moving-slot}counter';
+    const list = '{moving-slot}list';
+    const slot = placement.from.shardOf(Buffer.from(counter));
+    let running = true;
+    let increments = 0;
+    let pushes = 0;
+    const errors: string[] = [];
+    const loops = writers.map(async (w, n) => {
+      while (running) {
+        try {
+          if (n === 0) {
+            await w.incr(counter);
+            increments++;
+          } else {
+            await w.multi().rpush(list, 'x').incr(counter).exec();
+            pushes++;
+            increments++;
+          }
+        } catch (err) {
+          errors.push(String(err));
+        }
+      }
+    });
+    await sleep(100);
+    // The slot changes masters in the source (writes land there) and in the target (applies land there).
+    await moveSlot(source!, slot);
+    await moveSlot(target!, slot);
+    await sleep(100);
+    running = false;
+    await Promise.all(loops);
+    expect(errors).toEqual([]);
+    const verified = await verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false });
+    expect(verified.examples).toEqual([]);
+    const onTarget = await target!.masterFor(slot);
+    expect(await onTarget.command('GET', counter)).toBe(String(increments));
+    expect(await onTarget.command('LLEN', list)).toBe(pushes);
+    console.log(`moving slot ${slot}: ${increments} increments and ${pushes} transactions kept across a reshard on each side`);
+  } finally {
+    for (const w of writers) w.disconnect();
+    await proxy.close(200);
+    direct.close();
+  }
+}, 60_000);

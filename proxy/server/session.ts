@@ -19,7 +19,7 @@
 import net from 'node:net';
 import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
 import { Dispatcher, DispatchSession } from '../dispatch/dispatcher';
-import { Transaction } from '../dispatch/transaction';
+import { Transaction } from '../dispatch/transaction-state';
 import { Subscription } from '../pubsub/subscription';
 import { ReplyMode, Releasable, Unblockable } from '../client/client-session';
 import { ClientType, ListedClient, clientInfoLine } from '../client/client-list';

@@ -1,0 +1,187 @@
+/**
+ * EXEC: the queued commands sent as one burst on one connection (the client's lane, or its WATCH
+ * connection), the node's EXEC reply forwarded; during a migration the written moving keys are
+ * copied to side B first (proxy/migration/converging-exec.ts), and the commands that reach several
+ * nodes run on the others after it, merged into their places (transaction-state.ts, Spread).
+ */
+import { convergeExec, execTargets } from '../migration/converging-exec';
+import { execElements, sendRaw } from '../migration/converging-write';
+import { everyNode as everyNodeOf } from './every-node';
+import { ProxyContext } from '../context';
+import { ReplySlot } from '../client/reply-slot';
+import { BackendConnection } from '../backend/connection';
+import { scriptLoadRequest } from './script-call';
+import { Transaction, TransactionClient, UNBOUND, writeNodeOf } from './transaction-state';
+import * as encode from '../resp/encode';
+import * as errors from '../resp/errors';
+
+const MULTI = encode.command(['MULTI']);
+const EXEC = encode.command(['EXEC']);
+const RETRY_DELAY_MS = 25;
+
+function isExecAbort(frame: Buffer): boolean {
+  return frame[0] === 45 && frame.toString('latin1', 1, 10) === 'EXECABORT';
+}
+
+/** EXEC answered CLUSTERDOWN or TRYAGAIN: the node ran nothing of the transaction. */
+export function isClusterDown(frame: Buffer): boolean {
+  return frame[0] === 45 && (frame.toString('latin1', 1, 12) === 'CLUSTERDOWN' || frame.toString('latin1', 1, 9) === 'TRYAGAIN');
+}
+
+/** The transaction's shard under the current placement (a phase switch renumbers ring shards). */
+function currentShard(ctx: ProxyContext, txn: Transaction): number | null {
+  if (ctx.ring === null || txn.keys.length === 0) return txn.shard;
+  const shard = ctx.router.shardOf(txn.keys[0]);
+  for (let i = 1; i < txn.keys.length; i++) if (ctx.router.shardOf(txn.keys[i]) !== shard) return null;
+  return shard;
+}
+
+/** EXEC: the queued commands sent as one burst, the node's EXEC reply forwarded. */
+export class ExecCommand extends ReplySlot {
+  private attempts = 0;
+  private settle: () => void = () => undefined;
+  /** Settles once the client's reply is known. */
+  private readonly settled = new Promise<void>((resolve) => (this.settle = resolve));
+
+  constructor(private readonly ctx: ProxyContext, private readonly session: TransactionClient, private readonly txn: Transaction) {
+    super(session);
+  }
+
+  /** Returns a promise when the session's next requests must wait for this EXEC. */
+  start(): Promise<void> | undefined {
+    const { ctx, txn } = this;
+    const link = txn.watch;
+    if (txn.doomed) {
+      this.finish(this.notRun());
+      return undefined;
+    }
+    const shard = currentShard(ctx, txn);
+    if (shard === null) {
+      this.finish(encode.error(errors.execAbort(errors.CROSSSLOT)));
+      return undefined;
+    }
+    let address: string | null;
+    if (shard !== UNBOUND) address = writeNodeOf(ctx, shard);
+    else if (link !== null) address = link.address;
+    else {
+      const masters = ctx.router.masters();
+      address = masters.length === 0 ? null : masters[this.session.id % masters.length];
+    }
+    if (address === null) {
+      this.finish(encode.error(errors.SLOT_NOT_SERVED));
+      return undefined;
+    }
+    if (link !== null && ctx.ring !== null && link.address !== address) {
+      // A phase switch moved where these keys are written since WATCH: what was watched no longer
+      // guards them, so the transaction fails as when a watched key was touched.
+      this.finish(this.session.protocol === 3 ? encode.RESP3_NULL : encode.NULL_ARRAY);
+      return undefined;
+    }
+    const conn = link?.conn ?? ctx.pool.connection(address, this.session.id, this.session.protocol);
+    const targets = execTargets(ctx, txn.written);
+    if (targets.length > 0) {
+      let redirected = false;
+      const note = (c: BackendConnection) => (frame: Buffer): void => {
+        if (this.noteRedirect(frame, c)) redirected = true;
+      };
+      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null };
+      convergeExec(ctx, this.session, burst, targets, (frame) => {
+        // A cluster side A redirected a queued command: nothing ran, send it all again (bounded).
+        if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.attempts++ < ctx.forward.maxRedirects + 3) {
+          setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
+          return;
+        }
+        this.finishExec(link !== null && isClusterDown(frame) ? this.notRun() : frame, address);
+      });
+      return this.hold();
+    }
+    this.send(conn, address, link === null);
+    return undefined;
+  }
+
+  /** In a ring migration reading from ring B, the session's next requests wait for EXEC's copy there. */
+  private hold(): Promise<void> | undefined {
+    this.ctx.ring?.track(this.settled);
+    return this.ctx.ring?.placement.phase === 'read-new' ? this.settled : undefined;
+  }
+
+  /** SCRIPT LOADs, MULTI and the queued commands on `conn`, EXEC not included; `onQueued` sees each queue-time reply. */
+  private sendQueued(conn: BackendConnection, onQueued: (frame: Buffer) => void = () => undefined): void {
+    for (const sha of this.txn.shas) {
+      const body = this.ctx.scripts.get(sha);
+      if (body !== undefined) conn.send(scriptLoadRequest(body));
+    }
+    conn.send({ payload: MULTI, onReply: onQueued, onFailure: () => undefined });
+    for (const payload of this.txn.queued) conn.send({ payload, onReply: onQueued, onFailure: () => undefined });
+  }
+
+  /** True when a queue-time reply is a redirection (the slot map learns a MOVED, a refresh is asked for the rest). */
+  private noteRedirect(frame: Buffer, conn: BackendConnection): boolean {
+    const ctx = this.ctx;
+    if (frame[0] !== 45) return false;
+    const text = frame.toString('latin1', 1, Math.min(frame.length, 40));
+    if (text.startsWith('MOVED ')) {
+      const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
+      (ctx.ring ?? ctx.topology)?.applyMoved(Number(slot), target, conn.address);
+      return true;
+    }
+    if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN') || text.startsWith('ASK ')) {
+      (ctx.ring ?? ctx.topology)?.requestRefresh();
+      return true;
+    }
+    return false;
+  }
+
+  private send(conn: BackendConnection, address: string, retryable: boolean): void {
+    const { ctx } = this;
+    let redirected = false;
+    this.sendQueued(conn, (frame) => {
+      if (this.noteRedirect(frame, conn)) redirected = true;
+    });
+    conn.send({
+      payload: EXEC,
+      onReply: (frame) => {
+        if (((isExecAbort(frame) && redirected) || isClusterDown(frame)) && retryable && this.attempts++ < ctx.forward.maxRedirects + 3) {
+          setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
+          return;
+        }
+        this.finishExec(!retryable && isClusterDown(frame) ? this.notRun() : frame, address);
+      },
+      onFailure: (message) => this.finish(encode.error(message)),
+    });
+  }
+
+  /**
+   * A WATCHed EXEC the cluster refused (CLUSTERDOWN, TRYAGAIN) ran nothing, and its watches cannot
+   * be carried to a new connection: it answers nil, as when a watched key was touched, and the
+   * client's retry starts over with a new WATCH.
+   */
+  private notRun(): Buffer {
+    return this.session.protocol === 3 ? encode.RESP3_NULL : encode.NULL_ARRAY;
+  }
+
+  /** EXEC's reply from the transaction's node at `address`; commands that reach several nodes run on the others now. */
+  private finishExec(frame: Buffer, address: string): void {
+    const spread = this.txn.spread;
+    const elements = spread.size === 0 ? null : execElements(frame);
+    if (elements === null || elements.length !== this.txn.queued.length) return this.finish(frame);
+    const others = (everyNode: boolean): string[] => (everyNode ? everyNodeOf(this.ctx) : [...this.ctx.router.masters()]).filter((a) => a !== address);
+    const merged = [...spread].map(async ([index, { merge, everyNode }]) => {
+      const frames = await Promise.all(
+        others(everyNode).map((a) => sendRaw(this.ctx.pool.connection(a, this.session.id), this.txn.queued[index]).catch((err: Error) => encode.error(err.message))),
+      );
+      try {
+        elements[index] = merge([elements[index], ...frames]);
+      } catch (err) {
+        elements[index] = encode.error(`ERR slotproxy: cannot merge replies: ${(err as Error).message}`);
+      }
+    });
+    void Promise.all(merged).then(() => this.finish(encode.arrayOfFrames(elements)));
+  }
+
+  private finish(frame: Buffer): void {
+    this.txn.release();
+    this.complete(frame);
+    this.settle();
+  }
+}

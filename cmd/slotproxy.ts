@@ -141,6 +141,9 @@ program
     }
   });
 
+/** A cluster whose slot map the command does not load: no slot has a known owner. */
+const UNKNOWN_OWNERS = { ownerOf: () => null, masterAddresses: () => [], applyMoved: () => undefined, requestRefresh: () => undefined };
+
 program
   .command('slot')
   .description("print each key's hash slot and hash tag (with -c and a ring config, its owner node)")
@@ -149,7 +152,8 @@ program
   .action((keys: string[], opts: { config?: string }) => {
     try {
       const cfg = opts.config === undefined ? null : loadConfigFile(opts.config);
-      const placement = cfg?.mode === 'ring' ? Placement.fromConfig(cfg.ring, cfg.migration) : null;
+      // A cluster side is not asked for its slot map here: its owner shows as the key's slot.
+      const placement = cfg?.mode === 'ring' ? Placement.fromConfig(cfg.ring, cfg.migration, undefined, () => UNKNOWN_OWNERS) : null;
       for (const key of keys) {
         const buf = Buffer.from(key);
         const tag = hashTag(buf);

@@ -8,7 +8,8 @@ function owner(side: KeySpace, key: Buffer): string {
     return `${n.name}(${n.addr})`;
   }
   const slot = side.shardOf(key);
-  return `slot ${slot}(${side.addressOf(slot) ?? 'unserved'})`;
+  const owner = side.addressOf(slot);
+  return owner === null ? `slot ${slot}` : `slot ${slot}(${owner})`;
 }
 
 /** `node=a(127.0.0.1:7101)`, and during a migration `node=... new=...` (the owner in ring B). */

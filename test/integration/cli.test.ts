@@ -77,6 +77,13 @@ test('slot: each key with its slot and hash tag', async () => {
   expect(r.stdout).toBe('foo\tslot=12182\ttag=-\nuser:{42}:name\tslot=8000\ttag=42\nfoo{}{bar}\tslot=8363\ttag=-\n');
 });
 
+test('slot -c with a migration into a cluster: the ring owner, and the slot on the cluster side', async () => {
+  const file = path.resolve(__dirname, '..', '..', 'config', 'examples', 'migration-to-cluster.yaml');
+  const r = await run(['slot', 'user:{42}:name', '-c', file]);
+  expect(r.code).toBe(0);
+  expect(r.stdout).toMatch(/^user:\{42\}:name\tslot=8000\ttag=42\thash=\d+\tnode=[ab]\(127\.0\.0\.1:710[12]\)\tnew=slot 8000\tphase=double-write\n$/);
+});
+
 test('start: --listen overrides the file; SIGTERM drains and exits 0', async () => {
   const port = await freePort();
   const file = writeConfig('c.yaml', `listen: 127.0.0.1:1\nmode: cluster\ncluster:\n  seeds: [${cluster().seeds[0]}]\n`);

@@ -176,7 +176,8 @@ const RING_NAMES = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
 function slotproxyRingConfig(port: number, nodes: readonly string[]): string {
   const lines = ['listen: 127.0.0.1:' + String(port), 'mode: ring', 'ring:', '  hash: fnv1a_64', '  hashTag: "{}"', '  nodes:'];
   nodes.forEach((addr, i) => lines.push(`    - { name: ${RING_NAMES[i] ?? `n${i}`}, addr: ${addr}, weight: 1 }`));
-  lines.push('crossSlot: split', 'log:', '  level: warn', '');
+  // Room for the many-clients test's 10,000 connections (bench/client-cost.ts), as twemproxy has.
+  lines.push('crossSlot: split', 'limits:', '  maxClients: 20000', 'log:', '  level: warn', '');
   return lines.join('\n');
 }
 

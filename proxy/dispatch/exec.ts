@@ -18,6 +18,7 @@ import * as errors from '../resp/errors';
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
 const RETRY_DELAY_MS = 25;
+const RETRY_CAP_MS = 500;
 
 function isExecAbort(frame: Buffer): boolean {
   return frame[0] === 45 && frame.toString('latin1', 1, 10) === 'EXECABORT';
@@ -39,6 +40,7 @@ function currentShard(ctx: ProxyContext, txn: Transaction): number | null {
 /** EXEC: the queued commands sent as one burst, the node's EXEC reply forwarded. */
 export class ExecCommand extends ReplySlot {
   private attempts = 0;
+  private readonly firstSentAt = Date.now();
   private settle: () => void = () => undefined;
   /** Settles once the client's reply is known. */
   private readonly settled = new Promise<void>((resolve) => (this.settle = resolve));
@@ -84,14 +86,11 @@ export class ExecCommand extends ReplySlot {
       const note = (c: BackendConnection) => (frame: Buffer): void => {
         if (this.noteRedirect(frame, c)) redirected = true;
       };
-      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null };
+      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null, onQueued: note(conn) };
       convergeExec(ctx, this.session, burst, targets, (frame) => {
         // A cluster side A redirected a queued command: nothing ran, send it all again (bounded).
-        if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.attempts++ < ctx.forward.maxRedirects + 3) {
-          setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
-          return;
-        }
-        this.finishExec(link !== null && isClusterDown(frame) ? this.notRun() : frame, address);
+        if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.mayRetry()) return;
+        this.finishExec(link !== null && (isClusterDown(frame) || (redirected && isExecAbort(frame))) ? this.notRun() : frame, address);
       });
       return this.hold();
     }
@@ -115,7 +114,24 @@ export class ExecCommand extends ReplySlot {
     for (const payload of this.txn.queued) conn.send({ payload, onReply: onQueued, onFailure: () => undefined });
   }
 
-  /** True when a queue-time reply is a redirection (the slot map learns a MOVED, a refresh is asked for the rest). */
+  /**
+   * Nothing of the transaction ran (a redirection, or a cluster that is down or failing over):
+   * sends it all again after a backoff, while the retry window lasts (at least the old bound of
+   * maxRedirects + 3 tries). False once it is spent: the client gets the node's answer.
+   */
+  private mayRetry(): boolean {
+    const { maxRedirects, retryWindowMs } = this.ctx.forward;
+    if (this.attempts >= maxRedirects + 3 && Date.now() - this.firstSentAt >= retryWindowMs) return false;
+    this.attempts++;
+    setTimeout(() => this.start(), Math.min(RETRY_CAP_MS, RETRY_DELAY_MS * this.attempts));
+    return true;
+  }
+
+  /**
+   * True when a queue-time reply says the node cannot take the transaction now, so nothing of it
+   * will run: a redirection (the slot map learns a MOVED, a refresh is asked for the rest), or a
+   * node in a failover's middle (a demoted master's READONLY, MASTERDOWN, LOADING).
+   */
   private noteRedirect(frame: Buffer, conn: BackendConnection): boolean {
     const ctx = this.ctx;
     if (frame[0] !== 45) return false;
@@ -125,7 +141,7 @@ export class ExecCommand extends ReplySlot {
       (ctx.ring ?? ctx.topology)?.applyMoved(Number(slot), target, conn.address);
       return true;
     }
-    if (text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN') || text.startsWith('ASK ')) {
+    if (/^(TRYAGAIN|CLUSTERDOWN|ASK |READONLY|MASTERDOWN|LOADING)/.test(text)) {
       (ctx.ring ?? ctx.topology)?.requestRefresh();
       return true;
     }
@@ -133,7 +149,6 @@ export class ExecCommand extends ReplySlot {
   }
 
   private send(conn: BackendConnection, address: string, retryable: boolean): void {
-    const { ctx } = this;
     let redirected = false;
     this.sendQueued(conn, (frame) => {
       if (this.noteRedirect(frame, conn)) redirected = true;
@@ -141,18 +156,16 @@ export class ExecCommand extends ReplySlot {
     conn.send({
       payload: EXEC,
       onReply: (frame) => {
-        if (((isExecAbort(frame) && redirected) || isClusterDown(frame)) && retryable && this.attempts++ < ctx.forward.maxRedirects + 3) {
-          setTimeout(() => this.start(), RETRY_DELAY_MS * this.attempts);
-          return;
-        }
-        this.finishExec(!retryable && isClusterDown(frame) ? this.notRun() : frame, address);
+        if (((isExecAbort(frame) && redirected) || isClusterDown(frame)) && retryable && this.mayRetry()) return;
+        this.finishExec(!retryable && (isClusterDown(frame) || (redirected && isExecAbort(frame))) ? this.notRun() : frame, address);
       },
       onFailure: (message) => this.finish(encode.error(message)),
     });
   }
 
   /**
-   * A WATCHed EXEC the cluster refused (CLUSTERDOWN, TRYAGAIN) ran nothing, and its watches cannot
+   * A WATCHed EXEC the cluster refused (CLUSTERDOWN, TRYAGAIN, or a redirection met while queuing:
+   * its keys' master failed over or the slot moved) ran nothing, and its watches cannot
    * be carried to a new connection: it answers nil, as when a watched key was touched, and the
    * client's retry starts over with a new WATCH.
    */

@@ -34,6 +34,8 @@ export interface ExecBurst {
   queuedCount: number;
   /** The transaction ran under WATCH (its guard held on ring A only). */
   watched: boolean;
+  /** Sees the queue-time reply of each snapshot too (a cluster A's redirection aborts the whole burst). */
+  onQueued?: (frame: Buffer) => void;
 }
 
 /** The moving keys among those a transaction writes; empty outside a converging migration. */
@@ -49,7 +51,8 @@ export function convergeExec(
   finish: (frame: Buffer) => void,
 ): void {
   burst.sendQueued(burst.conn);
-  for (const t of targets) burst.conn.send({ payload: encode.command(snapshotCommand(t.key, false, t.fromBook)), onReply: () => undefined, onFailure: () => undefined });
+  const onQueued = burst.onQueued ?? ((): void => undefined);
+  for (const t of targets) burst.conn.send({ payload: encode.command(snapshotCommand(t.key, false, t.fromBook)), onReply: onQueued, onFailure: () => undefined });
   burst.conn.send({
     payload: EXEC,
     onReply: (frame) => void settleExec(ctx, client, burst, targets, frame).then(finish),

@@ -121,7 +121,9 @@ export class ConvergingWrite extends ReplySlot {
     if (elements === null || elements.length !== 1 + this.targets.length) {
       // EXECABORT (nothing ran): a cluster A's redirection is followed, else the write's own queueing error says why.
       const queued = write.frame as Buffer;
-      if (await this.followed(redirectOf(queued, this.address) ?? redirectOf(exec.frame, this.address))) return this.start();
+      // Any command of the burst may carry it (the write, or a snapshot), or EXEC itself.
+      const redirect = parts.slice(1).map((p) => redirectOf(p.frame, this.address)).find((r) => r !== null) ?? null;
+      if (await this.followed(redirect)) return this.start();
       this.finish(queued[0] === 45 ? queued : (exec.frame as Buffer));
       return;
     }

@@ -19,6 +19,7 @@ import { Shape, TestName, TestOutcome, invocations, redisBenchmarkBin, runInvoca
 import { BenchResults, MemoryRow, RunSample, TargetStatus, summarize } from './results';
 import { renderChart } from './svg';
 import { runMigrationBench } from './migration';
+import { runClientCostBench } from './client-cost';
 import {
   Backends,
   RunningTarget,
@@ -309,6 +310,8 @@ async function run(opts: BenchOptions, cleanup: Cleanup): Promise<number> {
   let markdown = renderMarkdown(results, HEADROOM_NOTE, SVG_FILE, await fsp.readFile(path.join(__dirname, '../../bench/NOTES.md'), 'utf8'));
   // The ring migration's numbers (issue 6): copy of 1,000,000 keys, and double-write's cost.
   if (opts.memoryTest) markdown += `\n${await runMigrationBench(1_000_000, 200_000)}\n`;
+  // What each connected client costs (issue 24): 1,000 to 10,000 clients, idle and at 1 GET/s each.
+  if (opts.memoryTest) markdown += `\n${await runClientCostBench(5)}\n`;
   await fsp.writeFile(mdFile, markdown);
   await fsp.writeFile(svgFile, chart);
 

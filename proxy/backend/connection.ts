@@ -56,7 +56,7 @@ export class BackendConnection {
   private flushScheduled = false;
   private blocked = false;
   private repliesSeen = 0;
-  /** When the oldest request in flight last saw progress: sent onto an idle connection, or a reply came (Date.now()). */
+  /** When requests in flight last saw progress: sent onto an idle connection, or bytes came back (Date.now()). */
   private lastProgressAt = 0;
   private staleChecks = 0;
   private lastCheckedReplies = 0;
@@ -108,8 +108,8 @@ export class BackendConnection {
    * How long requests in flight have waited with no reply at all (0 when none is in flight): a
    * connection stuck behind a script that runs on (pool.ts sends new requests elsewhere then).
    */
-  stalledFor(now: number): number {
-    return this.inflight.length === 0 ? 0 : now - this.lastProgressAt;
+  stalledFor(): number {
+    return this.inflight.length === 0 ? 0 : Date.now() - this.lastProgressAt;
   }
 
   onClose(listener: (reason: string) => void): void {
@@ -176,6 +176,8 @@ export class BackendConnection {
   }
 
   private onData(chunk: Buffer): void {
+    // Once per read, not per reply: a node busy with a script sends nothing at all.
+    this.lastProgressAt = Date.now();
     try {
       inBatch(this.frame, chunk);
     } catch (err) {
@@ -188,7 +190,6 @@ export class BackendConnection {
 
   private readonly deliver = (frame: Buffer): void => {
     this.repliesSeen++;
-    this.lastProgressAt = Date.now();
     const request = this.inflight.shift();
     if (request === undefined) {
       throw new ReplyFramingError('a reply nobody asked for');

@@ -107,7 +107,7 @@ export class BackendPool {
     const i = lane % lanes.length;
     const existing = lanes[i];
     if (existing !== null && !existing.isClosed) {
-      if (existing.stalledFor(Date.now()) < this.busyAfterMs) return existing;
+      if (existing.stalledFor() < this.busyAfterMs) return existing;
       return this.spare(address, node, protocol);
     }
     const conn = this.open(address, node, protocol);
@@ -118,9 +118,8 @@ export class BackendPool {
   /** A spare connection to a node whose lane is stuck: one that is not stuck itself, opened when none is. */
   private spare(address: string, node: NodeState, protocol: 2 | 3): BackendConnection {
     const spares = protocol === 3 ? node.resp3Spares : node.spares;
-    const now = Date.now();
     for (let k = spares.length - 1; k >= 0; k--) if (spares[k].isClosed) spares.splice(k, 1);
-    const free = spares.find((c) => c.stalledFor(now) < this.busyAfterMs);
+    const free = spares.find((c) => c.stalledFor() < this.busyAfterMs);
     if (free !== undefined) return free;
     if (spares.length < SPARES_PER_NODE) {
       const conn = this.open(address, node, protocol, true);
@@ -128,7 +127,7 @@ export class BackendPool {
       return conn;
     }
     // Every spare is stuck too (scripts on each): the one waiting least.
-    return spares.reduce((a, b) => (a.stalledFor(now) <= b.stalledFor(now) ? a : b));
+    return spares.reduce((a, b) => (a.stalledFor() <= b.stalledFor() ? a : b));
   }
 
   /**

@@ -4,13 +4,18 @@ import { command } from '../resp/encode';
 
 /** Resolves with the raw reply frame (an error reply is a frame too); rejects when no reply came. */
 export function request(conn: BackendConnection, args: readonly (Buffer | string)[], timeoutMs = 0): Promise<Buffer> {
+  return requestRaw(conn, command(args), timeoutMs, String(args[0]));
+}
+
+/** The same for a request already encoded (a client's own bytes, sent as they are). */
+export function requestRaw(conn: BackendConnection, payload: Buffer, timeoutMs = 0, what = 'the request'): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     let timer: NodeJS.Timeout | null = null;
     if (timeoutMs > 0) {
-      timer = setTimeout(() => reject(new Error(`${conn.address} did not answer ${String(args[0])} within ${timeoutMs} ms`)), timeoutMs);
+      timer = setTimeout(() => reject(new Error(`${conn.address} did not answer ${what} within ${timeoutMs} ms`)), timeoutMs);
     }
     conn.send({
-      payload: command(args),
+      payload,
       onReply: (frame) => {
         if (timer !== null) clearTimeout(timer);
         resolve(frame);

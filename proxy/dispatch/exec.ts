@@ -5,7 +5,8 @@
  * nodes run on the others after it, merged into their places (transaction-state.ts, Spread).
  */
 import { convergeExec, execTargets } from '../migration/converging-exec';
-import { execElements, sendRaw } from '../migration/converging-write';
+import { arrayElements } from '../resp/reply-framer';
+import { requestRaw } from '../backend/request';
 import { everyNode as everyNodeOf } from './every-node';
 import { ProxyContext } from '../context';
 import { ReplySlot } from '../client/reply-slot';
@@ -176,12 +177,12 @@ export class ExecCommand extends ReplySlot {
   /** EXEC's reply from the transaction's node at `address`; commands that reach several nodes run on the others now. */
   private finishExec(frame: Buffer, address: string): void {
     const spread = this.txn.spread;
-    const elements = spread.size === 0 ? null : execElements(frame);
+    const elements = spread.size === 0 ? null : arrayElements(frame);
     if (elements === null || elements.length !== this.txn.queued.length) return this.finish(frame);
     const others = (everyNode: boolean): string[] => (everyNode ? everyNodeOf(this.ctx) : [...this.ctx.router.masters()]).filter((a) => a !== address);
     const merged = [...spread].map(async ([index, { merge, everyNode }]) => {
       const frames = await Promise.all(
-        others(everyNode).map((a) => sendRaw(this.ctx.pool.connection(a, this.session.id), this.txn.queued[index]).catch((err: Error) => encode.error(err.message))),
+        others(everyNode).map((a) => requestRaw(this.ctx.pool.connection(a, this.session.id), this.txn.queued[index]).catch((err: Error) => encode.error(err.message))),
       );
       try {
         elements[index] = merge([elements[index], ...frames]);

@@ -19,7 +19,8 @@ import { BackendConnection } from '../backend/connection';
 import { ProxyContext } from '../context';
 import { parseSnapshot, snapshotCommand, Snapshot, ApplyOutcome } from './converge';
 import { CopyTarget, applySnapshots, copyTargets, missedByFence, snapshotThenApply } from './copy-keys';
-import { execElements, sendRaw } from './converging-write';
+import { arrayElements } from '../resp/reply-framer';
+import { requestRaw } from '../backend/request';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
@@ -68,7 +69,7 @@ export function convergeExec(
 
 async function settleExec(ctx: ProxyContext, client: { id: number; protocol: 2 | 3 }, burst: ExecBurst, targets: readonly CopyTarget[], frame: Buffer): Promise<Buffer> {
   const n = burst.queuedCount;
-  const elements = execElements(frame);
+  const elements = arrayElements(frame);
   // nil (a WATCHed key was touched) or EXECABORT: nothing ran, nothing to copy.
   if (elements === null || elements.length !== n + targets.length) return frame;
   const reply = Buffer.concat([Buffer.from(`*${n}\r\n`), ...elements.slice(0, n)]);
@@ -88,7 +89,7 @@ async function settleExec(ctx: ProxyContext, client: { id: number; protocol: 2 |
   try {
     const b = ctx.pool.connection(targets[0].to, client.id, client.protocol);
     burst.sendQueued(b);
-    return await sendRaw(b, EXEC);
+    return await requestRaw(b, EXEC);
   } catch (err) {
     return encode.error(err instanceof Error ? err.message : String(err));
   }

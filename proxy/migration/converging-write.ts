@@ -15,10 +15,11 @@
  * connection after the burst was written leaves the outcome unknown: the client gets that error,
  * and the keys are still copied (snapshot and apply on their own) so B converges either way.
  */
-import { BackendConnection, BackendRequest } from '../backend/connection';
+import { BackendRequest } from '../backend/connection';
 import { ProxyContext } from '../context';
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
-import { ReplyFramer } from '../resp/reply-framer';
+import { arrayElements } from '../resp/reply-framer';
+import { requestRaw } from '../backend/request';
 import { ApplyOutcome, Snapshot, parseSnapshot, snapshotCommand } from './converge';
 import { CopyTarget, applySnapshots, missedByFence, snapshotThenApply } from './copy-keys';
 import { Redirect, redirectOf } from './redirect';
@@ -45,22 +46,6 @@ class Part implements BackendRequest {
     this.failure = { message, written };
     this.done();
   }
-}
-
-/** The client's own request bytes, sent as they are; resolves with the raw reply frame. */
-export function sendRaw(conn: BackendConnection, payload: Buffer): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    conn.send({ payload, onReply: resolve, onFailure: (message) => reject(new Error(message)) });
-  });
-}
-
-/** The elements of an EXEC reply, each a raw frame. */
-export function execElements(frame: Buffer): Buffer[] | null {
-  if (frame[0] !== 42 /* * */) return null;
-  const headerEnd = frame.indexOf('\r\n');
-  const elements: Buffer[] = [];
-  new ReplyFramer().push(frame.subarray(headerEnd + 2), (f) => elements.push(f));
-  return elements;
 }
 
 export class ConvergingWrite extends ReplySlot {
@@ -117,7 +102,7 @@ export class ConvergingWrite extends ReplySlot {
       this.finish(encode.error(failed.message));
       return;
     }
-    const elements = execElements(exec.frame as Buffer);
+    const elements = arrayElements(exec.frame as Buffer);
     if (elements === null || elements.length !== 1 + this.targets.length) {
       // EXECABORT (nothing ran): a cluster A's redirection is followed, else the write's own queueing error says why.
       const queued = write.frame as Buffer;
@@ -155,7 +140,7 @@ export class ConvergingWrite extends ReplySlot {
     }
     // Run it once on B, where nothing of it arrived; its reply is the client's.
     try {
-      this.finish(await sendRaw(this.ctx.pool.connection(this.targets[0].to, this.owner.id, this.owner.protocol), this.payload));
+      this.finish(await requestRaw(this.ctx.pool.connection(this.targets[0].to, this.owner.id, this.owner.protocol), this.payload));
     } catch (err) {
       this.finish(encode.error(err instanceof Error ? err.message : String(err)));
     }

@@ -186,6 +186,15 @@ export function arrayElementBounds(frame: Buffer): number[] | null {
   return bounds;
 }
 
+/** The elements of a whole array reply frame (an EXEC reply, say), each a view; null when it is no array. */
+export function arrayElements(frame: Buffer): Buffer[] | null {
+  const bounds = arrayElementBounds(frame);
+  if (bounds === null) return null;
+  const elements = new Array<Buffer>(bounds.length / 2);
+  for (let i = 0; i < elements.length; i++) elements[i] = frame.subarray(bounds[2 * i], bounds[2 * i + 1]);
+  return elements;
+}
+
 /** Fills `bounds` from element `first` on, which starts at `at`, with a ReplyFramer. */
 function framedBounds(frame: Buffer, at: number, first: number, bounds: number[]): number[] {
   let i = first;

@@ -74,8 +74,8 @@ export class ClusterTopology implements SlotOwners {
     if (this.pendingTimer !== null) clearTimeout(this.pendingTimer);
   }
 
-  /** MOVED: the slot lives at `address` now (`_answeredBy`: the node that said so, for routers over two clusters). */
-  applyMoved(slot: number, address: string, _answeredBy?: string): void {
+  /** MOVED: the slot lives at `address` now. */
+  applyMoved(slot: number, address: string): void {
     this.map = this.map.withSlotMoved(slot, address);
     this.requestRefresh();
   }

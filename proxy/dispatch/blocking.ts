@@ -24,7 +24,7 @@ import { ProxyContext } from '../context';
 import { ReplySlot } from '../client/reply-slot';
 import { BackendConnection, BackendRequest } from '../backend/connection';
 import { DedicatedLink } from './dedicated';
-import { ANY_MASTER } from './forward';
+import { ANY_MASTER, noteMoved, refreshSlotMaps } from './forward';
 import { decodeReply } from '../resp/decode-reply';
 import { BlockingRoute, isNullReply } from '../migration/converging-block';
 import * as encode from '../resp/encode';
@@ -142,7 +142,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
     if (frame[0] === 45 && frame.toString('latin1', 1, 7) === 'MOVED ' && this.hops++ < this.ctx.forward.maxRedirects) {
       const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
       this.ctx.stats.moved++;
-      (this.ctx.ring ?? this.ctx.topology)?.applyMoved(Number(slot), target, this.address ?? undefined);
+      noteMoved(this.ctx, Number(slot), target, this.address ?? '');
       this.closeConnection();
       return this.start(target);
     }
@@ -183,7 +183,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
     if (this.firstFailureAt === 0) this.firstFailureAt = now;
     if (this.released || now - this.firstFailureAt >= this.ctx.forward.retryWindowMs) return false;
     this.ctx.stats.retries++;
-    (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
+    refreshSlotMaps(this.ctx);
     this.closeConnection();
     setTimeout(() => this.start(), RETRY_DELAY_MS);
     return true;

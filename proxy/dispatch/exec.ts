@@ -12,6 +12,7 @@ import { ProxyContext } from '../context';
 import { ReplySlot } from '../client/reply-slot';
 import { BackendConnection } from '../backend/connection';
 import { scriptLoadRequest } from './script-call';
+import { noteMoved, refreshSlotMaps } from './forward';
 import { Transaction, TransactionClient, UNBOUND, writeNodeOf } from './transaction-state';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -139,11 +140,11 @@ export class ExecCommand extends ReplySlot {
     const text = frame.toString('latin1', 1, Math.min(frame.length, 40));
     if (text.startsWith('MOVED ')) {
       const [, slot, target] = frame.toString('latin1', 1, frame.length - 2).split(' ');
-      (ctx.ring ?? ctx.topology)?.applyMoved(Number(slot), target, conn.address);
+      noteMoved(ctx, Number(slot), target, conn.address);
       return true;
     }
     if (/^(TRYAGAIN|CLUSTERDOWN|ASK |READONLY|MASTERDOWN|LOADING)/.test(text)) {
-      (ctx.ring ?? ctx.topology)?.requestRefresh();
+      refreshSlotMaps(ctx);
       return true;
     }
     return false;

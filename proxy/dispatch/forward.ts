@@ -39,6 +39,20 @@ const A = 65;
 const T = 84;
 const C = 67;
 
+/**
+ * A node answered MOVED: the slot map of the side it belongs to learns it. During a migration the
+ * placement router knows which side `answeredBy` is on; otherwise it is the cluster's map.
+ */
+export function noteMoved(ctx: ProxyContext, slot: number, target: string, answeredBy: string): void {
+  if (ctx.ring !== null) ctx.ring.applyMoved(slot, target, answeredBy);
+  else ctx.topology?.applyMoved(slot, target);
+}
+
+/** TRYAGAIN, CLUSTERDOWN or a lost node: every slot map in use is loaded again soon. */
+export function refreshSlotMaps(ctx: ProxyContext): void {
+  (ctx.ring ?? ctx.topology)?.requestRefresh();
+}
+
 /** The reply to ASKING is dropped; the command right behind it on the same connection carries on. */
 const askingRequest: BackendRequest = { payload: ASKING, onReply: () => undefined, onFailure: () => undefined };
 
@@ -125,7 +139,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     if (b === A && frame.toString('latin1', 1, 5) === 'ASK ') return this.redirect(frame, true);
     if (b === T && frame.toString('latin1', 1, 9) === 'TRYAGAIN') return this.retry(frame);
     if (b === C && frame.toString('latin1', 1, 12) === 'CLUSTERDOWN') {
-      (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
+      refreshSlotMaps(this.ctx);
       return this.retry(frame);
     }
     this.complete(frame);
@@ -141,7 +155,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
   onFailure(message: string, written: boolean): void {
     this.ctx.stats.backendErrors++;
     if (this.onReplica) return this.leaveReplica();
-    (this.ctx.ring ?? this.ctx.topology)?.requestRefresh();
+    refreshSlotMaps(this.ctx);
     if (written && !this.retrySafe) {
       this.complete(encode.error(message));
       return;
@@ -185,7 +199,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
       return;
     }
     this.ctx.stats.moved++;
-    (this.ctx.ring ?? this.ctx.topology)?.applyMoved(slot, target, this.address);
+    noteMoved(this.ctx, slot, target, this.address);
     this.sendTo(target);
   }
 

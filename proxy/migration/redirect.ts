@@ -1,8 +1,9 @@
 /**
- * What a cluster node's queue-time error asks of a converging burst sent to it (MULTI, the write,
- * SNAPSHOT, EXEC on side A when A is a Redis Cluster): go to another node (MOVED, or ASK with
- * ASKING first), or wait and send it again (TRYAGAIN, CLUSTERDOWN). Nothing of an aborted burst
- * ran, so sending it again is safe.
+ * What a cluster node's error asks of a request the migration sent it (side-request.ts), or of a
+ * converging burst (MULTI, the write, SNAPSHOT, EXEC on side A when A is a Redis Cluster, as a
+ * queue-time error): go to another node (MOVED, or ASK with ASKING first), or wait and send it
+ * again (TRYAGAIN, CLUSTERDOWN). Nothing of a refused request or an aborted burst ran, so sending
+ * it again is safe.
  */
 import { splitAddress } from '../backend/connection';
 

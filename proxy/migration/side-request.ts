@@ -8,8 +8,8 @@
  */
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
-import { splitAddress } from '../backend/connection';
 import { SlotOwners } from '../../sharding/key-space';
+import { redirectOf } from './redirect';
 import * as encode from '../resp/encode';
 
 export interface SideRequestOptions {
@@ -52,19 +52,16 @@ export async function sideRequest(
       continue;
     }
     asking = false;
-    if (frame[0] !== 45 /* - */) return frame;
-    const text = frame.toString('latin1', 1, frame.length - 2);
-    const redirect = /^(MOVED|ASK) (\d+) (\S*)$/.exec(text);
-    if (redirect !== null && ++hops <= maxRedirects) {
-      let next = redirect[3];
-      // Redis 7 leaves the host out when it does not know its own: "the node you asked".
-      if (next.startsWith(':')) next = splitAddress(target)[0] + next;
-      if (redirect[1] === 'MOVED') owners.applyMoved(Number(redirect[2]), next);
+    const redirect = redirectOf(frame, target);
+    if (redirect === null) return frame;
+    if (redirect.kind !== 'retry') {
+      if (++hops > maxRedirects) return frame;
+      if (redirect.kind === 'moved') owners.applyMoved(redirect.slot, redirect.address);
       else asking = true;
-      target = next;
+      target = redirect.address;
       continue;
     }
-    if ((text.startsWith('TRYAGAIN') || text.startsWith('CLUSTERDOWN')) && Date.now() - started < window) {
+    if (Date.now() - started < window) {
       owners.requestRefresh();
       await backoff(attempt);
       continue;

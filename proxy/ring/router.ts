@@ -71,10 +71,10 @@ export class RingRouter implements Router {
    * (cluster to cluster), the side is the one `answeredBy` (or else `address`) is a master of;
    * when neither says, both maps are loaded again rather than one patched wrongly.
    */
-  applyMoved(slot: number, address: string, answeredBy?: string): void {
+  applyMoved(slot: number, address: string, answeredBy: string): void {
     const sides = this.clusterSides();
     if (sides.length === 1) return sides[0].owners.applyMoved(slot, address);
-    const side = sides.find((c) => answeredBy !== undefined && c.masters().includes(answeredBy)) ?? sides.find((c) => c.masters().includes(address));
+    const side = sides.find((c) => c.masters().includes(answeredBy)) ?? sides.find((c) => c.masters().includes(address));
     if (side !== undefined) side.owners.applyMoved(slot, address);
     else for (const c of sides) c.owners.requestRefresh();
   }

@@ -115,7 +115,7 @@ const LARGEST = new Set(['expired_stale_perc', 'latest_fork_usec', 'current_evic
 const NUMBER = /^-?\d+(\.\d+)?$/;
 
 function mergeStats(all: string[][]): string[] {
-  const values = all.map((lines) => new Map(lines.map((l) => splitField(l, ':'))));
+  const values = fieldsOfEach(all);
   return all[0].map((line) => {
     const [name, first] = splitField(line, ':');
     const each = values.map((v) => v.get(name) ?? '');
@@ -137,7 +137,7 @@ const MEMORY_SUMS = new Set([
 ]);
 
 function mergeMemory(all: string[][]): string[] {
-  const values = all.map((lines) => new Map(lines.map((l) => splitField(l, ':'))));
+  const values = fieldsOfEach(all);
   const sums = new Map<string, number>();
   for (const name of MEMORY_SUMS) {
     const each = values.map((v) => v.get(name));
@@ -164,7 +164,7 @@ function mergeMemory(all: string[][]): string[] {
 const PERSISTENCE_ANY = /^(loading|async_loading|.*_in_progress|aof_rewrite_scheduled|module_fork_in_progress)$/;
 
 function mergePersistence(all: string[][]): string[] {
-  const values = all.map((lines) => new Map(lines.map((l) => splitField(l, ':'))));
+  const values = fieldsOfEach(all);
   return all[0].map((line) => {
     const [name] = splitField(line, ':');
     const each = values.map((v) => v.get(name) ?? '');
@@ -227,6 +227,11 @@ function derived(field: string, sum: number, sums: Map<string, number>): string 
     return String(expires === 0 ? 0 : Math.round(sum / expires));
   }
   return String(sum);
+}
+
+/** Each master's `field:value` lines as a map. */
+function fieldsOfEach(all: string[][]): Map<string, string>[] {
+  return all.map((lines) => new Map(lines.map((l) => splitField(l, ':'))));
 }
 
 function splitField(text: string, sep: string): [string, string] {

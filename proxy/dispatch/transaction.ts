@@ -118,14 +118,39 @@ export function queueInTransaction(
     refuseQueued(session, txn, errors.unsupported(info.name, 'it cannot run inside a transaction through slotproxy'));
     return undefined;
   }
+  /** Checks the command's keys against the transaction's shard, then queues it. */
+  const queueWithKeys = (keys: readonly Buffer[]): void => {
+    // CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT: the slot they name binds the transaction as a key's would.
+    const named = strategy?.kind === 'slot' ? slotArgument(args[2]) : ANY_MASTER;
+    const script = SCRIPT_CALLS.get(info.name);
+    if (keys.length === 0 && (script === 'eval' || script === 'evalsha')) {
+      const bad = numkeysError(args);
+      if (bad !== null) return refuseQueued(session, txn, bad);
+    }
+    for (let i = named === ANY_MASTER ? 0 : -1; i < keys.length; i++) {
+      const shard = i < 0 ? named : ctx.router.shardOf(keys[i]);
+      const bound = boundShard(ctx, txn);
+      if (bound === UNBOUND) txn.shard = shard;
+      else if (shard !== bound) {
+        ctx.stats.crossSlotErrors++;
+        if (i >= 0) noteTargetRefusal(ctx, info.name, [txn.keys[0] ?? keys[0], keys[i]]);
+        return refuseQueued(session, txn, errors.CROSSSLOT);
+      }
+    }
+    txn.keys.push(...keys);
+    if (!info.flags.has('readonly')) txn.written.push(...keys);
+    if (script === 'eval') ctx.scripts.add(args[1]);
+    else if (script === 'evalsha') txn.shas.push(args[1]);
+    queue(session, txn, raw ?? encode.command(args));
+  };
   const positions = strategy === undefined ? keyPositions(info, args) : [];
   if (positions !== null) {
-    queueWithKeys(ctx, session, txn, info, strategy, args, raw, positions.map((p) => args[p]));
+    queueWithKeys(positions.map((p) => args[p]));
     return undefined;
   }
   // Keys only the node can find (SORT ... BY, STORE): asked as outside a transaction; the session
   // holds its next requests until this one is queued, so QUEUED replies keep their order.
-  return keysFromNode(ctx, session.id, args).then((keys) => queueWithKeys(ctx, session, txn, info, strategy, args, raw, keys));
+  return keysFromNode(ctx, session.id, args).then(queueWithKeys);
 }
 
 /** COMMAND GETKEYS on a master; [] when it cannot tell (the node then answers the command itself at EXEC). */
@@ -143,41 +168,6 @@ async function keysFromNode(ctx: ProxyContext, lane: number, args: Buffer[]): Pr
 function refuseQueued(session: TransactionClient, txn: Transaction, message: string): void {
   txn.dirty = true;
   session.replyNow(encode.error(message));
-}
-
-/** Checks a command whose keys are known against the transaction's shard, then queues it. */
-function queueWithKeys(
-  ctx: ProxyContext,
-  session: TransactionClient,
-  txn: Transaction,
-  info: CommandInfo,
-  strategy: Strategy | undefined,
-  args: Buffer[],
-  raw: Buffer | null,
-  keys: readonly Buffer[],
-): void {
-  // CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT: the slot they name binds the transaction as a key's would.
-  const named = strategy?.kind === 'slot' ? slotArgument(args[2]) : ANY_MASTER;
-  const script = SCRIPT_CALLS.get(info.name);
-  if (keys.length === 0 && (script === 'eval' || script === 'evalsha')) {
-    const bad = numkeysError(args);
-    if (bad !== null) return refuseQueued(session, txn, bad);
-  }
-  for (let i = named === ANY_MASTER ? 0 : -1; i < keys.length; i++) {
-    const shard = i < 0 ? named : ctx.router.shardOf(keys[i]);
-    const bound = boundShard(ctx, txn);
-    if (bound === UNBOUND) txn.shard = shard;
-    else if (shard !== bound) {
-      ctx.stats.crossSlotErrors++;
-      if (i >= 0) noteTargetRefusal(ctx, info.name, [txn.keys[0] ?? keys[0], keys[i]]);
-      return refuseQueued(session, txn, errors.CROSSSLOT);
-    }
-  }
-  txn.keys.push(...keys);
-  if (!info.flags.has('readonly')) txn.written.push(...keys);
-  if (script === 'eval') ctx.scripts.add(args[1]);
-  else if (script === 'evalsha') txn.shas.push(args[1]);
-  queue(session, txn, raw ?? encode.command(args));
 }
 
 /** Keyless commands a node can run inside the transaction; other special ones are refused there. */

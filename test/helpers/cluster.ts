@@ -22,3 +22,15 @@ export function useCluster(opts: RedisClusterOptions = {}): () => RedisCluster {
     return cluster;
   };
 }
+
+/**
+ * A manual failover of the master serving `slot` (CLUSTER FAILOVER on its replica): the replica
+ * takes over with no write lost. Resolves once the cluster is OK again and its roles re-read.
+ */
+export async function manualFailover(cluster: RedisCluster, slot: number): Promise<void> {
+  const master = await cluster.masterFor(slot);
+  const [replica] = await cluster.replicasOf(master);
+  await replica.command('CLUSTER', 'FAILOVER');
+  await cluster.waitForClusterOk();
+  await cluster.refreshRoles();
+}

@@ -2,19 +2,11 @@
 // another type, flushed or recreated, inside and outside a transaction: through slotproxy in
 // front of 3 masters they get exactly the bytes a single-node Redis Cluster sends (the reference).
 import net from 'node:net';
-import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { useCluster } from '../helpers/cluster';
 import { useProxy } from '../helpers/proxy';
 
 const { proxy } = useProxy({}, { replicasPerMaster: 0 });
-let reference: RedisCluster | undefined;
-
-beforeAll(async () => {
-  reference = await RedisCluster.start({ masters: 1, replicasPerMaster: 0 });
-}, 60_000);
-
-afterAll(async () => {
-  await reference?.stop();
-}, 30_000);
+const reference = useCluster({ masters: 1, replicasPerMaster: 0 });
 
 const cmd = (...a: string[]): string => `*${a.length}\r\n${a.map((x) => `$${Buffer.byteLength(x)}\r\n${x}\r\n`).join('')}`;
 
@@ -82,7 +74,7 @@ test.each([
   ['XREAD, the stream deleted, then a new one', GROUP, XREAD, cmd('DEL', '{st}s'), cmd('XADD', '{st}s', '3-1', 'new', 'z')],
   ['XREAD, FLUSHALL, then a new stream', GROUP, XREAD, cmd('FLUSHALL'), cmd('XADD', '{st}s', '4-1', 'new', 'w')],
 ])('%s: the same bytes as one Redis', async (_name, setup, block, action, after) => {
-  const want = await run(reference!.masters[0].port, setup, block, action, after);
+  const want = await run(reference().masters[0].port, setup, block, action, after);
   const got = await run(proxy().address.port, setup, block, action, after);
   expect(got).toBe(want);
 }, 30_000);

@@ -10,6 +10,7 @@ import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { Config } from '../../config/schema';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { manualFailover } from '../helpers/cluster';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { copyMoved } from '../../proxy/migration/tools/copy';
@@ -59,14 +60,6 @@ function connect(port: number): Redis {
 }
 
 
-/** A manual failover of the master serving `slot`: its replica takes over, with no write lost. */
-async function failover(c: RedisCluster, slot: number): Promise<void> {
-  const master = await c.masterFor(slot);
-  const [replica] = await c.replicasOf(master);
-  await replica.command('CLUSTER', 'FAILOVER');
-  await c.waitForClusterOk();
-  await c.refreshRoles();
-}
 
 test('cluster of 3 into another cluster of 3 under load, with failovers on both sides', async () => {
   const cfg = clusterConfig(true);
@@ -101,9 +94,9 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
       load,
       expected,
       // A source master fails over while every write is double-written, a target master during the copy.
-      beforeCopy: () => failover(source!, 100),
+      beforeCopy: () => manualFailover(source!, 100),
       copy: () => copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
-      alongsideCopy: () => failover(target!, 200),
+      alongsideCopy: () => manualFailover(target!, 200),
       verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
     });
 

@@ -11,6 +11,7 @@ import { parseConfig } from '../../config/load';
 import { RingModeConfig } from '../../config/schema';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { manualFailover } from '../helpers/cluster';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { copyMoved } from '../../proxy/migration/tools/copy';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
@@ -56,14 +57,6 @@ function connect(port: number): Redis {
 }
 
 
-/** A manual failover of the master serving slot 0: its replica takes over, with no write lost. */
-async function failover(c: RedisCluster): Promise<void> {
-  const master = await c.masterFor(0);
-  const [replica] = await c.replicasOf(master);
-  await replica.command('CLUSTER', 'FAILOVER');
-  await c.waitForClusterOk();
-  await c.refreshRoles();
-}
 
 test('ring of 2 into a cluster of 3 masters under load, with two proxies and a failover during copy', async () => {
   const cfg = config();
@@ -100,7 +93,7 @@ test('ring of 2 into a cluster of 3 masters under load, with two proxies and a f
       expected,
       // The copy runs while a master of the target cluster fails over to its replica.
       copy: () => copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
-      alongsideCopy: () => failover(cluster!),
+      alongsideCopy: () => manualFailover(cluster!, 0),
       verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
     });
 

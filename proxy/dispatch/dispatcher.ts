@@ -183,10 +183,8 @@ export class Dispatcher {
         case 'every-node':
           session.track(new EveryNodeCommand(ctx, session, everyNode(ctx))).start(info.name, args);
           return undefined;
-        case 'transaction': {
-          const hold = transactionCommand(ctx, session, info, args);
-          return hold instanceof Promise ? hold : undefined;
-        }
+        case 'transaction':
+          return transactionCommand(ctx, session, info, args);
         case 'pubsub':
           pubsubCommand(ctx, session, info, args, raw);
           return undefined;

@@ -48,28 +48,29 @@ const NODE_ANSWERS_IN_MULTI = new Set(['ping', 'echo']);
  * MULTI, EXEC, DISCARD, WATCH, UNWATCH. Returns a promise when the session's next requests must
  * wait for EXEC (a ring migration reading from ring B: they must see what it wrote).
  */
-export function transactionCommand(ctx: ProxyContext, session: TransactionClient, info: CommandInfo, args: Buffer[]): Promise<void> | void {
+export function transactionCommand(ctx: ProxyContext, session: TransactionClient, info: CommandInfo, args: Buffer[]): Promise<void> | undefined {
   const txn = session.transaction;
   switch (info.name) {
     case 'multi':
-      if (txn?.inMulti === true) return session.replyNow(encode.error(errors.MULTI_NESTED));
+      if (txn?.inMulti === true) return reply(session, encode.error(errors.MULTI_NESTED));
       (txn ?? begin(session)).inMulti = true;
-      return session.replyNow(encode.OK);
+      return reply(session, encode.OK);
     case 'discard':
-      if (txn === null || !txn.inMulti) return session.replyNow(encode.error(errors.DISCARD_WITHOUT_MULTI));
+      if (txn === null || !txn.inMulti) return reply(session, encode.error(errors.DISCARD_WITHOUT_MULTI));
       end(session, txn);
-      return session.replyNow(encode.OK);
+      return reply(session, encode.OK);
     case 'exec':
-      if (txn === null || !txn.inMulti) return session.replyNow(encode.error(errors.EXEC_WITHOUT_MULTI));
+      if (txn === null || !txn.inMulti) return reply(session, encode.error(errors.EXEC_WITHOUT_MULTI));
       if (txn.dirty) {
         end(session, txn);
-        return session.replyNow(encode.error(errors.EXECABORT));
+        return reply(session, encode.error(errors.EXECABORT));
       }
       session.transaction = null;
       return session.track(new ExecCommand(ctx, session, txn)).start();
     case 'watch':
-      if (txn?.inMulti === true) return session.replyNow(encode.error(errors.WATCH_INSIDE_MULTI));
-      return watch(ctx, session, info, args);
+      if (txn?.inMulti === true) return reply(session, encode.error(errors.WATCH_INSIDE_MULTI));
+      watch(ctx, session, info, args);
+      return undefined;
     case 'unwatch': {
       if (txn?.inMulti === true) {
         queue(session, txn, UNWATCH);
@@ -80,10 +81,10 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
         txn.watch = null;
         end(session, txn);
       }
-      if (link === null) return session.replyNow(encode.OK);
+      if (link === null) return reply(session, encode.OK);
       // Answered by the node, then the connection goes (its watches with it).
       const slot = session.track(new DirectCommand(session, UNWATCH));
-      return link.conn.send({
+      link.conn.send({
         payload: UNWATCH,
         onReply: (frame) => {
           link.release();
@@ -94,8 +95,16 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
           slot.complete(encode.error(message));
         },
       });
+      return undefined;
     }
   }
+  return undefined;
+}
+
+/** Answers now; nothing for the session to wait for. */
+function reply(session: TransactionClient, frame: Buffer): undefined {
+  session.replyNow(frame);
+  return undefined;
 }
 
 /** A command sent while MULTI is open: checked, then kept for EXEC (or refused, dirtying the transaction). */

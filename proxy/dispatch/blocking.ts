@@ -25,8 +25,8 @@ import { ReplySlot } from '../client/reply-slot';
 import { BackendConnection, BackendRequest } from '../backend/connection';
 import { DedicatedLink } from './dedicated';
 import { ANY_MASTER, noteMoved, refreshSlotMaps } from './forward';
-import { decodeReply } from '../resp/decode-reply';
-import { BlockingRoute, isNullReply } from '../migration/converging-block';
+import { decodeReply, isNullReply } from '../resp/decode-reply';
+import { BlockingRoute } from '../migration/converging-block';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 

@@ -8,7 +8,7 @@ import { ProxyContext } from '../context';
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
-import { decodeReply, errorText, asArray } from '../resp/decode-reply';
+import { decodeReply, errorText, asArray, isNullReply } from '../resp/decode-reply';
 import { ReplyError } from 'redis-errors';
 
 /** Merges the replies of every master, in the order of the masters. */
@@ -63,7 +63,7 @@ function firstError(frames: Buffer[]): Buffer | undefined {
 }
 
 /** The first reply that is not nil, else the first (RANDOMKEY inside MULTI: any key of any master). */
-export const firstNonNil: Merge = (frames) => frames.find((f) => f[0] !== 95 && !(f[0] === 36 && f[1] === 45)) ?? frames[0];
+export const firstNonNil: Merge = (frames) => frames.find((f) => !isNullReply(f)) ?? frames[0];
 
 /** Integers added up (DBSIZE). */
 export const sumIntegers: Merge = (frames) => {

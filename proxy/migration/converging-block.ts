@@ -61,8 +61,3 @@ export function blockingRoute(ctx: ProxyContext, session: ClientSession, keys: r
     return { address, identity: `${address}|converging`, settle };
   };
 }
-
-/** A reply that carries nothing: the command timed out (or was unblocked), and changed nothing. */
-export function isNullReply(frame: Buffer): boolean {
-  return (frame.length === 5 && (frame[0] === 42 || frame[0] === 36) && frame[1] === 45) || (frame.length === 3 && frame[0] === 95);
-}

@@ -56,3 +56,8 @@ function describe(r: Reply): string {
   if (r instanceof ReplyError) return `error "${r.message}"`;
   return r === null ? 'null' : Array.isArray(r) ? 'array' : typeof r;
 }
+
+/** A nil reply: `*-1` or `$-1` in RESP2, `_` in RESP3 (a blocking command that timed out, a missing key). */
+export function isNullReply(frame: Buffer): boolean {
+  return (frame.length === 5 && (frame[0] === 42 || frame[0] === 36) && frame[1] === 45) || (frame.length === 3 && frame[0] === 95);
+}

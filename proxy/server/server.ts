@@ -417,7 +417,7 @@ function backendHandshake(config: Config): Buffer[] {
  * before the node answers other clients -BUSY, which is when the pool stops sending on a lane stuck
  * behind it (backend/pool.ts). The default stays when CONFIG is not allowed.
  */
-export async function learnBusyThreshold(ctx: ProxyContext, address: string): Promise<void> {
+async function learnBusyThreshold(ctx: ProxyContext, address: string): Promise<void> {
   try {
     for (const name of ['busy-reply-threshold', 'lua-time-limit']) {
       const reply = decodeReply(await request(ctx.pool.connection(address, 0), ['CONFIG', 'GET', name], 10_000), true);

@@ -138,4 +138,6 @@ export const limitsSchema = strictObject({
   idleClientTimeoutMs: v.optional(int(0), 0),
   /** Script bodies the proxy keeps for NOSCRIPT healing (EVAL, SCRIPT LOAD); least recently used go first, preloaded ones never. Default 16 MiB. */
   scriptStoreBytes: v.optional(int(0), 16 * 1024 * 1024),
+  /** Keys the proxy remembers for CLIENT TRACKING clients (Redis's tracking-table-max-keys); past it the oldest are invalidated. 0: no limit. Default 1000000. */
+  trackingTableMaxKeys: v.optional(int(0), 1_000_000),
 });

@@ -3,7 +3,7 @@
  * command table and the counters. One per proxy process; sessions hold a reference to it.
  * The one file at the top of proxy/: above the parts it gathers, below those that use it.
  *
- * May import: backend, client, cluster, commands, ring, scripts, security, telemetry, sharding.
+ * May import: backend, client, cluster, commands, ring, scripts, security, telemetry, tracking, sharding.
  */
 import { BackendPool } from './backend/pool';
 import { CommandTable } from './commands/table';
@@ -16,6 +16,7 @@ import { ReplicaReads } from './cluster/replica-reads';
 import { ScriptStore } from './scripts/store';
 import { ClientAuth } from './security/auth';
 import { ClientList } from './client/client-list';
+import { ClientCaching } from './tracking/client-caching';
 
 export interface ForwardOptions {
   /** MOVED/ASK hops before a request is answered with an error. */
@@ -47,6 +48,8 @@ export interface ProxyContext {
   backendVersion: string;
   /** The proxy's clients (CLIENT LIST, KILL, UNBLOCK). */
   readonly clients: ClientList;
+  /** CLIENT TRACKING: who read what, and the nodes' invalidations relayed (tracking/). */
+  readonly caching: ClientCaching;
   /** Client credentials; null: no AUTH needed. Replaced whole by a reload (SIGHUP). */
   auth: ClientAuth | null;
 }

@@ -9,6 +9,8 @@ export interface ReplyOwner {
   /** The client's RESP version (HELLO 3 makes it 3): forwarded replies must come from a back-end connection speaking it. */
   protocol: 2 | 3;
   onSlotFilled(slot: ReplySlot): void;
+  /** A CLIENT TRACKING client: its reads go to masters, never to a replica that may lag behind an invalidation. */
+  readonly readsMasterOnly?: boolean;
 }
 
 export class ReplySlot {

@@ -10,6 +10,7 @@ import { SlotOwners } from '../../sharding/key-space';
 
 export class KnownClusters {
   private readonly loaded = new Map<string, ClusterTopology>();
+  private readonly loadedListeners: ((topology: ClusterTopology) => void)[] = [];
 
   constructor(
     private readonly pool: BackendPool,
@@ -47,6 +48,7 @@ export class KnownClusters {
     }
     this.pool.onConnectionLost(() => topology.requestRefresh());
     this.loaded.set(key, topology);
+    for (const l of this.loadedListeners) l(topology);
   }
 
   /** The slot map of a loaded cluster (Placement.fromConfig's `clusterFor`). */
@@ -55,6 +57,17 @@ export class KnownClusters {
     if (topology === undefined) throw new Error(`the cluster ${seeds.join(',')} is not loaded`);
     return topology;
   };
+
+  /** Every loaded cluster's topology (client-side caching watches who serves what). */
+  topologies(): ClusterTopology[] {
+    return [...this.loaded.values()];
+  }
+
+  /** Called for each cluster loaded from now on, and now for those loaded already. */
+  onLoaded(listener: (topology: ClusterTopology) => void): void {
+    this.loadedListeners.push(listener);
+    for (const t of this.loaded.values()) listener(t);
+  }
 
   /** Every node (and seed) of every loaded cluster: connections to keep. */
   addresses(): string[] {

@@ -87,6 +87,19 @@ export class SlotMap {
     return new SlotMap(owners, masters);
   }
 
+  /** Who serves which slots, as a string: two maps give the same one exactly when every slot has the same owner. */
+  ownersKey(): string {
+    let out = '';
+    let start = 0;
+    for (let s = 1; s <= SLOT_COUNT; s++) {
+      if (s === SLOT_COUNT || this.owners[s] !== this.owners[start]) {
+        out += `${start}-${s - 1}:${this.ownerOf(start) ?? '-'};`;
+        start = s;
+      }
+    }
+    return out;
+  }
+
   /** Every address the map names, masters and replicas. */
   addresses(): Set<string> {
     const out = new Set<string>();

@@ -30,6 +30,7 @@ export class ClusterTopology implements SlotOwners {
   private pendingTimer: NodeJS.Timeout | null = null;
   private lastRefreshAt = 0;
   private changeListeners: ((map: SlotMap) => void)[] = [];
+  private movedListeners: ((slot: number, address: string) => void)[] = [];
   private stopped = false;
 
   constructor(private readonly pool: BackendPool, private readonly options: TopologyOptions) {}
@@ -74,9 +75,16 @@ export class ClusterTopology implements SlotOwners {
     if (this.pendingTimer !== null) clearTimeout(this.pendingTimer);
   }
 
+  /** Called when a MOVED patched the map (which, unlike a refresh, does not call onChange's listeners). */
+  onMoved(listener: (slot: number, address: string) => void): void {
+    this.movedListeners.push(listener);
+  }
+
   /** MOVED: the slot lives at `address` now. */
   applyMoved(slot: number, address: string): void {
+    const before = this.map;
     this.map = this.map.withSlotMoved(slot, address);
+    if (this.map !== before) for (const l of this.movedListeners) l(slot, address);
     this.requestRefresh();
   }
 

@@ -4,8 +4,8 @@
  * checks follow Redis 7.0 (networking.c, clientCommand). CLIENT PAUSE/UNPAUSE fan out to every
  * master and CLIENT HELP goes to any master (commands/policy.ts).
  *
- * CLIENT TRACKING is refused when switched on: invalidations would have to be relayed from the node
- * holding each key, and a client must never wait for one that does not come.
+ * CLIENT TRACKING, CACHING, GETREDIR and TRACKINGINFO are about the client's tracking state, which
+ * the proxy keeps and serves itself (proxy/tracking/).
  */
 import { ClientList, ClientType, ListedClient } from '../client/client-list';
 import { ClientSession } from '../client/client-session';
@@ -13,12 +13,17 @@ import { ClientAuth, DEFAULT_USER } from '../security/auth';
 import { parseInteger } from '../commands/keys';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
+import { CachingClient, ClientCaching } from '../tracking/client-caching';
+import { parseTracking, setCaching } from '../tracking/tracking-state';
 
 export interface ClientCommandServer {
   readonly clients: ClientList;
   /** Null: no `auth` section; only the default user exists. */
   readonly auth: ClientAuth | null;
+  readonly caching: ClientCaching;
 }
+
+type Client = ClientSession & CachingClient;
 
 const CLIENT_TYPES: ReadonlyMap<string, ClientType> = new Map([
   ['normal', 'normal'],
@@ -31,7 +36,7 @@ const CLIENT_TYPES: ReadonlyMap<string, ClientType> = new Map([
 const lower = (b: Buffer): string => b.toString('latin1').toLowerCase();
 
 /** `name` is `client|<sub>`; arity was checked against the command table. */
-export function clientCommand(server: ClientCommandServer, session: ClientSession, name: string, args: Buffer[]): Buffer | Promise<Buffer> {
+export function clientCommand(server: ClientCommandServer, session: Client, name: string, args: Buffer[]): Buffer | Promise<Buffer> {
   switch (name) {
     case 'client|id':
       return encode.integer(session.id);
@@ -54,15 +59,15 @@ export function clientCommand(server: ClientCommandServer, session: ClientSessio
       return mode === 'on' || mode === 'off' ? encode.OK : encode.error(errors.SYNTAX_ERROR);
     }
     case 'client|tracking':
-      return tracking(server, args);
-    case 'client|caching':
-      return encode.error('ERR CLIENT CACHING can be called only when the client is in tracking mode with OPTIN or OPTOUT mode enabled');
-    case 'client|getredir':
-      return encode.integer(-1);
-    case 'client|trackinginfo': {
-      const fields = [encode.bulk('flags'), encode.arrayOfBulks(['off']), encode.bulk('redirect'), encode.integer(-1), encode.bulk('prefixes'), encode.EMPTY_ARRAY];
-      return session.protocol === 3 ? encode.mapOfFrames(fields) : encode.arrayOfFrames(fields);
+      return tracking(server, session, args);
+    case 'client|caching': {
+      const refused = setCaching(session.tracking, args[2]);
+      return refused === null ? encode.OK : encode.error(refused);
     }
+    case 'client|getredir':
+      return encode.integer(session.tracking?.redirect ?? -1);
+    case 'client|trackinginfo':
+      return trackingInfo(session);
     case 'client|unblock':
       return unblock(server, args);
     default:
@@ -194,39 +199,31 @@ function reply(session: ClientSession, mode: Buffer): Buffer {
   return encode.OK;
 }
 
-/** CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP]: options checked as Redis does, ON refused. */
-function tracking(server: ClientCommandServer, args: Buffer[]): Buffer {
-  let redirect = false;
-  let bcast = false;
-  let optin = false;
-  let optout = false;
-  let prefixes = 0;
-  for (let j = 3; j < args.length; j++) {
-    const option = lower(args[j]);
-    const moreArgs = j + 1 < args.length;
-    if (option === 'redirect' && moreArgs) {
-      j++;
-      if (redirect) return encode.error('ERR A client can only redirect to a single other client');
-      const id = parseInteger(args[j]);
-      if (id === null) return encode.error(errors.NOT_INTEGER);
-      if (server.clients.get(id) === undefined) return encode.error('ERR The client ID you want redirect to does not exist');
-      redirect = true;
-    } else if (option === 'bcast') bcast = true;
-    else if (option === 'optin') optin = true;
-    else if (option === 'optout') optout = true;
-    else if (option === 'noloop') continue;
-    else if (option === 'prefix' && moreArgs) {
-      j++;
-      prefixes++;
-    } else return encode.error(errors.SYNTAX_ERROR);
+/** CLIENT TRACKING ON|OFF [REDIRECT id] [PREFIX p ...] [BCAST] [OPTIN] [OPTOUT] [NOLOOP] */
+function tracking(server: ClientCommandServer, session: Client, args: Buffer[]): Buffer | Promise<Buffer> {
+  const request = parseTracking(args, (id) => server.clients.get(id) !== undefined, session.tracking);
+  if (typeof request === 'string') return encode.error(request);
+  if (!request.on) {
+    server.caching.disable(session);
+    return encode.OK;
   }
-  const onOff = lower(args[2]);
-  if (onOff === 'off') return encode.OK;
-  if (onOff !== 'on') return encode.error(errors.SYNTAX_ERROR);
-  if (!bcast && prefixes > 0) return encode.error('ERR PREFIX option requires BCAST mode to be enabled');
-  if (bcast && (optin || optout)) return encode.error('ERR OPTIN and OPTOUT are not compatible with BCAST');
-  if (optin && optout) return encode.error("ERR You can't specify both OPTIN mode and OPTOUT mode");
-  return encode.error(errors.TRACKING_UNSUPPORTED);
+  const ready = server.caching.enable(session, request);
+  return ready === null ? encode.OK : ready.then(() => encode.OK);
+}
+
+/** CLIENT TRACKINGINFO: a map in RESP3 (flags a set), flat in RESP2, as Redis writes it. */
+function trackingInfo(session: Client): Buffer {
+  const t = session.tracking;
+  const flags = t === null ? ['off'] : t.flags();
+  const fields = [
+    encode.bulk('flags'),
+    session.protocol === 3 ? encode.setOfBulks(flags) : encode.arrayOfBulks(flags),
+    encode.bulk('redirect'),
+    encode.integer(t === null ? -1 : t.redirect),
+    encode.bulk('prefixes'),
+    encode.arrayOfBulks(t?.prefixes ?? []),
+  ];
+  return session.protocol === 3 ? encode.mapOfFrames(fields) : encode.arrayOfFrames(fields);
 }
 
 /** CLIENT UNBLOCK id [TIMEOUT|ERROR]: ends a proxy client's blocking command early. */

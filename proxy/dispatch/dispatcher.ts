@@ -32,9 +32,10 @@ import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall
 import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from './split';
 import { PlainSplit } from './split-part';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
+import { CachingClient } from '../tracking/client-caching';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
-export interface DispatchSession extends TransactionClient, SubscriberClient {
+export interface DispatchSession extends TransactionClient, SubscriberClient, CachingClient {
   /** What the signed-in user may run; null for everything (security/permissions.ts). */
   readonly permissions: UserPermissions | null;
 }
@@ -148,6 +149,8 @@ export class Dispatcher {
     if (session.permissions !== null && this.refused(session, info, args)) return undefined;
     info.counters.calls++;
     session.command = info.name;
+    const tracking = session.tracking;
+    if (tracking !== null) ctx.caching.beforeCommand(session, tracking, info, args, session.transaction?.inMulti === true);
 
     const strategy = strategyFor(info.name, container, container !== null && hasKeySpecs(info), this.policy);
     // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
@@ -165,6 +168,7 @@ export class Dispatcher {
         case 'local':
           // RESET also discards a transaction and its WATCH, as in Redis.
           if (info.name === 'reset' && txn !== null) discardTransaction(session, txn);
+          if (info.name === 'reset') ctx.caching.disable(session); // RESET switches tracking off, as in Redis
           session.replyNow(answerLocally(ctx, session, info.name, args));
           return undefined;
         case 'client':

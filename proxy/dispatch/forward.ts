@@ -97,7 +97,7 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     // readFrom replica: a read-only command goes to a healthy replica, once; any trouble there
     // (lost connection, LOADING, MASTERDOWN) sends it to the master instead.
     const replicas = this.ctx.replicaReads;
-    if (replicas !== null && this.retrySafe && !this.triedReplica && this.shard !== ANY_MASTER) {
+    if (replicas !== null && this.retrySafe && !this.triedReplica && this.shard !== ANY_MASTER && this.owner.readsMasterOnly !== true) {
       this.triedReplica = true;
       const replica = replicas.pick(address, this.owner.id);
       if (replica !== null) {

@@ -245,8 +245,20 @@ export class PartSession implements ReplyOwner {
   declare transaction: null;
   declare subscription: null;
   declare readonly dedicated: Set<Releasable>;
+  /** The whole request went through the client's tracking before the split. */
+  declare tracking: null;
+  declare readonly subscribed: false;
 
   constructor(readonly id: number, private readonly split: SplitCommand, private readonly index: number) {}
+
+  /** A tracking client's parts read from masters as its whole requests do. */
+  get readsMasterOnly(): boolean {
+    return this.split.owner.readsMasterOnly === true;
+  }
+
+  pushOutOfBand(): void {
+    // Invalidations go to the client, never to a part.
+  }
 
   track<S extends ReplySlot>(slot: S): S {
     return slot;
@@ -277,4 +289,6 @@ Object.assign(PartSession.prototype, {
   transaction: null,
   subscription: null,
   dedicated: NO_DEDICATED,
+  tracking: null,
+  subscribed: false,
 });

@@ -55,6 +55,11 @@ export function pushOfFrames(frames: readonly Buffer[]): Buffer {
   return Buffer.concat([Buffer.from(`>${frames.length}${CRLF}`), ...frames]);
 }
 
+/** A RESP3 set of bulk strings (CLIENT TRACKINGINFO's flags). */
+export function setOfBulks(values: readonly (Buffer | string)[]): Buffer {
+  return Buffer.concat([Buffer.from(`~${values.length}${CRLF}`), ...values.map(bulk)]);
+}
+
 export function arrayOfBulks(values: readonly (Buffer | string)[]): Buffer {
   return arrayOfFrames(values.map(bulk));
 }

@@ -14,9 +14,6 @@ export const AUTH_NOT_CONFIGURED =
   'ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?';
 export const INVALID_CURSOR = 'ERR invalid cursor';
 export const SYNTAX_ERROR = 'ERR syntax error';
-/** CLIENT TRACKING ON (dispatch/client-command.ts says why). */
-export const TRACKING_UNSUPPORTED =
-  'ERR slotproxy does not support CLIENT TRACKING: invalidations come from the node holding each key, and the proxy does not relay them';
 export const NOAUTH = 'NOAUTH Authentication required.';
 export const NOAUTH_HELLO =
   'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';

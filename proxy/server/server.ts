@@ -42,6 +42,8 @@ import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
+import { ClientCaching } from '../tracking/client-caching';
+import { readNodes, watchPlacement } from './caching-watch';
 
 /** Ring mode: how long an unreachable node is retried before its keys get an error naming it. */
 const RING_RETRY_WINDOW_MS = 1000;
@@ -95,6 +97,12 @@ export class ProxyServer {
     });
     const routing = config.mode === 'ring' ? await ringRouting(config, pool) : await clusterRouting(config, pool);
     const clients = new ClientList<Session>();
+    const caching = new ClientCaching(pool, {
+      maxKeys: config.limits.trackingTableMaxKeys,
+      nodes: () => readNodes(routing.parts),
+      client: (id) => clients.get(id),
+      readyTimeoutMs: config.backend.connectTimeoutMs,
+    });
     const ctx: ProxyContext = {
       mode: config.mode,
       pool,
@@ -106,8 +114,10 @@ export class ProxyServer {
       auth: null, // below, once the command table the users' rules name commands from is loaded
       scripts: new ScriptStore(config.limits.scriptStoreBytes),
       clients,
+      caching,
     };
     await routing.start();
+    watchPlacement(ctx);
     await loadBackendFacts(ctx);
     try {
       ctx.auth = ClientAuth.fromConfig(config.auth, ctx.table, config.mode);
@@ -116,6 +126,7 @@ export class ProxyServer {
       ctx.topology?.stop();
       ctx.clusters?.stop();
       ctx.replicaReads?.stop();
+      caching.stop();
       pool.closeAll();
       throw err;
     }
@@ -208,6 +219,7 @@ export class ProxyServer {
     this.ctx.topology?.stop();
     this.ctx.clusters?.stop();
     this.ctx.replicaReads?.stop();
+    this.ctx.caching.stop();
     this.preloader?.stop();
     this.ctx.pool.closeAll();
     await closed;
@@ -251,7 +263,7 @@ export class ProxyServer {
     }
     stats.totalConnections++;
     stats.connectedClients++;
-    const session = new Session(socket, this.dispatcher, stats, this.limits, (s) => {
+    const session = new Session(socket, this.dispatcher, this.ctx.caching, stats, this.limits, (s) => {
       stats.connectedClients--;
       this.sessions.delete(s);
     });
@@ -293,6 +305,11 @@ export class ProxyServer {
       `command_table:${this.ctx.table.source}`,
       ...memoryLines(),
       ...this.ctx.scripts.infoLines(),
+      `tracking_clients:${this.ctx.caching.trackingClients}`,
+      `tracking_total_keys:${this.ctx.caching.trackedKeys}`,
+      `tracking_evicted_keys:${this.ctx.caching.evictedKeys}`,
+      `tracking_invalidations_sent:${this.ctx.caching.invalidationsSent}`,
+      `tracking_flushes_sent:${this.ctx.caching.flushesSent}`,
     ];
     if (map !== undefined) {
       lines.push(`cluster_masters:${map.masters.length}`, `cluster_slots_served:${map.servedSlots}`);

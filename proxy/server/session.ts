@@ -21,6 +21,8 @@ import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
 import { Dispatcher, DispatchSession } from '../dispatch/dispatcher';
 import { Transaction } from '../dispatch/transaction-state';
 import { Subscription } from '../pubsub/subscription';
+import { ClientTracking } from '../tracking/tracking-state';
+import { ClientCaching } from '../tracking/client-caching';
 import { ReplyMode, Releasable, Unblockable } from '../client/client-session';
 import { ClientType, ListedClient, clientInfoLine } from '../client/client-list';
 import { DEFAULT_USER } from '../security/auth';
@@ -64,6 +66,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   subscription: Subscription | null = null;
   /** Back-end connections held for this client (WATCH, blocking commands, Pub/Sub): released when it goes. */
   readonly dedicated = new Set<Releasable>();
+  /** CLIENT TRACKING state (tracking/); null when tracking is off. */
+  tracking: ClientTracking | null = null;
 
   private readonly slots = new Queue<ReplySlot>();
   private readonly decoder: RequestDecoder;
@@ -82,6 +86,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   constructor(
     private readonly socket: net.Socket,
     private readonly dispatcher: Dispatcher,
+    private readonly caching: ClientCaching,
     private readonly stats: ProxyStats,
     private readonly limits: SessionLimits,
     private readonly onClosed: (session: Session) => void,
@@ -109,6 +114,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     socket.on('close', () => {
       this.closed = true;
       for (const held of [...this.dedicated]) held.release();
+      this.caching.disable(this);
       this.onClosed(this);
     });
   }
@@ -191,6 +197,23 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     }
   }
 
+  /** In subscribed mode (tracking/: where RESP2 invalidations redirected here may go). */
+  get subscribed(): boolean {
+    return this.subscription !== null;
+  }
+
+  /** Tracking clients read from masters only: a lagging replica could hand out a value already invalidated. */
+  get readsMasterOnly(): boolean {
+    return this.tracking !== null;
+  }
+
+  /** An invalidation: after every reply owed, sent whatever CLIENT REPLY says (as Redis sends pushes). */
+  pushOutOfBand(frame: Buffer): void {
+    const slot = new ReplySlot(this);
+    this.slots.push(slot);
+    slot.complete(frame);
+  }
+
   /** Reply bytes written to the client's socket and not yet sent (a subscriber that does not read). */
   get pendingOutputBytes(): number {
     return this.socket.writableLength;
@@ -219,6 +242,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   track<S extends ReplySlot>(slot: S): S {
     if (this.silent) slot.silent = true;
     this.slots.push(slot);
+    if (this.tracking !== null && this.tracking.armedWrite !== null) this.tracking.claimWrite(slot);
     return slot;
   }
 
@@ -227,6 +251,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   }
 
   onSlotFilled(slot: ReplySlot): void {
+    if (this.tracking !== null && this.tracking.ownWrites.size > 0) this.caching.writeAnswered(this.tracking, slot);
     if (slot !== this.slots.peek() || this.flushScheduled) return;
     // After the current batch: every reply of one back-end read is written with one client write.
     this.flushScheduled = true;
@@ -238,9 +263,15 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     this.skipNext = false;
     const pending = this.dispatcher.dispatch(this, args, raw);
     this.silent = false;
-    if (pending === undefined) return;
+    if (pending === undefined) {
+      if (this.tracking !== null) this.caching.afterCommand(this, this.tracking);
+      return;
+    }
     this.held = [];
-    void pending.finally(() => this.release());
+    void pending.finally(() => {
+      if (this.tracking !== null) this.caching.afterCommand(this, this.tracking);
+      this.release();
+    });
   }
 
   private release(): void {

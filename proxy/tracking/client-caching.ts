@@ -1,0 +1,302 @@
+/**
+ * Server-assisted client-side caching through the proxy (CLIENT TRACKING), never stale.
+ *
+ * The nodes only see the proxy's shared connections, so the proxy does what Redis's tracking.c
+ * does for its clients: it remembers which client read which key (key-table.ts), hears every
+ * change on every node it reads from (one BCAST feed per node, invalidation-feed.ts) and sends
+ * each client the invalidations Redis would send it: a RESP3 push on its own connection, or a
+ * message on `__redis__:invalidate` to the client it REDIRECTs to.
+ *
+ * Never stale: a key is remembered before its read is sent, and an invalidation goes after every
+ * reply the client is already owed, so a value read before a change is always followed by its
+ * invalidation. Whenever the proxy can no longer vouch for what a client holds (a feed or a
+ * connection to a node lost, a slot or ring node that changed hands, a read made while a feed
+ * was not up) it sends the null invalidation, which tells the client to drop everything.
+ */
+import { BackendPool } from '../backend/pool';
+import { CommandInfo } from '../commands/table';
+import { keyPositions } from '../commands/keys';
+import { ReplySlot } from '../client/reply-slot';
+import { log } from '../telemetry/log';
+import * as encode from '../resp/encode';
+import { ClientTracking, TrackingRequest } from './tracking-state';
+import { ClientIds, KeyTable, forEachId } from './key-table';
+import { InvalidationFeed } from './invalidation-feed';
+
+/** What the hub needs of a client of the proxy (server/session.ts implements it). */
+export interface CachingClient {
+  readonly id: number;
+  protocol: 2 | 3;
+  tracking: ClientTracking | null;
+  /** In RESP2 subscribed mode: invalidations redirected to it come as `__redis__:invalidate` messages. */
+  readonly subscribed: boolean;
+  /** Appends `frame` after every reply the client is owed; sent whatever CLIENT REPLY says. */
+  pushOutOfBand(frame: Buffer): void;
+}
+
+export interface CachingOptions {
+  /** Keys remembered at most (Redis's tracking-table-max-keys); 0: no limit. */
+  maxKeys: number;
+  /** The nodes reads may go to now: each needs a feed. */
+  nodes(): readonly string[];
+  /** Which client has this id (REDIRECT targets are any client of the proxy). */
+  client(id: number): CachingClient | undefined;
+  /** How long CLIENT TRACKING ON waits for the feeds to be up before it answers anyway. */
+  readyTimeoutMs: number;
+}
+
+const PUSH_HEAD = Buffer.from('>2\r\n$10\r\ninvalidate\r\n');
+const MESSAGE_HEAD = Buffer.from('*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n');
+/** What Redis sends as the "keys" of a flush: its shared null, in the tracking client's protocol. */
+const FLUSH = { 2: Buffer.from('$-1\r\n'), 3: Buffer.from('_\r\n') };
+/** How often the feeds are checked against the nodes while anyone tracks (events do it sooner). */
+const CHECK_EVERY_MS = 1000;
+const RECONNECT_MS = 100;
+
+export class ClientCaching {
+  private readonly trackers = new Map<number, CachingClient>();
+  private readonly bcast = new Set<CachingClient>();
+  private readonly table: KeyTable;
+  private readonly feeds = new Map<string, InvalidationFeed>();
+  private allReady = false;
+  private readyWaiters: (() => void)[] = [];
+  private timer: NodeJS.Timeout | null = null;
+  private reconnectTimer: NodeJS.Timeout | null = null;
+  /** Invalidations and flushes sent, for INFO. */
+  invalidationsSent = 0;
+  flushesSent = 0;
+
+  constructor(
+    private readonly pool: BackendPool,
+    private readonly options: CachingOptions,
+  ) {
+    this.table = new KeyTable(options.maxKeys, (key, ids) => this.invalidateEntry(Buffer.from(key, 'latin1'), ids));
+  }
+
+  get trackingClients(): number {
+    return this.trackers.size;
+  }
+
+  get trackedKeys(): number {
+    return this.table.size;
+  }
+
+  get evictedKeys(): number {
+    return this.table.evicted;
+  }
+
+  setMaxKeys(maxKeys: number): void {
+    this.table.maxKeys = maxKeys;
+  }
+
+  /** CLIENT TRACKING ON (options already checked): answers once the feeds are up, or after readyTimeoutMs. */
+  enable(client: CachingClient, request: TrackingRequest): Promise<void> | null {
+    const tracking = client.tracking ?? new ClientTracking();
+    tracking.apply(request);
+    client.tracking = tracking;
+    this.trackers.set(client.id, client);
+    if (tracking.bcast) this.bcast.add(client);
+    this.syncFeeds();
+    if (this.allReady) return null;
+    return new Promise<void>((resolve) => {
+      const timer = setTimeout(done, this.options.readyTimeoutMs);
+      function done(): void {
+        clearTimeout(timer);
+        resolve();
+      }
+      this.readyWaiters.push(done);
+    });
+  }
+
+  /** CLIENT TRACKING OFF, RESET, or the client went away. Its keys stay in the table, ignored, as on Redis. */
+  disable(client: CachingClient): void {
+    if (client.tracking === null) return;
+    client.tracking = null;
+    this.trackers.delete(client.id);
+    this.bcast.delete(client);
+    if (this.trackers.size === 0) this.stopFeeds();
+  }
+
+  /**
+   * Called by the dispatcher for every command of a tracking client, before it is sent: remembers
+   * the keys a read may hand the client (Redis remembers them when the command runs: earlier is
+   * safe, later is not), and arms NOLOOP for a write.
+   */
+  beforeCommand(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
+    tracking.usedSinceFlush = true;
+    if (!this.allReady) tracking.flushAfter = true;
+    const reads = info.flags.has('readonly') || isScriptCall(info.name);
+    if ((reads && tracking.remembersKeys) || (!reads && tracking.noloop && info.flags.has('write'))) {
+      const positions = keyPositions(info, args);
+      if (positions !== null && positions.length > 0) {
+        if (reads) {
+          for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
+        } else {
+          tracking.armedWrite = positions.map((p) => args[p].toString('latin1'));
+        }
+      }
+    }
+    // CLIENT CACHING applies to the next command, or to the whole transaction it opens (Redis's resetClient).
+    if (!info.name.startsWith('client|') && !inMulti && info.name !== 'multi') tracking.caching = false;
+  }
+
+  /** After a command was dispatched: a read made while a feed was down is followed by a flush. */
+  afterCommand(client: CachingClient, tracking: ClientTracking): void {
+    tracking.armedWrite = null;
+    if (!tracking.flushAfter) return;
+    tracking.flushAfter = false;
+    this.flush(client, tracking, true);
+  }
+
+  /** NOLOOP: a write's reply came; its keys stop being the client's own once every feed has passed it. */
+  writeAnswered(tracking: ClientTracking, slot: ReplySlot): void {
+    const keys = tracking.writeAnswered(slot);
+    if (keys === null) return;
+    const feeds = [...this.feeds.values()];
+    let left = feeds.length;
+    if (left === 0) tracking.releaseWrite(keys);
+    for (const f of feeds) f.fence(() => --left === 0 && tracking.releaseWrite(keys));
+  }
+
+  /**
+   * Where reads go changed (a failover, a slot moved, a ring node ejected or back, a migration
+   * phase) or a connection to a node was lost: every tracking client drops everything.
+   */
+  placementChanged(reason: string): void {
+    if (this.trackers.size === 0) return;
+    log.debug({ reason }, 'client-side caching: flushing every tracking client');
+    this.flushEverything();
+    this.syncFeeds();
+  }
+
+  stop(): void {
+    this.stopFeeds();
+  }
+
+  private flushEverything(): void {
+    this.table.clear();
+    for (const c of this.trackers.values()) {
+      const t = c.tracking;
+      if (t !== null) this.flush(c, t, false);
+    }
+  }
+
+  /** The null invalidation; skipped when the client ran nothing since its last one (it holds nothing), unless `always`. */
+  private flush(client: CachingClient, tracking: ClientTracking, always: boolean): void {
+    if (!always && !tracking.usedSinceFlush) return;
+    tracking.usedSinceFlush = false;
+    this.flushesSent++;
+    this.send(client, tracking, FLUSH[client.protocol]);
+  }
+
+  /** Opens a feed to every node reads may go to, closes the others; keeps checking while anyone tracks. */
+  private syncFeeds(): void {
+    if (this.trackers.size === 0) return;
+    this.timer ??= setInterval(() => this.syncFeeds(), CHECK_EVERY_MS).unref();
+    const wanted = new Set(this.options.nodes());
+    for (const [address, feed] of this.feeds) {
+      if (!wanted.has(address) || feed.isClosed) {
+        this.feeds.delete(address);
+        feed.close();
+      }
+    }
+    for (const address of wanted) {
+      if (!this.feeds.has(address)) this.feeds.set(address, new InvalidationFeed(address, this.pool, this.feedEvents));
+    }
+    this.updateReady();
+  }
+
+  private updateReady(): void {
+    let ready = this.feeds.size > 0;
+    for (const f of this.feeds.values()) if (!f.ready) ready = false;
+    this.allReady = ready;
+    if (ready) for (const w of this.readyWaiters.splice(0)) w();
+  }
+
+  private stopFeeds(): void {
+    if (this.timer !== null) clearInterval(this.timer);
+    if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
+    this.timer = null;
+    this.reconnectTimer = null;
+    for (const f of this.feeds.values()) f.close();
+    this.feeds.clear();
+    this.allReady = false;
+    this.table.clear();
+  }
+
+  private readonly feedEvents = {
+    ready: (): void => this.updateReady(),
+    lost: (feed: InvalidationFeed, reason: string): void => {
+      if (this.feeds.get(feed.address) !== feed) return;
+      this.feeds.delete(feed.address);
+      this.allReady = false;
+      log.warn({ node: feed.address, reason }, 'client-side caching: invalidation feed lost; tracking clients flushed');
+      this.flushEverything();
+      this.reconnectTimer ??= setTimeout(() => {
+        this.reconnectTimer = null;
+        this.syncFeeds();
+      }, RECONNECT_MS);
+    },
+    invalidate: (keys: Buffer[] | null): void => {
+      if (keys === null) this.flushEverything();
+      else this.invalidateKeys(keys);
+    },
+  };
+
+  private invalidateKeys(keys: Buffer[]): void {
+    for (const key of keys) {
+      const ids = this.table.take(key.toString('latin1'));
+      if (ids !== undefined) this.invalidateEntry(key, ids);
+    }
+    for (const c of this.bcast) {
+      const t = c.tracking;
+      if (t === null) continue;
+      // One push per prefix, with the keys of this batch under it, as Redis broadcasts.
+      for (const prefix of t.prefixes) {
+        const matched = keys.filter((k) => k.length >= prefix.length && k.subarray(0, prefix.length).equals(prefix) && !ownWrite(t, k));
+        if (matched.length > 0) this.sendKeys(c, t, matched);
+      }
+    }
+  }
+
+  /** Default mode: every client that read `key` gets it, except a NOLOOP client whose own write changed it. */
+  private invalidateEntry(key: Buffer, ids: ClientIds): void {
+    forEachId(ids, (id) => {
+      const c = this.trackers.get(id);
+      const t = c?.tracking;
+      if (c === undefined || t === null || t === undefined || t.bcast || ownWrite(t, key)) return;
+      this.sendKeys(c, t, [key]);
+    });
+  }
+
+  private sendKeys(client: CachingClient, tracking: ClientTracking, keys: Buffer[]): void {
+    this.invalidationsSent++;
+    this.send(client, tracking, encode.arrayOfBulks(keys));
+  }
+
+  /** Redis's sendTrackingMessage: to the client in RESP3, or to its REDIRECT target (a push, or a message in RESP2 subscribed mode). */
+  private send(client: CachingClient, tracking: ClientTracking, body: Buffer): void {
+    let target = client;
+    if (tracking.redirect !== 0) {
+      const redirected = this.options.client(tracking.redirect);
+      if (redirected === undefined) {
+        tracking.brokenRedirect = true;
+        if (client.protocol === 3) client.pushOutOfBand(encode.pushOfFrames([encode.bulk('tracking-redir-broken'), encode.integer(tracking.redirect)]));
+        return;
+      }
+      target = redirected;
+    }
+    if (target.protocol === 3) target.pushOutOfBand(Buffer.concat([PUSH_HEAD, body]));
+    else if (target !== client && target.subscribed) target.pushOutOfBand(Buffer.concat([MESSAGE_HEAD, body]));
+  }
+}
+
+/** NOLOOP: the key is being written by the client itself, and the node's invalidation for it is not through yet. */
+function ownWrite(tracking: ClientTracking, key: Buffer): boolean {
+  return tracking.noloop && tracking.ownKeys.size > 0 && tracking.ownKeys.has(key.toString('latin1'));
+}
+
+/** EVAL, EVALSHA, FCALL and their _RO forms: the keys they declare are what they may read. */
+function isScriptCall(name: string): boolean {
+  return name.startsWith('eval') || name.startsWith('fcall');
+}

@@ -1,0 +1,62 @@
+/**
+ * Which clients read which key through the proxy (default mode, OPTIN/OPTOUT): Redis's
+ * TrackingTable, kept by the proxy because the nodes only see the proxy's shared connections.
+ * An entry is taken whole when its key is invalidated, as Redis does. Bounded: past `maxKeys`
+ * (Redis's tracking-table-max-keys; 0 for no limit) the oldest keys are evicted, and their
+ * clients are sent an invalidation for them, so nothing they hold goes unwatched.
+ */
+export type ClientIds = number | Set<number>;
+
+export class KeyTable {
+  /** Key (latin1, byte for byte) -> the id of the one client that read it, or a set when several did. */
+  private readonly keys = new Map<string, ClientIds>();
+  evicted = 0;
+
+  constructor(
+    public maxKeys: number,
+    private readonly onEvict: (key: string, ids: ClientIds) => void,
+  ) {}
+
+  get size(): number {
+    return this.keys.size;
+  }
+
+  add(key: string, id: number): void {
+    const ids = this.keys.get(key);
+    if (ids === undefined) {
+      this.keys.set(key, id);
+      if (this.maxKeys > 0 && this.keys.size > this.maxKeys) this.evictOldest();
+    } else if (typeof ids === 'number') {
+      if (ids !== id) this.keys.set(key, new Set([ids, id]));
+    } else {
+      ids.add(id);
+    }
+  }
+
+  /** Removes the key and returns who had read it. */
+  take(key: string): ClientIds | undefined {
+    const ids = this.keys.get(key);
+    if (ids !== undefined) this.keys.delete(key);
+    return ids;
+  }
+
+  clear(): void {
+    this.keys.clear();
+  }
+
+  /** Map order is insertion order: the first key is the one remembered longest ago. */
+  private evictOldest(): void {
+    while (this.keys.size > this.maxKeys) {
+      const [key, ids] = this.keys.entries().next().value as [string, ClientIds];
+      this.keys.delete(key);
+      this.evicted++;
+      this.onEvict(key, ids);
+    }
+  }
+}
+
+/** Each id of an entry, without a Set for the common one-client case. */
+export function forEachId(ids: ClientIds, fn: (id: number) => void): void {
+  if (typeof ids === 'number') fn(ids);
+  else for (const id of ids) fn(id);
+}

@@ -120,29 +120,60 @@ export class ClientCaching {
   /**
    * Called by the dispatcher for every command of a tracking client, before it is sent: remembers
    * the keys a read may hand the client (Redis remembers them when the command runs: earlier is
-   * safe, later is not), and arms NOLOOP for a write.
+   * safe, later is not), and prepares what the client's own write invalidates.
    */
   beforeCommand(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
-    tracking.usedSinceFlush = true;
-    if (!this.allReady) tracking.flushAfter = true;
     const reads = info.flags.has('readonly') || isScriptCall(info.name);
-    if ((reads && tracking.remembersKeys) || (!reads && tracking.noloop && info.flags.has('write'))) {
-      const positions = keyPositions(info, args);
-      if (positions !== null && positions.length > 0) {
-        if (reads) {
-          for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
-        } else {
-          tracking.armedWrite = positions.map((p) => args[p].toString('latin1'));
-        }
+    if (reads) {
+      tracking.usedSinceFlush = true;
+      if (!this.allReady) tracking.flushAfter = true;
+      if (tracking.remembersKeys) {
+        const positions = keyPositions(info, args);
+        if (positions !== null) for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
       }
+    } else if (info.flags.has('write')) {
+      this.ownWrite(client, tracking, info, args, inMulti);
     }
     // CLIENT CACHING applies to the next command, or to the whole transaction it opens (Redis's resetClient).
     if (!info.name.startsWith('client|') && !inMulti && info.name !== 'multi') tracking.caching = false;
   }
 
-  /** After a command was dispatched: a read made while a feed was down is followed by a flush. */
+  /**
+   * The client writes keys itself. NOLOOP: the feeds' invalidations for them are not passed on.
+   * Otherwise Redis tells the client right after the write's reply, before the replies of what it
+   * pipelined after; the node's push comes later, through another connection, so the proxy tells
+   * it then itself (afterCommand) and forgets that the client read those keys. Inside MULTI the
+   * node's push is awaited instead.
+   */
+  private ownWrite(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
+    if (info.name === 'flushall' || info.name === 'flushdb') {
+      if (!inMulti) tracking.ownFlush = true;
+      return;
+    }
+    if (tracking.bcast ? !tracking.noloop : inMulti) return;
+    const positions = keyPositions(info, args);
+    if (positions === null || positions.length === 0) return;
+    if (tracking.noloop) {
+      tracking.armedWrite = positions.map((p) => args[p].toString('latin1'));
+      return;
+    }
+    for (const p of positions) {
+      if (this.table.drop(args[p].toString('latin1'), client.id)) (tracking.ownInvalidations ??= []).push(args[p]);
+    }
+  }
+
+  /** After a command was dispatched: what it invalidates for the client itself, and a flush after a read made while a feed was down. */
   afterCommand(client: CachingClient, tracking: ClientTracking): void {
     tracking.armedWrite = null;
+    const own = tracking.ownInvalidations;
+    if (own !== null) {
+      tracking.ownInvalidations = null;
+      for (const key of own) this.sendKeys(client, tracking, [key]);
+    }
+    if (tracking.ownFlush) {
+      tracking.ownFlush = false;
+      this.flush(client, tracking, false);
+    }
     if (!tracking.flushAfter) return;
     tracking.flushAfter = false;
     this.flush(client, tracking, true);
@@ -181,7 +212,7 @@ export class ClientCaching {
     }
   }
 
-  /** The null invalidation; skipped when the client ran nothing since its last one (it holds nothing), unless `always`. */
+  /** The null invalidation; skipped when the client read nothing since its last one (it holds nothing), unless `always`. */
   private flush(client: CachingClient, tracking: ClientTracking, always: boolean): void {
     if (!always && !tracking.usedSinceFlush) return;
     tracking.usedSinceFlush = false;

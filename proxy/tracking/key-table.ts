@@ -40,6 +40,20 @@ export class KeyTable {
     return ids;
   }
 
+  /** Forgets that client `id` read `key`; true when it had. */
+  drop(key: string, id: number): boolean {
+    const ids = this.keys.get(key);
+    if (ids === undefined) return false;
+    if (typeof ids === 'number') {
+      if (ids !== id) return false;
+      this.keys.delete(key);
+      return true;
+    }
+    const had = ids.delete(id);
+    if (ids.size === 0) this.keys.delete(key);
+    return had;
+  }
+
   clear(): void {
     this.keys.clear();
   }

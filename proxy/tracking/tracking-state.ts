@@ -30,10 +30,14 @@ export class ClientTracking {
   brokenRedirect = false;
   /** BCAST prefixes ("" when none was given), kept in byte order as Redis lists them. */
   prefixes: Buffer[] = [];
-  /** A command ran since the last "flush everything" (null) invalidation: another one is not redundant. */
+  /** A read ran since the last "flush everything" (null) invalidation: another one is not redundant. */
   usedSinceFlush = true;
   /** Set while dispatching a command read with the invalidation feeds not all up: a flush follows its reply. */
   flushAfter = false;
+  /** Keys the client read and is now writing itself: invalidated right after the write's reply, as Redis does. */
+  ownInvalidations: Buffer[] | null = null;
+  /** The client is running FLUSHALL/FLUSHDB itself: the null invalidation follows its reply. */
+  ownFlush = false;
   /** NOLOOP: keys of the write being dispatched, claimed by the first reply slot it appends. */
   armedWrite: string[] | null = null;
   /** NOLOOP: the client's writes in flight, by reply slot; and per key how many are open. */

@@ -1,0 +1,106 @@
+// Client-side caching through slotproxy (CLIENT TRACKING), compared with one Redis byte for byte:
+// the same scripted conversation, over several connections, runs on a single-node cluster owning
+// every slot and on the proxy in front of 3 masters; every connection must receive exactly the same
+// bytes, invalidations included, in the same place relative to its own replies.
+
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { useProxy } from '../helpers/proxy';
+import { ScriptStep, runScript } from '../helpers/tracking-script';
+
+const { proxy } = useProxy();
+let reference: RedisCluster | undefined;
+
+beforeAll(async () => {
+  reference = await RedisCluster.start({ masters: 1, replicasPerMaster: 0 });
+}, 60_000);
+afterAll(async () => {
+  await reference?.stop();
+}, 30_000);
+
+const referencePort = (): number => {
+  if (reference === undefined) throw new Error('the reference node did not start');
+  return reference.masters[0].port;
+};
+
+const a = (...args: string[]): ScriptStep => ({ on: 'a', args });
+const b = (...args: string[]): ScriptStep => ({ on: 'b', args });
+/** Requests sent together on `a` (CLIENT CACHING applies to the very next command). */
+const together = (...requests: string[][]): ScriptStep => ({ on: 'a', args: requests });
+
+interface Case {
+  setup: Record<string, string[][]>;
+  steps: ScriptStep[];
+}
+
+const HELLO3 = { a: [['HELLO', '3']] };
+
+const CASES: [string, Case][] = [
+  ['RESP3 default mode: what was read is invalidated once, whoever writes it; own writes after the reply', {
+    setup: HELLO3,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON'), a('GET', '{t}k1'), b('SET', '{t}k1', 'v1'), b('SET', '{t}k1', 'v2'), a('GET', '{t}k1'),
+      a('MGET', '{t}k1', '{t}k2'), b('MSET', '{t}k1', 'x', '{t}k2', 'y'), a('SET', '{t}k1', 'own'), a('GET', '{t}k1'), a('SET', '{t}k1', 'own2'),
+      a('HGETALL', '{t}h'), b('HSET', '{t}h', 'f', 'v'), a('GET', 'elsewhere'), b('SET', 'elsewhere', '1'), a('STRLEN', '{t}k2'), b('APPEND', '{t}k2', 'z'),
+      together(['MULTI'], ['GET', '{t}k4'], ['EXEC']), b('SET', '{t}k4', 'z'), a('EVAL', "return redis.call('GET', KEYS[1])", '1', '{t}k5'), b('DEL', '{t}k5', '{t}k4'),
+      b('SET', '{t}k5', 'new'), a('CLIENT', 'TRACKINGINFO'), a('CLIENT', 'GETREDIR'),
+      a('GET', '{t}k6'), b('FLUSHALL'), b('SET', '{t}k6', 'after'), a('GET', '{t}k6'), a('FLUSHALL'),
+      a('CLIENT', 'TRACKING', 'OFF'), a('GET', '{t}k7'), b('SET', '{t}k7', '1'), a('CLIENT', 'TRACKINGINFO'),
+    ],
+  }],
+  ['RESP2 without REDIRECT: tracking on, nothing sent (RESP2 has no pushes)', {
+    setup: {},
+    steps: [a('CLIENT', 'TRACKING', 'ON'), a('GET', '{t}r'), b('SET', '{t}r', '1'), b('FLUSHALL'), a('CLIENT', 'TRACKINGINFO'), a('CLIENT', 'GETREDIR')],
+  }],
+  ['RESP2 REDIRECT to a client subscribed to __redis__:invalidate', {
+    setup: { c: [['SUBSCRIBE', '__redis__:invalidate']] },
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '$id:c'), a('GET', '{t}d1'), a('MGET', '{t}d2', '{t}d3'), b('SET', '{t}d1', 'x'), b('DEL', '{t}d2', '{t}d3'),
+      a('GET', '{t}d1'), b('FLUSHALL'), a('GET', '{t}d1'), b('SET', '{t}d1', 'y'),
+    ],
+  }],
+  ['RESP3 client redirecting to a RESP3 client', {
+    setup: { a: [['HELLO', '3']], c: [['HELLO', '3']] },
+    steps: [a('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '$id:c'), a('GET', '{t}e1'), b('SET', '{t}e1', 'x'), a('GET', '{t}e1'), b('FLUSHALL')],
+  }],
+  ['RESP3 BCAST with prefixes: batches per prefix, own writes included', {
+    setup: HELLO3,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', '{t}user:', 'PREFIX', '{t}cart:'), b('MSET', '{t}user:1', 'a', '{t}cart:1', 'b', '{t}other', 'c'),
+      b('SET', '{t}user:2', 'x'), a('DEL', '{t}cart:1'), a('CLIENT', 'TRACKINGINFO'), a('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', '{t}u'),
+      a('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', '{t}z:'), b('SET', '{t}z:1', '1'), a('CLIENT', 'TRACKINGINFO'), b('FLUSHALL'),
+      a('CLIENT', 'TRACKING', 'OFF'), a('CLIENT', 'TRACKING', 'ON', 'BCAST'), b('SET', 'anything', '1'), a('CLIENT', 'TRACKINGINFO'),
+    ],
+  }],
+  ['RESP2 BCAST through REDIRECT', {
+    setup: { c: [['SUBSCRIBE', '__redis__:invalidate']] },
+    steps: [a('CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', '{t}p', 'REDIRECT', '$id:c'), b('MSET', '{t}p1', '1', '{t}p2', '2', '{t}q', '3'), b('DEL', '{t}p1')],
+  }],
+  ['OPTIN: only reads after CLIENT CACHING YES; OPTOUT: all but those after CLIENT CACHING NO', {
+    setup: HELLO3,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'OPTIN'), a('GET', '{t}o1'), b('SET', '{t}o1', '1'), together(['CLIENT', 'CACHING', 'YES'], ['GET', '{t}o1']), b('SET', '{t}o1', '2'),
+      together(['CLIENT', 'CACHING', 'YES'], ['CLIENT', 'TRACKINGINFO']), a('GET', '{t}o2'), b('SET', '{t}o2', '1'),
+      together(['CLIENT', 'CACHING', 'YES'], ['MULTI'], ['GET', '{t}o3'], ['GET', '{t}o4'], ['EXEC']), b('MSET', '{t}o3', '1', '{t}o4', '1'),
+      a('CLIENT', 'CACHING', 'NO'), a('CLIENT', 'TRACKING', 'ON', 'OPTOUT'), a('CLIENT', 'TRACKING', 'OFF'),
+      a('CLIENT', 'TRACKING', 'ON', 'OPTOUT'), a('GET', '{t}o5'), together(['CLIENT', 'CACHING', 'NO'], ['GET', '{t}o6']), b('MSET', '{t}o5', '1', '{t}o6', '1'),
+      together(['CLIENT', 'CACHING', 'NO'], ['CLIENT', 'TRACKINGINFO']), a('CLIENT', 'CACHING', 'YES'),
+    ],
+  }],
+  ['NOLOOP: the client is not told of its own writes, in default and BCAST mode', {
+    setup: HELLO3,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'NOLOOP'), a('GET', '{t}n1'), a('SET', '{t}n1', 'mine'), b('SET', '{t}n1', 'theirs'), a('GET', '{t}n1'), b('SET', '{t}n1', 'theirs2'),
+      a('CLIENT', 'TRACKINGINFO'), a('CLIENT', 'TRACKING', 'OFF'), a('CLIENT', 'TRACKING', 'ON', 'BCAST', 'NOLOOP', 'PREFIX', '{t}n'),
+      a('SET', '{t}n2', 'mine'), b('SET', '{t}n3', 'theirs'), a('INCR', '{t}n4'),
+    ],
+  }],
+];
+
+describe('CLIENT TRACKING as one Redis, byte for byte', () => {
+  test.each(CASES)('%s', async (_what, { setup, steps }) => {
+    const names = ['a', 'b', ...(Object.keys(setup).includes('c') ? ['c'] : [])];
+    const want = await runScript(referencePort(), names, setup, steps);
+    const got = await runScript(proxy().address.port, names, setup, steps, want);
+    expect(got.streams).toEqual(want.streams);
+  });
+});

@@ -172,8 +172,8 @@ export class Dispatcher {
           session.replyNow(answerLocally(ctx, session, info.name, args));
           return undefined;
         case 'client':
-          replyEventually(session, clientCommand(ctx, session, info.name, args));
-          return undefined;
+          // One that waits (TRACKING ON for the feeds, UNBLOCK) holds the client's later requests, as one Redis would.
+          return replyEventually(session, clientCommand(ctx, session, info.name, args));
         case 'refuse':
           session.replyNow(encode.error(errors.unsupported(container ?? info.name, strategy.why)));
           return undefined;
@@ -406,12 +406,14 @@ export class Dispatcher {
 }
 
 /** A reply now, or a slot in the client's order filled when the answer comes. */
-function replyEventually(session: DispatchSession, reply: Buffer | Promise<Buffer>): void {
-  if (Buffer.isBuffer(reply)) session.replyNow(reply);
-  else {
-    const slot = session.track(new ReplySlot(session));
-    void reply.then((r) => slot.complete(r));
+/** Replies now, or once `reply` settles: then later requests must wait for it (the returned promise). */
+function replyEventually(session: DispatchSession, reply: Buffer | Promise<Buffer>): Promise<void> | undefined {
+  if (Buffer.isBuffer(reply)) {
+    session.replyNow(reply);
+    return undefined;
   }
+  const slot = session.track(new ReplySlot(session));
+  return reply.then((r) => slot.complete(r));
 }
 
 /** Run at once inside MULTI, as Redis does, instead of being queued. */

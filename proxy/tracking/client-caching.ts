@@ -253,6 +253,7 @@ export class ClientCaching {
     this.feeds.clear();
     this.allReady = false;
     this.table.clear();
+    for (const w of this.readyWaiters.splice(0)) w(); // nobody tracks any more: nothing to wait for
   }
 
   private readonly feedEvents = {

@@ -63,10 +63,7 @@ export class CachingReader {
       this.errors++;
       return null;
     }
-    const value = frame === '_\r\n' ? null : frame.slice(frame.indexOf('\r\n') + 2, -2);
-    if (!this.spoiled.has(key)) this.cache.set(key, value);
-    this.spoiled.delete(key);
-    return value;
+    return valueOf(frame);
   }
 
   close(): void {
@@ -100,6 +97,16 @@ export class CachingReader {
       }
       return;
     }
-    this.pending.shift()?.resolve(frame);
+    // Cached here, before any later frame of the same read is looked at: an invalidation right
+    // behind the reply must find the value in the cache.
+    const p = this.pending.shift();
+    if (p === undefined) return;
+    if (p.key !== null && !frame.startsWith('-') && !this.spoiled.has(p.key)) this.cache.set(p.key, valueOf(frame));
+    if (p.key !== null) this.spoiled.delete(p.key);
+    p.resolve(frame);
   }
+}
+
+function valueOf(frame: string): string | null {
+  return frame === '_\r\n' ? null : frame.slice(frame.indexOf('\r\n') + 2, -2);
 }

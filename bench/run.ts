@@ -20,6 +20,7 @@ import { BenchResults, MemoryRow, RunSample, TargetStatus, summarize } from './r
 import { renderChart } from './svg';
 import { runMigrationBench } from './migration';
 import { runClientCostBench } from './client-cost';
+import { runTrackingMemoryBench } from './tracking-memory';
 import {
   Backends,
   RunningTarget,
@@ -312,6 +313,8 @@ async function run(opts: BenchOptions, cleanup: Cleanup): Promise<number> {
   if (opts.memoryTest) markdown += `\n${await runMigrationBench(1_000_000, 200_000)}\n`;
   // What each connected client costs (issue 24): 1,000 to 10,000 clients, idle and at 1 GET/s each.
   if (opts.memoryTest) markdown += `\n${await runClientCostBench(5)}\n`;
+  // What client-side caching costs per tracked key (issue 23).
+  if (opts.memoryTest) markdown += `\n${await runTrackingMemoryBench()}\n`;
   await fsp.writeFile(mdFile, markdown);
   await fsp.writeFile(svgFile, chart);
 

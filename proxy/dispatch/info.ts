@@ -65,7 +65,8 @@ export function infoMerge(ctx: ProxyContext, server: InfoServer, args: readonly 
     const sections = parsed[0].map(({ title }) => {
       if (title === 'Clients') return { title, lines: clientLines(ctx, server) };
       const all = parsed.map((p) => p.find((s) => s.title === title)?.lines ?? []);
-      return { title, lines: mergeSection(title, all) };
+      const lines = mergeSection(title, all);
+      return { title, lines: title === 'Stats' ? withProxyTracking(ctx, lines) : lines };
     });
     const text = sections.map((s) => `${[`# ${s.title}`, ...s.lines].join('\r\n')}\r\n`).join('\r\n');
     if (!proxy) return encode.bulk(text);
@@ -106,8 +107,25 @@ function clientLines(ctx: ProxyContext, server: InfoServer): string[] {
     'cluster_connections:0',
     `maxclients:${server.maxClients()}`,
     `blocked_clients:${server.blockedClients() + ctx.stats.waitingClients}`,
-    'tracking_clients:0',
+    `tracking_clients:${ctx.caching.trackingClients}`,
   ];
+}
+
+/**
+ * The tracking table is the proxy's (tracking/), not the nodes': theirs only hold the proxy's own
+ * BCAST feeds. So `tracking_total_*` describe the proxy's clients, as one server's would.
+ */
+function withProxyTracking(ctx: ProxyContext, lines: string[]): string[] {
+  const own = new Map([
+    ['tracking_total_keys', ctx.caching.trackedKeys],
+    ['tracking_total_items', ctx.caching.trackedItems],
+    ['tracking_total_prefixes', ctx.caching.trackedPrefixes],
+  ]);
+  return lines.map((line) => {
+    const name = line.slice(0, line.indexOf(':'));
+    const value = own.get(name);
+    return value === undefined ? line : `${name}:${value}`;
+  });
 }
 
 /** Stats fields that are one moment's value or a ratio: the largest master's, not a sum. */

@@ -81,6 +81,18 @@ export class ClientCaching {
     return this.table.size;
   }
 
+  /** Key-client pairs remembered (Redis's tracking_total_items). */
+  get trackedItems(): number {
+    return this.table.items;
+  }
+
+  /** Distinct BCAST prefixes of the tracking clients (Redis's tracking_total_prefixes). */
+  get trackedPrefixes(): number {
+    const all = new Set<string>();
+    for (const c of this.bcast) for (const p of c.tracking?.prefixes ?? []) all.add(p.toString('latin1'));
+    return all.size;
+  }
+
   get evictedKeys(): number {
     return this.table.evicted;
   }
@@ -129,7 +141,9 @@ export class ClientCaching {
       if (!this.allReady) tracking.flushAfter = true;
       if (tracking.remembersKeys) {
         const positions = keyPositions(info, args);
-        if (positions !== null) for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
+        // Keys only a node can name (SORT ... BY): nothing to remember them by, so the read is followed by a flush.
+        if (positions === null) tracking.flushAfter = true;
+        else for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
       }
     } else if (info.flags.has('write')) {
       this.ownWrite(client, tracking, info, args, inMulti);

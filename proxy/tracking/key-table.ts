@@ -21,6 +21,13 @@ export class KeyTable {
     return this.keys.size;
   }
 
+  /** Key-client pairs (counted when asked: INFO only). */
+  get items(): number {
+    let n = 0;
+    for (const ids of this.keys.values()) n += typeof ids === 'number' ? 1 : ids.size;
+    return n;
+  }
+
   add(key: string, id: number): void {
     const ids = this.keys.get(key);
     if (ids === undefined) {

@@ -1,0 +1,105 @@
+// Client-side caching's pure parts: CLIENT TRACKING's state (what is remembered, TRACKINGINFO's
+// flags, BCAST prefixes), the bounded key table, and reading a node's invalidate push.
+
+import { ClientTracking, parseTracking, setCaching } from '../../proxy/tracking/tracking-state';
+import { KeyTable } from '../../proxy/tracking/key-table';
+import { invalidatedKeys } from '../../proxy/tracking/invalidation-feed';
+
+const args = (...a: string[]): Buffer[] => ['CLIENT', 'TRACKING', ...a].map((s) => Buffer.from(s));
+const enabled = (...a: string[]): ClientTracking => {
+  const t = new ClientTracking();
+  const request = parseTracking(args('on', ...a), () => true, null);
+  if (typeof request === 'string') throw new Error(request);
+  t.apply(request);
+  return t;
+};
+
+describe('CLIENT TRACKING state', () => {
+  test('default mode remembers every read; OPTIN only after CACHING YES; OPTOUT unless CACHING NO; BCAST none', () => {
+    expect(enabled().remembersKeys).toBe(true);
+    const optin = enabled('OPTIN');
+    expect(optin.remembersKeys).toBe(false);
+    expect(setCaching(optin, Buffer.from('yes'))).toBeNull();
+    expect(optin.remembersKeys).toBe(true);
+    const optout = enabled('OPTOUT');
+    expect(optout.remembersKeys).toBe(true);
+    expect(setCaching(optout, Buffer.from('no'))).toBeNull();
+    expect(optout.remembersKeys).toBe(false);
+    expect(enabled('BCAST').remembersKeys).toBe(false);
+  });
+
+  test("TRACKINGINFO's flags in Redis's order; BCAST without a prefix tracks the empty one; prefixes sorted", () => {
+    const t = enabled('OPTIN', 'NOLOOP');
+    setCaching(t, Buffer.from('yes'));
+    expect(t.flags()).toEqual(['on', 'optin', 'caching-yes', 'noloop']);
+    expect(enabled('BCAST').prefixes.map(String)).toEqual(['']);
+    expect(enabled('BCAST', 'PREFIX', 'b', 'PREFIX', 'a').prefixes.map(String)).toEqual(['a', 'b']);
+    expect(enabled('BCAST', 'PREFIX', 'user:').prefixOf(Buffer.from('user:1'))?.toString()).toBe('user:');
+    expect(enabled('BCAST', 'PREFIX', 'user:').prefixOf(Buffer.from('cart:1'))).toBeNull();
+  });
+
+  test('option errors need the current state: switching BCAST or OPTIN/OPTOUT while on, overlapping prefixes', () => {
+    expect(parseTracking(args('on'), () => true, enabled('BCAST'))).toMatch(/^ERR You can't switch BCAST mode/);
+    expect(parseTracking(args('on', 'OPTOUT'), () => true, enabled('OPTIN'))).toMatch(/^ERR You can't switch OPTIN\/OPTOUT mode/);
+    expect(parseTracking(args('on', 'BCAST', 'PREFIX', 'ab'), () => true, enabled('BCAST', 'PREFIX', 'a'))).toBe(
+      "ERR Prefix 'ab' overlaps with an existing prefix 'a'. Prefixes for a single client must not overlap.",
+    );
+    expect(parseTracking(args('on', 'REDIRECT', '7'), () => false, null)).toBe('ERR The client ID you want redirect to does not exist');
+    expect(parseTracking(args('off', 'BCAST'), () => true, null)).toMatchObject({ on: false });
+  });
+
+  test('NOLOOP: a write stays the client\'s own from its reply slot until it is released', () => {
+    const t = enabled('NOLOOP');
+    t.armedWrite = ['k'];
+    const slot = {} as never;
+    t.claimWrite(slot);
+    expect(t.ownKeys.get('k')).toBe(1);
+    expect(t.writeAnswered(slot)).toEqual(['k']);
+    expect(t.ownKeys.get('k')).toBe(1);
+    t.releaseWrite(['k']);
+    expect(t.ownKeys.has('k')).toBe(false);
+  });
+});
+
+describe('KeyTable', () => {
+  test('one client per key without a Set, several with one; an entry is taken whole', () => {
+    const table = new KeyTable(0, () => undefined);
+    table.add('a', 1);
+    table.add('a', 1);
+    table.add('b', 1);
+    table.add('b', 2);
+    expect(table.items).toBe(3);
+    expect(table.take('a')).toBe(1);
+    expect([...(table.take('b') as Set<number>)]).toEqual([1, 2]);
+    expect(table.size).toBe(0);
+  });
+
+  test('past maxKeys the oldest keys are evicted and handed over for invalidation', () => {
+    const evicted: [string, unknown][] = [];
+    const table = new KeyTable(2, (key, ids) => evicted.push([key, ids]));
+    table.add('a', 1);
+    table.add('b', 2);
+    table.add('a', 3);
+    table.add('c', 1);
+    expect(evicted).toEqual([['a', new Set([1, 3])]]);
+    expect(table.size).toBe(2);
+    expect(table.evicted).toBe(1);
+  });
+
+  test("drop forgets one client's read of a key", () => {
+    const table = new KeyTable(0, () => undefined);
+    table.add('k', 1);
+    table.add('k', 2);
+    expect(table.drop('k', 1)).toBe(true);
+    expect(table.drop('k', 1)).toBe(false);
+    expect(table.take('k')).toEqual(new Set([2]));
+  });
+});
+
+describe("a node's invalidate push", () => {
+  test('keys, or null for a flush or anything unreadable', () => {
+    expect(invalidatedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$3\r\nb\rc\r\n'))?.map(String)).toEqual(['a', 'b\rc']);
+    expect(invalidatedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n'))).toBeNull();
+    expect(invalidatedKeys(Buffer.from('>2\r\n$7\r\nmessage\r\n$1\r\nx\r\n'))).toBeNull();
+  });
+});

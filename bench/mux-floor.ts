@@ -1,18 +1,25 @@
-// The floor of slotproxy's own design, for the bench's "Node floor" row: every client multiplexed
-// over ONE shared connection per Redis node (the same three standalone nodes twemproxy and the ring
-// front), the requests of one event-loop turn written to each node with one write, a FIFO per node
-// of the reply slots waiting on it, and each client's completed replies written in order with one
-// write per turn. A frame counter instead of a parser, and the node picked from the key's last byte
-// instead of a hash ring or a slot table. Sockets read into one shared buffer, copied out per read
-// (as slotproxy's proxy/net/socket-reader.ts does; written again here so the floor runs none of the
-// product's code). No checks, no metrics, no splitting: what any multiplexing Node proxy pays per
-// request at the least.
+// The floor of slotproxy's own design, for the bench's "Node floor" rows: every client multiplexed
+// over ONE shared connection per Redis node, the requests of one event-loop turn written to each
+// node with one write, a FIFO per node of the reply slots waiting on it, and each client's
+// completed replies written in order with one write per turn. A frame counter instead of a parser.
+// Sockets read into one shared buffer, copied out per read (as slotproxy's proxy/net/socket-reader.ts
+// does; written again here so the floor runs none of the product's code). No checks, no metrics:
+// what any multiplexing Node proxy pays per request at the least.
+//
+// Two back ends, as slotproxy's two rows: standalone nodes (the node picked from the key's last byte
+// instead of a hash ring), or a Redis Cluster (`--cluster SEED`: the slot map read once from
+// CLUSTER SLOTS, the key's CRC16 slot computed, nothing else: no MOVED, no refresh). An MGET or MSET
+// whose keys live on several nodes is split as slotproxy's `crossSlot: split` splits it: each key
+// sent as GET or SET to its node, the replies merged in key order.
 // Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]
+//        node dist/bench/mux-floor.js PORT --cluster SEED_HOST:PORT
 import net from 'node:net';
 
-const [listenPort, ...nodeAddresses] = process.argv.slice(2);
-if (!listenPort || nodeAddresses.length === 0 || nodeAddresses.some((a) => !/^[^:]+:\d+$/.test(a))) {
-  console.error('usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]');
+const [listenPort, ...backendArgs] = process.argv.slice(2);
+const clusterSeed = backendArgs[0] === '--cluster' ? backendArgs[1] : null;
+const nodeAddresses = clusterSeed === null ? backendArgs : [clusterSeed];
+if (!listenPort || nodeAddresses.length === 0 || nodeAddresses.some((a) => !/^[^:]+:\d+$/.test(a ?? ''))) {
+  console.error('usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...] | PORT --cluster SEED_HOST:PORT');
   process.exit(2);
 }
 
@@ -123,10 +130,40 @@ function scheduleFlush(): void {
   setImmediate(flushTurn);
 }
 
+/** A split MGET/MSET: the replies of its per-key GETs/SETs, merged once all are in. */
+class Merge {
+  private readonly parts: (Buffer | undefined)[];
+  private missing: number;
+  constructor(
+    private readonly client: Client,
+    private readonly seq: number,
+    private readonly isGet: boolean,
+    count: number,
+  ) {
+    this.parts = new Array<Buffer | undefined>(count);
+    this.missing = count;
+  }
+  fill(index: number, frame: Buffer): void {
+    this.parts[index] = frame;
+    if (--this.missing > 0) return;
+    const reply = this.isGet ? Buffer.concat([Buffer.from(`*${this.parts.length}\r\n`), ...(this.parts as Buffer[])]) : OK;
+    if (this.client.fill(this.seq, reply)) ready.add(this.client);
+  }
+}
+const OK = Buffer.from('+OK\r\n');
+
+/** What a node's reply goes to: a client's place in its reply order, or a part of a split request. */
+interface Waiting {
+  client: Client;
+  seq: number;
+  merge: Merge | null;
+  index: number;
+}
+
 /** One Redis node: one connection, the requests of this turn, the replies it owes in order. */
 class Node {
   private out: Buffer[] = [];
-  private readonly waiting: { client: Client; seq: number }[] = [];
+  private readonly waiting: Waiting[] = [];
   private next = 0;
   private readonly replies = new Frames();
   private readonly socket: net.Socket;
@@ -140,7 +177,11 @@ class Node {
   }
   queue(frame: Buffer, client: Client): void {
     this.out.push(frame);
-    this.waiting.push({ client, seq: client.expect() });
+    this.waiting.push({ client, seq: client.expect(), merge: null, index: 0 });
+  }
+  queuePart(frame: Buffer, merge: Merge, index: number, client: Client): void {
+    this.out.push(frame);
+    this.waiting.push({ client, seq: 0, merge, index });
   }
   send(): void {
     if (this.out.length === 0) return;
@@ -149,8 +190,9 @@ class Node {
   }
   private onChunk(chunk: Buffer): void {
     this.replies.each(chunk, (frame) => {
-      const { client, seq } = this.waiting[this.next++];
-      if (client.fill(seq, frame)) ready.add(client);
+      const w = this.waiting[this.next++];
+      if (w.merge !== null) w.merge.fill(w.index, frame);
+      else if (w.client.fill(w.seq, frame)) ready.add(w.client);
     });
     if (this.next > 65536) {
       this.waiting.splice(0, this.next);
@@ -159,29 +201,138 @@ class Node {
     scheduleFlush();
   }
 }
-const nodes = nodeAddresses.map((a) => new Node(a));
+let nodes: Node[] = [];
+/** Cluster mode: the node serving each slot, from CLUSTER SLOTS. */
+let slotOwners: Node[] | null = null;
 
-/** The node for a request `*N $len CMD $len KEY ...`: the key's last byte, or the first node. */
-function nodeFor(frame: Buffer): Node {
-  if (nodes.length === 1) return nodes[0];
-  let at = 0;
-  for (let line = 0; line < 4; line++) {
-    const lf = frame.indexOf(10, at); // past "*N", "$len", "CMD", "$len"
-    if (lf < 0) return nodes[0]; // no key (PING)
-    at = lf + 1;
+/** Where each argument of a request `*N $len arg ...` lies: [start, end) pairs, flat. */
+function argBounds(frame: Buffer): number[] {
+  const eol = frame.indexOf(13);
+  const n = parseLength(frame, 1, eol);
+  const out = new Array<number>(2 * n);
+  let at = eol + 2;
+  for (let i = 0; i < n; i++) {
+    const end = frame.indexOf(13, at);
+    const len = parseLength(frame, at + 1, end);
+    out[2 * i] = end + 2;
+    out[2 * i + 1] = end + 2 + len;
+    at = end + 2 + len + 2;
   }
-  const keyEnd = frame.indexOf(13, at);
-  return keyEnd > at ? nodes[frame[keyEnd - 1] % nodes.length] : nodes[0];
+  return out;
 }
 
-net
-  .createServer({ noDelay: true, pauseOnConnect: true }, (socket) => {
-    const client = new Client(socket);
-    const requests = new Frames();
-    readInto(socket, (chunk) => {
-      requests.each(chunk, (frame) => nodeFor(frame).queue(frame, client));
-      scheduleFlush();
+/** The node for the key at [start, end) of `frame`. */
+function nodeOfKey(frame: Buffer, start: number, end: number): Node {
+  if (slotOwners !== null) return slotOwners[slotOf(frame, start, end)];
+  return end > start ? nodes[frame[end - 1] % nodes.length] : nodes[0];
+}
+
+/** Routes one request: by its first key, or split per key when an MGET/MSET spans nodes. */
+function route(frame: Buffer, client: Client): void {
+  if (nodes.length === 1) return nodes[0].queue(frame, client);
+  const b = argBounds(frame);
+  if (b.length < 4) return nodes[0].queue(frame, client); // no key (PING)
+  const first = nodeOfKey(frame, b[2], b[3]);
+  const cmdLen = b[1] - b[0];
+  if (cmdLen === 4 && b.length > 4) {
+    const c0 = frame[b[0]] | 0x20;
+    const isGet = c0 === 0x6d /* m */ && (frame[b[0] + 1] | 0x20) === 0x67; // mget
+    const isSet = c0 === 0x6d && (frame[b[0] + 1] | 0x20) === 0x73; // mset
+    if (isGet || isSet) {
+      const stride = isGet ? 1 : 2;
+      let spans = false;
+      for (let i = 1 + stride; 2 * i < b.length; i += stride) if (nodeOfKey(frame, b[2 * i], b[2 * i + 1]) !== first) spans = true;
+      if (spans) return split(frame, b, isGet, stride, client);
+    }
+  }
+  first.queue(frame, client);
+}
+
+function split(frame: Buffer, b: number[], isGet: boolean, stride: number, client: Client): void {
+  const count = (b.length / 2 - 1) / stride;
+  const merge = new Merge(client, client.expect(), isGet, count);
+  for (let k = 0; k < count; k++) {
+    const i = 1 + k * stride;
+    // The key's (and the value's) `$len` header and bytes, cut from the request as they are.
+    const key = withHeader(frame, b[2 * i], b[2 * i + 1]);
+    const part = isGet ? Buffer.concat([GET_HEAD, key]) : Buffer.concat([SET_HEAD, key, withHeader(frame, b[2 * i + 2], b[2 * i + 3])]);
+    nodeOfKey(frame, b[2 * i], b[2 * i + 1]).queuePart(part, merge, k, client);
+  }
+}
+const GET_HEAD = Buffer.from('*2\r\n$3\r\nGET\r\n');
+const SET_HEAD = Buffer.from('*3\r\n$3\r\nSET\r\n');
+/** The argument at [start, end) with its `$<len>\r\n` header and its CRLF. */
+function withHeader(frame: Buffer, start: number, end: number): Buffer {
+  return frame.subarray(start - String(end - start).length - 3, end + 2);
+}
+
+// CRC16 (XMODEM) of the key, or of its hash tag, modulo 16384: Redis Cluster's key slot.
+const CRC_TABLE = new Uint16Array(256);
+for (let i = 0; i < 256; i++) {
+  let crc = i << 8;
+  for (let j = 0; j < 8; j++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
+  CRC_TABLE[i] = crc;
+}
+function slotOf(buf: Buffer, start: number, end: number): number {
+  const open = buf.indexOf(123 /* { */, start);
+  if (open >= 0 && open < end) {
+    const close = buf.indexOf(125 /* } */, open + 1);
+    if (close >= 0 && close < end && close > open + 1) {
+      start = open + 1;
+      end = close;
+    }
+  }
+  let crc = 0;
+  for (let i = start; i < end; i++) crc = ((crc << 8) & 0xffff) ^ CRC_TABLE[((crc >> 8) ^ buf[i]) & 0xff];
+  return crc & 16383;
+}
+
+/** CLUSTER SLOTS from the seed, read once: the masters and the slot table. */
+async function loadSlots(seed: string): Promise<void> {
+  const [host, port] = seed.split(':');
+  const reply = await new Promise<Buffer>((resolve, reject) => {
+    const socket = net.connect({ host, port: Number(port) }, () => socket.write('*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n'));
+    let got = Buffer.alloc(0);
+    socket.on('data', (d: Buffer) => {
+      got = Buffer.concat([got, d]);
+      if (frameLength(got, 0) === got.length) {
+        socket.destroy();
+        resolve(got);
+      }
     });
-    socket.on('error', () => undefined);
-  })
-  .listen(Number(listenPort), '127.0.0.1', () => console.log(`mux-floor listening on 127.0.0.1:${listenPort}`));
+    socket.on('error', reject);
+  });
+  const text = reply.toString('latin1');
+  // Each range: *N :start :end *M $host :port $id ...; only the master (the first node) matters.
+  const ranges = [...text.matchAll(/:(\d+)\r\n:(\d+)\r\n\*\d+\r\n\$\d+\r\n([^\r]*)\r\n:(\d+)\r\n/g)];
+  const byAddress = new Map<string, Node>();
+  slotOwners = new Array<Node>(16384);
+  for (const [, start, end, h, p] of ranges) {
+    const address = `${h === '' ? host : h}:${p}`;
+    let node = byAddress.get(address);
+    if (node === undefined) byAddress.set(address, (node = new Node(address)));
+    for (let slot = Number(start); slot <= Number(end); slot++) slotOwners[slot] = node;
+  }
+  nodes = [...byAddress.values()];
+}
+
+async function main(): Promise<void> {
+  if (clusterSeed !== null) await loadSlots(clusterSeed);
+  else nodes = nodeAddresses.map((a) => new Node(a));
+  net
+    .createServer({ noDelay: true, pauseOnConnect: true }, (socket) => {
+      const client = new Client(socket);
+      const requests = new Frames();
+      readInto(socket, (chunk) => {
+        requests.each(chunk, (frame) => route(frame, client));
+        scheduleFlush();
+      });
+      socket.on('error', () => undefined);
+    })
+    .listen(Number(listenPort), '127.0.0.1', () => console.log(`mux-floor listening on 127.0.0.1:${listenPort}`));
+}
+
+main().catch((err: Error) => {
+  console.error(`mux-floor: ${err.message}`);
+  process.exit(1);
+});

@@ -5,6 +5,7 @@ import { BenchResults, MemoryRow, Row, ShapeSummary, summarize } from './results
 import { KEYSPACE, MGET_KEYS, VALUE_BYTES, shapeLabel } from './redis-benchmark';
 import { MANY_CLIENTS_SHAPE } from './options';
 import { DEFAULT_UNREAD_PIPELINE } from './memory-test';
+import { TargetId } from './targets';
 
 const DASH = '—';
 
@@ -193,7 +194,7 @@ function commandsSection(r: BenchResults): string {
     '## Command lines',
     '',
     'Every target runs on 127.0.0.1 with ports picked at run time (PORT below). redis-server direct is one node;',
-    'twemproxy and slotproxy ring share three standalone nodes; slotproxy cluster fronts a 3-master cluster (no replicas).',
+    'twemproxy, the Node floor and slotproxy ring share three standalone nodes; slotproxy cluster and the cluster floor front a 3-master cluster (no replicas).',
     'All Redis nodes run with `--save "" --appendonly no` and are flushed at the start of every round.',
     '',
     '```sh',
@@ -202,7 +203,7 @@ function commandsSection(r: BenchResults): string {
   ];
   for (const l of r.launches) {
     const why = r.targets.find((t) => t.id === l.id)?.unavailable ?? null;
-    const name = l.id === 'twemproxy' ? 'twemproxy' : l.id === 'floor' ? 'Node floor' : `slotproxy (${l.id})`;
+    const name = l.id === 'twemproxy' ? 'twemproxy' : l.id === 'floor' ? 'Node floor' : l.id === 'floor-cluster' ? 'Node floor (cluster)' : `slotproxy (${l.id})`;
     parts.push('', `${name}: \`${portless(l.command)}\`${why === null ? '' : ` (not run: ${why})`}`);
     if (l.config !== '') parts.push('', '```yaml', portless(l.config.trimEnd()), '```');
   }
@@ -220,8 +221,39 @@ function throughputSection(r: BenchResults, summaries: readonly ShapeSummary[], 
   for (const s of summaries) {
     parts.push('', `### ${shapeLabel(s.shape)}`, '', throughputTable(r, s));
     if (withLatency) parts.push('', latencyTable(r, s));
+    const floors = floorTable(r, s);
+    if (floors !== null) parts.push('', floors);
   }
   return parts.join('\n');
+}
+
+/** Each slotproxy row and the floor on its own back ends (ring: the 3-node floor; cluster: the cluster floor). */
+const FLOOR_OF: Partial<Record<TargetId, TargetId>> = { ring: 'floor', cluster: 'floor-cluster', workers: 'floor-cluster' };
+
+/**
+ * Per test, slotproxy's ops/s over its floor's and its p99 over the floor's (goal: at least 0.9x
+ * and at most 1.2x); null when no slotproxy row ran beside its floor.
+ */
+function floorTable(r: BenchResults, s: ShapeSummary): string | null {
+  const byId = new Map(s.rows.map((row) => [row.target.id, row]));
+  const rows: string[][] = [];
+  for (const row of s.rows) {
+    const floorId = FLOOR_OF[row.target.id];
+    const floor = floorId === undefined ? undefined : byId.get(floorId);
+    if (floor === undefined || row.target.unavailable !== null || floor.target.unavailable !== null) continue;
+    rows.push([
+      `${row.target.label} / ${floor.target.label}`,
+      ...r.tests.map((t) => {
+        const a = row.cells.get(t);
+        const b = floor.cells.get(t);
+        if (a?.rps == null || b?.rps == null || a.p99Ms === null || b.p99Ms === null || b.rps === 0 || b.p99Ms === 0) return DASH;
+        return `${(a.rps / b.rps).toFixed(2)}x / ${(a.p99Ms / b.p99Ms).toFixed(2)}x`;
+      }),
+    ]);
+  }
+  if (rows.length === 0) return null;
+  const headers = ['Against the floor on the same back ends', ...r.tests.map((t) => `${t} ops/s / p99`)];
+  return table(headers, rows, headers.map((_, i) => i > 0));
 }
 
 function costSection(r: BenchResults, summaries: readonly ShapeSummary[]): string {

@@ -16,7 +16,7 @@ import { freePort, freePorts } from '../cmd/sandbox/ports';
 import { ManagedProcess, findExecutable } from './children';
 import { NODE_FLAGS } from '../cmd/node-flags';
 
-export const TARGET_IDS = ['direct', 'twemproxy', 'floor', 'ring', 'cluster', 'workers'] as const;
+export const TARGET_IDS = ['direct', 'twemproxy', 'floor', 'ring', 'floor-cluster', 'cluster', 'workers'] as const;
 export type TargetId = (typeof TARGET_IDS)[number];
 
 export const TARGET_LABELS: Record<TargetId, string> = {
@@ -24,6 +24,7 @@ export const TARGET_LABELS: Record<TargetId, string> = {
   twemproxy: 'twemproxy',
   floor: 'Node floor (multiplexed, 3 nodes)',
   ring: 'slotproxy ring',
+  'floor-cluster': 'Node floor (multiplexed, cluster)',
   cluster: 'slotproxy cluster',
   workers: 'slotproxy cluster --workers 2',
 };
@@ -228,7 +229,9 @@ export class TargetLauncher {
       case 'twemproxy':
         return this.startTwemproxy();
       case 'floor':
-        return this.startFloor();
+        return this.startFloor(id, this.backends.standalone.addresses);
+      case 'floor-cluster':
+        return this.startFloor(id, ['--cluster', this.backends.cluster.seeds[0]]);
       case 'ring':
         return this.startSlotproxy(id, (port) => slotproxyRingConfig(port, this.backends.standalone.addresses), []);
       case 'cluster':
@@ -266,19 +269,22 @@ export class TargetLauncher {
     return { id, port: started.port, proc: started.proc, stop: async () => void (await started.proc.stop()) };
   }
 
-  /** bench/mux-floor.ts in front of the three standalone nodes twemproxy and the ring front: the least a multiplexing Node proxy does. */
-  private async startFloor(): Promise<RunningTarget> {
-    const backends = this.backends.standalone.addresses;
+  /**
+   * bench/mux-floor.ts: the least a multiplexing Node proxy does, in front of the three standalone
+   * nodes twemproxy and the ring front (`floor`), or of the cluster slotproxy cluster fronts
+   * (`floor-cluster`), so each slotproxy row has a floor on its own back ends.
+   */
+  private async startFloor(id: 'floor' | 'floor-cluster', backends: readonly string[]): Promise<RunningTarget> {
     const script = path.join(__dirname, 'mux-floor.js');
     const started = await startProxy(
-      TARGET_LABELS.floor,
+      TARGET_LABELS[id],
       async (port) => {
-        this.launches.set('floor', { id: 'floor', command: `node ${NODE_FLAGS.join(' ')} dist/bench/mux-floor.js PORT ${backends.join(' ')}`, config: '' });
+        this.launches.set(id, { id, command: `node ${NODE_FLAGS.join(' ')} dist/bench/mux-floor.js PORT ${backends.join(' ')}`, config: '' });
         return { bin: process.execPath, args: [...NODE_FLAGS, script, String(port), ...backends] };
       },
       async () => '',
     );
-    return { id: 'floor', port: started.port, proc: started.proc, stop: async () => void (await started.proc.stop()) };
+    return { id, port: started.port, proc: started.proc, stop: async () => void (await started.proc.stop()) };
   }
 
   private async startTwemproxy(): Promise<RunningTarget> {

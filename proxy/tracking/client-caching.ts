@@ -323,7 +323,8 @@ export class ClientCaching {
   /** Redis's sendTrackingMessage: to the client in RESP3, or to its REDIRECT target (a push, or a message in RESP2 subscribed mode). */
   private send(client: CachingClient, tracking: ClientTracking, body: Buffer): void {
     let target = client;
-    if (tracking.redirect !== 0) {
+    const redirected = tracking.redirect !== 0;
+    if (redirected) {
       const redirected = this.options.client(tracking.redirect);
       if (redirected === undefined) {
         tracking.brokenRedirect = true;
@@ -333,7 +334,7 @@ export class ClientCaching {
       target = redirected;
     }
     if (target.protocol === 3) target.pushOutOfBand(Buffer.concat([PUSH_HEAD, body]));
-    else if (target !== client && target.subscribed) target.pushOutOfBand(Buffer.concat([MESSAGE_HEAD, body]));
+    else if (redirected && target.subscribed) target.pushOutOfBand(Buffer.concat([MESSAGE_HEAD, body]));
   }
 }
 

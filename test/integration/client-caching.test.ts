@@ -4,6 +4,7 @@
 // whenever the proxy can no longer vouch for what a client holds (a lost feed, a failover).
 
 import net from 'node:net';
+import Redis from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
 import { BasicClientSideCache, createClient } from 'redis';
 import { startProxy, useProxy } from '../helpers/proxy';
@@ -12,6 +13,10 @@ import { manualFailover } from '../helpers/cluster';
 import { CachingReader } from '../helpers/caching-reader';
 import { exchange } from '../helpers/raw-exchange';
 import { ProxyServer } from '../../proxy/server/server';
+import { parseConfig } from '../../config/load';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { Ring } from '../../sharding/ring';
+import { waitFor } from '../helpers/master-keys';
 
 const { proxy, cluster, connect } = useProxy();
 const port = (): number => proxy().address.port;
@@ -83,6 +88,28 @@ describe('node-redis clientSideCache (RESP3) through the proxy', () => {
       await node.command('SET', key, 'direct');
       expect(await dropped).toBeLessThan(100);
       expect(await c.get(key)).toBe('direct');
+    }
+  });
+
+  test('a SET through another slotproxy, and a script that writes, drop it within 100 ms', async () => {
+    const c = await cachingClient();
+    let other: ProxyServer | undefined;
+    try {
+      other = await startProxy(cluster().seeds);
+      const viaOther = new Redis({ host: '127.0.0.1', port: other.address.port, maxRetriesPerRequest: 0 });
+      opened.push({ close: () => viaOther.disconnect() });
+      await viaOther.set('csc:other', 'old');
+      expect(await c.get('csc:other')).toBe('old');
+      const dropped = c.invalidated('csc:other');
+      await viaOther.set('csc:other', 'other-proxy');
+      expect(await dropped).toBeLessThan(100);
+      expect(await c.get('csc:other')).toBe('other-proxy');
+      const byScript = c.invalidated('csc:other');
+      await connect().eval("return redis.call('SET', KEYS[1], 'script')", 1, 'csc:other');
+      expect(await byScript).toBeLessThan(100);
+      expect(await c.get('csc:other')).toBe('script');
+    } finally {
+      await other?.close(100);
     }
   });
 
@@ -207,4 +234,41 @@ describe('never stale', () => {
       await small?.close(100);
     }
   });
+});
+
+describe('ring mode: a node ejected, then back', () => {
+  let nodes: StandaloneNodes | undefined;
+  let ringProxy: ProxyServer | undefined;
+  const ringNodes = (): { name: string; addr: string; weight: number }[] => (nodes as StandaloneNodes).addresses.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
+  beforeAll(async () => {
+    nodes = await StandaloneNodes.start(3);
+    const ring = { hash: 'md5', autoEjectHosts: true, serverFailureLimit: 1, serverRetryTimeoutMs: 1000, nodes: ringNodes() };
+    ringProxy = await ProxyServer.start(parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring, log: { level: 'silent' } }));
+  }, 60_000);
+  afterAll(async () => {
+    await ringProxy?.close(100);
+    await nodes?.stop();
+  }, 30_000);
+
+  test('a value read while its node was out of the ring is dropped when the node comes back', async () => {
+    const proxyPort = (ringProxy as ProxyServer).address.port;
+    const ring = new Ring({ hash: 'md5', hashTag: '{}', nodes: ringNodes() });
+    let i = 0;
+    while (ring.indexOf(Buffer.from(`eject:${i}`)) !== 2) i++;
+    const key = `eject:${i}`;
+    const writer = new Redis({ host: '127.0.0.1', port: proxyPort, maxRetriesPerRequest: 0 });
+    writer.on('error', () => undefined);
+    opened.push({ close: () => writer.disconnect() });
+    const reader = await CachingReader.open(proxyPort);
+    opened.push(reader);
+    await writer.set(key, 'on-n2');
+    await (nodes as StandaloneNodes).nodes[2].stop();
+    // Failed requests eject the node; the key then lives on another node.
+    await waitFor('the node ejected', async () => (await writer.set(key, 'elsewhere').then(() => true, () => false)));
+    while (!reader.cache.has(key)) await reader.get(key);
+    expect(reader.cache.get(key)).toBe('elsewhere');
+    await (nodes as StandaloneNodes).nodes[2].restart();
+    await waitFor('the node back in the ring', async () => (await writer.get(key).catch(() => 'elsewhere')) !== 'elsewhere');
+    expect(await reader.get(key)).toBe(await writer.get(key));
+  }, 30_000);
 });

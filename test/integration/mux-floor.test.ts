@@ -1,51 +1,91 @@
-// The bench's Node floor must be a real proxy, or its row in BENCHMARKS.md means nothing: replies
-// in request order when one client's pipeline spreads over three nodes, and keys on every node.
+// The bench's Node floors must be real proxies, or their rows in BENCHMARKS.md mean nothing: replies
+// in request order when one client's pipeline spreads over three nodes, keys on every node, and
+// MGET/MSET over several nodes split and merged in key order, in front of standalone nodes and in
+// front of a Redis Cluster (the slot map read once, the key's slot computed).
 import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
 import { freePort } from '../../cmd/sandbox/ports';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { exchange, splitReplies } from '../helpers/raw-exchange';
 
 const FLOOR = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'mux-floor.js');
 const REQUESTS = 600;
 
-let nodes: StandaloneNodes;
-let floor: ChildProcess;
-let port: number;
-
-beforeAll(async () => {
-  nodes = await StandaloneNodes.start(3);
-  port = await freePort();
-  floor = spawn(process.execPath, [FLOOR, String(port), ...nodes.addresses], { stdio: ['ignore', 'pipe', 'pipe'] });
+async function startFloor(backendArgs: string[]): Promise<{ port: number; proc: ChildProcess }> {
+  const port = await freePort();
+  const proc = spawn(process.execPath, [FLOOR, String(port), ...backendArgs], { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     let output = '';
-    floor.stdout?.on('data', (chunk: Buffer) => {
+    proc.stdout?.on('data', (chunk: Buffer) => {
       output += chunk.toString();
       if (output.includes('listening')) resolve();
     });
-    floor.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    floor.on('exit', (code) => reject(new Error(`mux-floor exited (${code}) before listening: ${output}`)));
+    proc.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+    proc.on('exit', (code) => reject(new Error(`mux-floor exited (${code}) before listening: ${output}`)));
   });
-}, 30_000);
+  return { port, proc };
+}
 
-afterAll(async () => {
-  if (floor?.exitCode === null) {
-    floor.kill('SIGTERM');
-    await once(floor, 'exit');
+async function stopFloor(proc: ChildProcess | undefined): Promise<void> {
+  if (proc?.exitCode === null) {
+    proc.kill('SIGTERM');
+    await once(proc, 'exit');
   }
-  await nodes?.stop();
+}
+
+/** The checks both floors must pass; `sizes` reads each node's DBSIZE. */
+function floorChecks(port: () => number, sizes: () => Promise<number[]>): void {
+  test('answers a pipeline spread over three nodes in request order', async () => {
+    const sets = Array.from({ length: REQUESTS }, (_, i) => ['SET', `floor:${i}`, String(i)]);
+    const gets = Array.from({ length: REQUESTS }, (_, i) => ['GET', `floor:${i}`]);
+    const { replies, closed } = await exchange(port(), [...sets, ...gets, ['GET', 'floor:missing'], ['PING']]);
+    expect(closed).toBe(false);
+    expect(splitReplies(replies)).toEqual([...sets.map(() => '+OK\r\n'), ...gets.map((_, i) => `$${String(i).length}\r\n${i}\r\n`), '$-1\r\n', '+PONG\r\n']);
+  });
+
+  test('puts keys on every node', async () => {
+    for (const size of await sizes()) expect(size).toBeGreaterThan(REQUESTS / 10);
+  });
+
+  test('splits an MSET and an MGET over several nodes, merged in key order', async () => {
+    const keys = Array.from({ length: 10 }, (_, i) => `split:${i}`);
+    const { replies } = await exchange(port(), [['MSET', ...keys.flatMap((k, i) => [k, `v${i}`])], ['MGET', ...keys, 'split:none'], ['GET', 'split:3']]);
+    expect(splitReplies(replies)).toEqual(['+OK\r\n', `*11\r\n${keys.map((_, i) => `$2\r\nv${i}\r\n`).join('')}$-1\r\n`, '$2\r\nv3\r\n']);
+  });
+}
+
+describe('in front of three standalone nodes', () => {
+  let nodes: StandaloneNodes | undefined;
+  let floor: { port: number; proc: ChildProcess } | undefined;
+  beforeAll(async () => {
+    nodes = await StandaloneNodes.start(3);
+    floor = await startFloor(nodes.addresses);
+  }, 30_000);
+  afterAll(async () => {
+    await stopFloor(floor?.proc);
+    await nodes?.stop();
+  });
+  floorChecks(
+    () => floor?.port ?? 0,
+    async () => Promise.all((nodes as StandaloneNodes).nodes.map(async (n) => Number(await n.command('DBSIZE')))),
+  );
 });
 
-test('answers a pipeline spread over three nodes in request order', async () => {
-  const sets = Array.from({ length: REQUESTS }, (_, i) => ['SET', `floor:${i}`, String(i)]);
-  const gets = Array.from({ length: REQUESTS }, (_, i) => ['GET', `floor:${i}`]);
-  const { replies, closed } = await exchange(port, [...sets, ...gets, ['GET', 'floor:missing'], ['PING']]);
-  expect(closed).toBe(false);
-  expect(splitReplies(replies)).toEqual([...sets.map(() => '+OK\r\n'), ...gets.map((_, i) => `$${String(i).length}\r\n${i}\r\n`), '$-1\r\n', '+PONG\r\n']);
-});
-
-test('puts keys on every node', async () => {
-  const sizes = await Promise.all(nodes.nodes.map((n) => n.command('DBSIZE')));
-  for (const size of sizes) expect(Number(size)).toBeGreaterThan(REQUESTS / 10);
+describe('in front of a Redis Cluster (--cluster)', () => {
+  let cluster: RedisCluster | undefined;
+  let floor: { port: number; proc: ChildProcess } | undefined;
+  beforeAll(async () => {
+    cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
+    floor = await startFloor(['--cluster', cluster.seeds[0]]);
+  }, 60_000);
+  afterAll(async () => {
+    await stopFloor(floor?.proc);
+    await cluster?.stop();
+  });
+  floorChecks(
+    () => floor?.port ?? 0,
+    async () => Promise.all((cluster as RedisCluster).masters.map(async (n) => Number(await n.command('DBSIZE')))),
+  );
 });

@@ -12,13 +12,13 @@ describe('bench options', () => {
 
   test('a full run has every target and the memory test', () => {
     const o = parseOptions([], '/repo');
-    expect(o?.targets).toEqual(['direct', 'twemproxy', 'floor', 'ring', 'cluster', 'workers']);
+    expect(o?.targets).toEqual(['direct', 'twemproxy', 'floor', 'ring', 'floor-cluster', 'cluster', 'workers']);
     expect(o?.memoryTest).toBe(true);
   });
 
   test('unknown names and empty lists are usage errors naming what is known', () => {
     expect(() => parseOptions(['--targets', 'predixy'], '/repo')).toThrow(UsageError);
-    expect(() => parseOptions(['--targets', 'predixy'], '/repo')).toThrow(/known: direct,twemproxy,floor,ring,cluster,workers/);
+    expect(() => parseOptions(['--targets', 'predixy'], '/repo')).toThrow(/known: direct,twemproxy,floor,ring,floor-cluster,cluster,workers/);
     expect(() => parseOptions(['--tests='], '/repo')).toThrow(/--tests needs a list/);
   });
 });

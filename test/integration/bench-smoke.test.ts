@@ -10,9 +10,9 @@ import path from 'node:path';
 const REPO = path.resolve(__dirname, '..', '..');
 const SCRIPT = path.join(REPO, 'dist', 'bench', 'run.js');
 const QUICK_SHAPE = '-c 50 -P 1';
-const TARGETS = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, 3 nodes)', 'slotproxy ring', 'slotproxy cluster', 'slotproxy cluster --workers 2'];
+const TARGETS = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, 3 nodes)', 'slotproxy ring', 'Node floor (multiplexed, cluster)', 'slotproxy cluster', 'slotproxy cluster --workers 2'];
 const HEADERS = ['Target', 'SET ops/s', 'GET ops/s', 'MGET10 ops/s', 'p50 ms', 'p99 ms', 'vs direct', 'vs twemproxy'];
-const MEASURED = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, 3 nodes)', 'slotproxy cluster'];
+const MEASURED = ['redis-server direct', 'twemproxy', 'Node floor (multiplexed, 3 nodes)', 'Node floor (multiplexed, cluster)', 'slotproxy cluster'];
 const RUN_TIMEOUT_MS = 150_000;
 
 interface RunResult {
@@ -98,7 +98,7 @@ describe('npm run bench -- --quick', () => {
     expect(result.stdout.match(/^### /gm)).toHaveLength(1);
   });
 
-  test('ops/s are numbers > 0 for redis-server direct, twemproxy, the Node floor and slotproxy cluster', () => {
+  test('ops/s are numbers > 0 for redis-server direct, twemproxy, both Node floors and slotproxy cluster', () => {
     const { rows } = shapeTable(result.stdout, QUICK_SHAPE);
     for (const name of MEASURED) {
       const row = rows.find((r) => r[0] === name);

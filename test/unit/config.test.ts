@@ -17,6 +17,7 @@ const DEFAULT_LIMITS = {
   clientOutputHighWaterBytes: 8 * 1024 * 1024,
   idleClientTimeoutMs: 0,
   scriptStoreBytes: 16 * 1024 * 1024,
+  trackingTableMaxKeys: 1_000_000,
 };
 const DEFAULT_BACKEND = { connectionsPerNode: 1, connectTimeoutMs: 2000, commandTimeoutMs: 10000, maxConnectsPerSecond: 100 };
 

@@ -9,8 +9,9 @@
 // Two back ends, as slotproxy's two rows: standalone nodes (the node picked from the key's last byte
 // instead of a hash ring), or a Redis Cluster (`--cluster SEED`: the slot map read once from
 // CLUSTER SLOTS, the key's CRC16 slot computed, nothing else: no MOVED, no refresh). An MGET or MSET
-// whose keys live on several nodes is split as slotproxy's `crossSlot: split` splits it: each key
-// sent as GET or SET to its node, the replies merged in key order.
+// whose keys live on several nodes (several slots, in front of a cluster) is split as slotproxy's
+// `crossSlot: split` splits it: each key sent as GET or SET to its node, the replies merged in key
+// order.
 // Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]
 //        node dist/bench/mux-floor.js PORT --cluster SEED_HOST:PORT
 import net from 'node:net';
@@ -240,8 +241,14 @@ function route(frame: Buffer, client: Client): void {
     const isSet = c0 === 0x6d && (frame[b[0] + 1] | 0x20) === 0x73; // mset
     if (isGet || isSet) {
       const stride = isGet ? 1 : 2;
+      // A cluster node refuses keys of several slots even when it serves them all: split by slot there.
       let spans = false;
-      for (let i = 1 + stride; 2 * i < b.length; i += stride) if (nodeOfKey(frame, b[2 * i], b[2 * i + 1]) !== first) spans = true;
+      if (slotOwners !== null) {
+        const slot = slotOf(frame, b[2], b[3]);
+        for (let i = 1 + stride; 2 * i < b.length; i += stride) if (slotOf(frame, b[2 * i], b[2 * i + 1]) !== slot) spans = true;
+      } else {
+        for (let i = 1 + stride; 2 * i < b.length; i += stride) if (nodeOfKey(frame, b[2 * i], b[2 * i + 1]) !== first) spans = true;
+      }
       if (spans) return split(frame, b, isGet, stride, client);
     }
   }

@@ -9,6 +9,7 @@ import { freePort } from '../../cmd/sandbox/ports';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { exchange, splitReplies } from '../helpers/raw-exchange';
+import calculateSlot from 'cluster-key-slot';
 
 const FLOOR = path.resolve(__dirname, '..', '..', 'dist', 'bench', 'mux-floor.js');
 const REQUESTS = 600;
@@ -36,7 +37,7 @@ async function stopFloor(proc: ChildProcess | undefined): Promise<void> {
 }
 
 /** The checks both floors must pass; `sizes` reads each node's DBSIZE. */
-function floorChecks(port: () => number, sizes: () => Promise<number[]>): void {
+function floorChecks(port: () => number, sizes: () => Promise<number[]>, sameNodeKeys: () => Promise<string[]>): void {
   test('answers a pipeline spread over three nodes in request order', async () => {
     const sets = Array.from({ length: REQUESTS }, (_, i) => ['SET', `floor:${i}`, String(i)]);
     const gets = Array.from({ length: REQUESTS }, (_, i) => ['GET', `floor:${i}`]);
@@ -49,10 +50,14 @@ function floorChecks(port: () => number, sizes: () => Promise<number[]>): void {
     for (const size of await sizes()) expect(size).toBeGreaterThan(REQUESTS / 10);
   });
 
-  test('splits an MSET and an MGET over several nodes, merged in key order', async () => {
+  test('splits an MSET and an MGET over several nodes or slots, merged in key order', async () => {
     const keys = Array.from({ length: 10 }, (_, i) => `split:${i}`);
     const { replies } = await exchange(port(), [['MSET', ...keys.flatMap((k, i) => [k, `v${i}`])], ['MGET', ...keys, 'split:none'], ['GET', 'split:3']]);
     expect(splitReplies(replies)).toEqual(['+OK\r\n', `*11\r\n${keys.map((_, i) => `$2\r\nv${i}\r\n`).join('')}$-1\r\n`, '$2\r\nv3\r\n']);
+    // Keys of one node: whole in front of standalone nodes; split by slot in front of a cluster (no CROSSSLOT).
+    const [a, b] = await sameNodeKeys();
+    const again = await exchange(port(), [['MSET', a, '1', b, '2'], ['MGET', a, b]]);
+    expect(splitReplies(again.replies)).toEqual(['+OK\r\n', '*2\r\n$1\r\n1\r\n$1\r\n2\r\n']);
   });
 }
 
@@ -70,6 +75,8 @@ describe('in front of three standalone nodes', () => {
   floorChecks(
     () => floor?.port ?? 0,
     async () => Promise.all((nodes as StandaloneNodes).nodes.map(async (n) => Number(await n.command('DBSIZE')))),
+    // The floor picks a standalone node by the key's last byte.
+    async () => ['same:a', 'same:d'],
   );
 });
 
@@ -87,5 +94,13 @@ describe('in front of a Redis Cluster (--cluster)', () => {
   floorChecks(
     () => floor?.port ?? 0,
     async () => Promise.all((cluster as RedisCluster).masters.map(async (n) => Number(await n.command('DBSIZE')))),
+    async () => {
+      // Two keys of different slots on one master.
+      const master = await (cluster as RedisCluster).masterFor(calculateSlot('same:0'));
+      for (let i = 1; ; i++) {
+        const key = `same:${i}`;
+        if (calculateSlot(key) !== calculateSlot('same:0') && (await (cluster as RedisCluster).masterFor(calculateSlot(key))) === master) return ['same:0', key];
+      }
+    },
   );
 });

@@ -10,7 +10,6 @@ import os from 'node:os';
 import path from 'node:path';
 import { RssSampler, treeStats } from './process-stats';
 import { RunningTarget, TargetLauncher, TargetUnavailable, startBackends, stopBackends } from './targets';
-import { sendCommand } from '../cmd/sandbox/resp-client';
 
 const COUNTS = [1000, 5000, 10_000];
 const TARGETS = ['twemproxy', 'floor', 'ring'] as const;
@@ -35,14 +34,7 @@ interface Row {
   replies: number;
   expected: number;
   slowest: number;
-  /** RSS before every client sent one GET at once to paused nodes, and with those GETs in flight. */
-  beforeInFlightRss: number;
-  inFlightRss: number;
-  inFlightAnswered: number;
 }
-
-/** How long the nodes are paused while every client has one GET in flight. */
-const PAUSE_MS = 3000;
 
 /** `n` client connections, opened 500 at a time; the ones the proxy refused or closed are left out. */
 async function connectAll(port: number, n: number): Promise<net.Socket[]> {
@@ -60,7 +52,7 @@ async function connectAll(port: number, n: number): Promise<net.Socket[]> {
   return sockets;
 }
 
-async function measure(target: RunningTarget, label: string, n: number, seconds: number, nodePorts: readonly number[]): Promise<Row> {
+async function measure(target: RunningTarget, label: string, n: number, seconds: number): Promise<Row> {
   const pid = target.proc?.pid ?? 0;
   const sockets = await connectAll(target.port, n);
   await sleep(1000);
@@ -96,32 +88,9 @@ async function measure(target: RunningTarget, label: string, n: number, seconds:
   const cpuSeconds = treeStats(pid).cpuSeconds - cpuBefore;
   const activeRss = sampler.stop();
   const elapsed = (performance.now() - started) / 1000;
-  // In flight: the nodes paused, every client sends one GET; the proxy holds them all until the pause ends.
-  const beforeInFlightRss = treeStats(pid).rssBytes;
-  const repliesBefore = replies;
-  await Promise.all(nodePorts.map((port) => sendCommand(port, ['CLIENT', 'PAUSE', PAUSE_MS, 'ALL'])));
-  for (const s of sockets) s.write(GET);
-  await sleep(1000);
-  const inFlightRss = treeStats(pid).rssBytes;
-  await sleep(PAUSE_MS);
-  for (let waited = 0; replies - repliesBefore < sockets.length && waited < 5000; waited += 100) await sleep(100);
-  const inFlightAnswered = replies - repliesBefore;
   for (const s of sockets) s.destroy();
   await sleep(500);
-  return {
-    target: label,
-    clients: n,
-    connected: sockets.length,
-    idleRss,
-    activeRss,
-    cpuPercent: (cpuSeconds / elapsed) * 100,
-    replies: repliesBefore,
-    expected: sent,
-    slowest,
-    beforeInFlightRss,
-    inFlightRss,
-    inFlightAnswered,
-  };
+  return { target: label, clients: n, connected: sockets.length, idleRss, activeRss, cpuPercent: (cpuSeconds / elapsed) * 100, replies, expected: sent, slowest };
 }
 
 /** Runs every target and count; returns the Markdown section. */
@@ -149,7 +118,7 @@ export async function runClientCostBench(seconds: number): Promise<string> {
         baseRss.set(LABELS[id], treeStats(target.proc?.pid ?? 0).rssBytes);
         for (const n of COUNTS) {
           process.stderr.write(`client-cost: ${LABELS[id]} with ${n} clients\n`);
-          rows.push(await measure(target, LABELS[id], n, seconds, backends.standalone.nodes.map((node) => node.port)));
+          rows.push(await measure(target, LABELS[id], n, seconds));
         }
       } finally {
         await target.stop();
@@ -164,14 +133,13 @@ export async function runClientCostBench(seconds: number): Promise<string> {
   const lines = [
     '## The cost of many clients',
     '',
-    `Each target in front of the same three standalone nodes; clients connected 500 at a time, RSS read 1 s later (idle), then each client sends one \`GET\` a second for ${seconds} s, spread evenly (RSS: peak sampled every 100 ms; CPU: the proxy's user + system time over that span). Per idle client = (idle RSS - RSS with no client) / clients. Then the nodes are paused (\`CLIENT PAUSE ${PAUSE_MS} ALL\`) and every client sends one \`GET\` at once: per request in flight = (RSS 1 s later - RSS before) / clients; every one of them must be answered once the pause ends.`,
+    `Each target in front of the same three standalone nodes; clients connected 500 at a time, RSS read 1 s later (idle), then each client sends one \`GET\` a second for ${seconds} s, spread evenly (RSS: peak sampled every 100 ms; CPU: the proxy's user + system time over that span). Per idle client = (idle RSS - RSS with no client) / clients.`,
     '',
-    '| Target | Clients | Connected | RSS, no client (MiB) | RSS idle (MiB) | Per idle client (KiB) | RSS at 1 GET/s each (MiB) | CPU | Replies / sent | Slowest reply (ms) | Per request in flight (KiB) | Answered after the pause |',
-    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
+    '| Target | Clients | Connected | RSS, no client (MiB) | RSS idle (MiB) | Per idle client (KiB) | RSS at 1 GET/s each (MiB) | CPU | Replies / sent | Slowest reply (ms) |',
+    '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |',
     ...rows.map((r) => {
       const base = baseRss.get(r.target) ?? 0;
-      const inFlight = kib((r.inFlightRss - r.beforeInFlightRss) / Math.max(1, r.connected));
-      return `| ${r.target} | ${r.clients.toLocaleString('en')} | ${r.connected.toLocaleString('en')} | ${mib(base)} | ${mib(r.idleRss)} | ${kib((r.idleRss - base) / Math.max(1, r.connected))} | ${mib(r.activeRss)} | ${r.cpuPercent.toFixed(0)}% | ${r.replies.toLocaleString('en')} / ${r.expected.toLocaleString('en')} | ${r.slowest.toFixed(1)} | ${inFlight} | ${r.inFlightAnswered.toLocaleString('en')} / ${r.connected.toLocaleString('en')} |`;
+      return `| ${r.target} | ${r.clients.toLocaleString('en')} | ${r.connected.toLocaleString('en')} | ${mib(base)} | ${mib(r.idleRss)} | ${kib((r.idleRss - base) / Math.max(1, r.connected))} | ${mib(r.activeRss)} | ${r.cpuPercent.toFixed(0)}% | ${r.replies.toLocaleString('en')} / ${r.expected.toLocaleString('en')} | ${r.slowest.toFixed(1)} |`;
     }),
     '',
     ...skipped.map((s) => `Not run: ${s}.`),

@@ -299,7 +299,7 @@ export class ClientCaching {
       if (t === null) continue;
       // One push per prefix, with the keys of this batch under it, as Redis broadcasts.
       for (const prefix of t.prefixes) {
-        const matched = keys.filter((k) => k.length >= prefix.length && k.subarray(0, prefix.length).equals(prefix) && !ownWrite(t, k));
+        const matched = keys.filter((k) => t.prefixOf(k) === prefix && !ownWrite(t, k));
         if (matched.length > 0) this.sendKeys(c, t, matched);
       }
     }

@@ -3,24 +3,14 @@
 // every slot and on the proxy in front of 3 masters; every connection must receive exactly the same
 // bytes, invalidations included, in the same place relative to its own replies.
 
-import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { useProxy } from '../helpers/proxy';
+import { useCluster } from '../helpers/cluster';
 import { ScriptStep, runScript } from '../helpers/tracking-script';
 
 const { proxy } = useProxy();
-let reference: RedisCluster | undefined;
-
-beforeAll(async () => {
-  reference = await RedisCluster.start({ masters: 1, replicasPerMaster: 0 });
-}, 60_000);
-afterAll(async () => {
-  await reference?.stop();
-}, 30_000);
-
-const referencePort = (): number => {
-  if (reference === undefined) throw new Error('the reference node did not start');
-  return reference.masters[0].port;
-};
+/** One Redis: a single-node cluster owning every slot. */
+const reference = useCluster({ masters: 1, replicasPerMaster: 0 });
+const referencePort = (): number => reference().masters[0].port;
 
 const a = (...args: string[]): ScriptStep => ({ on: 'a', args });
 const b = (...args: string[]): ScriptStep => ({ on: 'b', args });

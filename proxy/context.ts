@@ -25,6 +25,23 @@ export interface ForwardOptions {
   retryWindowMs: number;
 }
 
+/**
+ * During a migration, what is known of the changes on side A's nodes reaching side B
+ * (migration/change-copier.ts implements it; declared here so that dispatch can wait on it).
+ */
+export interface MigrationChanges {
+  /** Resolves once every change made on `address` before now is on side B (null), or with why not; null when nothing needs to wait. */
+  after(address: string): Promise<string | null> | null;
+  /** Every change heard so far, on every node, is on side B. */
+  settle(): Promise<void>;
+  /** Nodes whose changes are not all known to be on side B, with why: a switch to read-new or done waits for none. */
+  uncovered(): string[];
+  /** `address=state` per node of side A. */
+  states(): string[];
+  infoLines(): string[];
+  stop(): void;
+}
+
 export interface ProxyContext {
   readonly mode: 'cluster' | 'ring';
   readonly pool: BackendPool;
@@ -50,6 +67,8 @@ export interface ProxyContext {
   readonly clients: ClientList;
   /** CLIENT TRACKING: who read what, and the nodes' invalidations relayed (tracking/). */
   readonly caching: ClientCaching;
+  /** A migration's change feeds (ring or cluster mode with a migration: block), else null. */
+  changes: MigrationChanges | null;
   /** Client credentials; null: no AUTH needed. Replaced whole by a reload (SIGHUP). */
   auth: ClientAuth | null;
 }

@@ -20,6 +20,7 @@ import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { convergingWrite } from '../migration/start';
+import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migration/after-copy';
 import { isProxyCommand, proxyCommand } from '../migration/admin';
 import { blockingRoute } from '../migration/converging-block';
 import { noteTargetRefusal } from '../migration/target-refusals';
@@ -339,7 +340,14 @@ export class Dispatcher {
     if (info.flags.has('blocking') && blocks(info, args)) return runBlocking(this.ctx, session, payload, shard);
     const script = SCRIPT_CALLS.get(info.name);
     if (script !== undefined) {
-      session.track(scriptCall(this.ctx, session, script, args, payload, shard, info.flags.has('readonly'))).start();
+      const readonly = info.flags.has('readonly');
+      if (writesUndeclared(info.name) && mustWaitForCopy(this.ctx)) {
+        // The keys it writes may be undeclared: its reply waits until its node's changes are on side B.
+        const held = sendHeldUntilCopied(this.ctx, session, (owner) => scriptCall(this.ctx, owner, script, args, payload, shard, readonly));
+        this.ctx.ring?.track(held);
+        return this.ctx.ring?.placement.phase === 'read-new' ? held : undefined;
+      }
+      session.track(scriptCall(this.ctx, session, script, args, payload, shard, readonly)).start();
       return undefined;
     }
     session.track(new ForwardedCommand(this.ctx, session, payload, shard, info.flags.has('readonly'))).start();

@@ -16,6 +16,7 @@ import { noteMoved, refreshSlotMaps } from './forward';
 import { Transaction, TransactionClient, UNBOUND, writeNodeOf } from './transaction-state';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
+import { afterCopy, mustWaitForCopy } from '../migration/after-copy';
 
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
@@ -97,7 +98,7 @@ export class ExecCommand extends ReplySlot {
       return this.hold();
     }
     this.send(conn, address, link === null);
-    return undefined;
+    return this.txn.writesUndeclared && mustWaitForCopy(ctx) ? this.hold() : undefined;
   }
 
   /** In a ring migration reading from ring B, the session's next requests wait for EXEC's copy there. */
@@ -177,6 +178,15 @@ export class ExecCommand extends ReplySlot {
 
   /** EXEC's reply from the transaction's node at `address`; commands that reach several nodes run on the others now. */
   private finishExec(frame: Buffer, address: string): void {
+    if (this.txn.writesUndeclared && mustWaitForCopy(this.ctx)) {
+      // A script inside: EXEC's reply waits until the node's changes are on side B.
+      void afterCopy(this.ctx, address, frame).then((held) => this.finishExecNow(held, address));
+      return;
+    }
+    this.finishExecNow(frame, address);
+  }
+
+  private finishExecNow(frame: Buffer, address: string): void {
     const spread = this.txn.spread;
     const elements = spread.size === 0 ? null : arrayElements(frame);
     if (elements === null || elements.length !== this.txn.queued.length) return this.finish(frame);

@@ -88,6 +88,11 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     super(owner);
   }
 
+  /** The node the command went to last (after redirects). */
+  get node(): string {
+    return this.address;
+  }
+
   start(): void {
     const address = this.shard === ANY_MASTER ? this.anyMaster() : this.ctx.router.nodeOf(this.shard);
     if (address === null) {

@@ -23,6 +23,8 @@ export class Transaction {
   keys: Buffer[] = [];
   /** The keys of queued commands that write (a migration copies them after EXEC). */
   written: Buffer[] = [];
+  /** A queued script or function, which may write keys it does not declare (migration/after-copy.ts). */
+  writesUndeclared = false;
   /**
    * A WATCH the cluster refused for a while (CLUSTERDOWN, TRYAGAIN): the client got OK, and EXEC
    * will answer nil without running anything, as when a watched key was touched.

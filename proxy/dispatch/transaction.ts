@@ -29,6 +29,7 @@ import { Strategy } from '../commands/policy';
 import { DedicatedLink, DirectCommand } from './dedicated';
 import { ANY_MASTER, slotArgument } from './forward';
 import { SCRIPT_CALLS, numkeysError } from './script-call';
+import { writesUndeclared } from '../migration/after-copy';
 import { ExecCommand, isClusterDown } from './exec';
 import { Spread, Transaction, TransactionClient, UNBOUND, boundShard, writeNodeOf } from './transaction-state';
 import { request } from '../backend/request';
@@ -148,6 +149,7 @@ export function queueInTransaction(
     }
     txn.keys.push(...keys);
     if (!info.flags.has('readonly')) txn.written.push(...keys);
+    if (writesUndeclared(info.name)) txn.writesUndeclared = true;
     if (script === 'eval') ctx.scripts.add(args[1]);
     else if (script === 'evalsha') txn.shas.push(args[1]);
     queue(session, txn, raw ?? encode.command(args));

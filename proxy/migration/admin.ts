@@ -8,7 +8,7 @@ import { ProxyContext } from '../context';
 import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
-import { fenceRingB, phaseChangeProblem } from './fence';
+import { coverageProblem, fenceRingB, phaseChangeProblem } from './fence';
 import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
 import { Placement } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
@@ -36,7 +36,7 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
     if (!ring.placement.migrating) return encode.error(errors.NO_MIGRATION);
     const current = ring.placement;
     const next = current.withPhase(phase as MigrationPhase);
-    const problem = phaseChangeProblem(current, next);
+    const problem = phaseChangeProblem(current, next) ?? coverageProblem(ctx.changes, current, next);
     if (problem !== null) return encode.error(errors.migrationPhaseRefused(problem));
     const swap = (): Buffer => {
       ring.swap(next);
@@ -64,6 +64,8 @@ async function toDone(ctx: ProxyContext, next: Placement, swap: () => Buffer): P
   }
   const behind = fleet.filter((r) => isBehind(r.phase, 'read-new'));
   if (behind.length > 0) return refuse(`live proxies are behind read-new: ${describeProxies(behind)}`);
+  // What the feeds heard so far reaches B before the fence closes it.
+  await ctx.changes?.settle();
   try {
     await fenceRingB(ctx.pool, next, FENCE_TIMEOUT_MS);
   } catch (err) {
@@ -91,5 +93,9 @@ function statusText(ctx: ProxyContext): string {
   else if (p.from instanceof ClusterKeySpace) lines.push(`from_cluster:${p.from.seeds.join(',')}`, `from_masters:${p.from.masters().join(',')}`);
   if (p.to instanceof Ring) lines.push(`to:${nodes(p.to)}`, `to_hash:${p.to.hash}`);
   else if (p.to instanceof ClusterKeySpace) lines.push(`to_cluster:${p.to.seeds.join(',')}`, `to_masters:${p.to.masters().join(',')}`);
+  const feeds = ctx.changes?.states() ?? [];
+  if (feeds.length > 0) lines.push(`feeds:${feeds.join(',')}`);
+  const open = ctx.changes?.uncovered() ?? [];
+  if (open.length > 0) lines.push(`uncovered:${open.join('; ')}`);
   return lines.join('\r\n') + '\r\n';
 }

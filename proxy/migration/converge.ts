@@ -24,6 +24,12 @@
  * whether its write reached N (an applied snapshot numbered >= its own was taken after it) and,
  * when it did not, runs the write once on N itself.
  *
+ * A snapshot also records a fingerprint of the state it took (DIGESTS_KEY: the DUMP's SHA1 and the
+ * absolute expiry). The change copier (change-copier.ts) takes its snapshots "only if changed": a
+ * key whose state is still the one a snapshot already carried needs no new version and no APPLY,
+ * so a proxy's own converging write, reported again by the node's change feed, costs one script
+ * on A and nothing on B.
+ *
  * On a ring node the versions live in one hash per node (VERSIONS_KEY) and the fence is one key.
  * On a Redis Cluster node a script may only touch keys of one slot, so both are per slot, named
  * with a hash tag of the key's slot (`__slotproxy:migration:versions:{tag}`, sharding/slot-tags.ts).
@@ -41,8 +47,32 @@ export const BOOKKEEPING_PREFIX = '__slotproxy:migration:';
 /** Set on ring B's nodes when the first proxy enters `done`: from then on B takes no snapshot. */
 export const FENCE_KEY = `${BOOKKEEPING_PREFIX}fence`;
 
-export const SNAPSHOT_SCRIPT = `local v = redis.call('HINCRBY', KEYS[2], KEYS[1], 1)
-local d = redis.call('DUMP', KEYS[1])
+/** Per-node hash: key -> fingerprint of the state the newest snapshot took (side A only). */
+export const DIGESTS_KEY = `${BOOKKEEPING_PREFIX}digests`;
+
+/**
+ * KEYS: the key, its versions hash, its digests hash. ARGV[1] '1': only if the key changed since
+ * the last snapshot (else 0 and nothing recorded). A key's first version is the node's clock in
+ * microseconds, not 1: after a FLUSHALL of the node (its bookkeeping gone with it) new versions
+ * still outnumber those side B already holds. The fingerprint holds the expiry as an absolute
+ * time (PEXPIRETIME, Redis 7.0); where that is missing, the remaining PTTL, which only makes an
+ * unchanged key look changed (one APPLY too many, never one too few).
+ */
+export const SNAPSHOT_SCRIPT = `local d = redis.call('DUMP', KEYS[1])
+local f = 'gone'
+if d then
+  local ok, at = pcall(redis.call, 'PEXPIRETIME', KEYS[1])
+  if not ok then at = 'p' .. redis.call('PTTL', KEYS[1]) end
+  f = string.sub(redis.sha1hex(d), 1, 20) .. ':' .. at
+end
+if ARGV[1] == '1' and redis.call('HGET', KEYS[3], KEYS[1]) == f then return 0 end
+redis.call('HSET', KEYS[3], KEYS[1], f)
+local v = redis.call('HINCRBY', KEYS[2], KEYS[1], 1)
+if v == 1 then
+  local t = redis.call('TIME')
+  v = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
+  redis.call('HSET', KEYS[2], KEYS[1], t[1] .. string.format('%06d', tonumber(t[2])))
+end
 if not d then return {v, '', -2} end
 return {v, d, redis.call('PTTL', KEYS[1])}`;
 
@@ -70,11 +100,13 @@ export interface Snapshot {
 /** How a side names the bookkeeping that sits beside a key (one name per node, or one per slot). */
 export interface Bookkeeping {
   versionsKey(key: Buffer): string;
+  digestsKey(key: Buffer): string;
   fenceKey(key: Buffer): string;
 }
 
 export const RING_BOOKKEEPING: Bookkeeping = Object.freeze({
   versionsKey: () => VERSIONS_KEY,
+  digestsKey: () => DIGESTS_KEY,
   fenceKey: () => FENCE_KEY,
 });
 
@@ -85,6 +117,7 @@ export function inSlot(name: string, slot: number): string {
 
 export const CLUSTER_BOOKKEEPING: Bookkeeping = Object.freeze({
   versionsKey: (key: Buffer) => inSlot(VERSIONS_KEY, keySlot(key)),
+  digestsKey: (key: Buffer) => inSlot(DIGESTS_KEY, keySlot(key)),
   fenceKey: (key: Buffer) => inSlot(FENCE_KEY, keySlot(key)),
 });
 
@@ -95,9 +128,9 @@ export function bookkeepingOf(kind: 'ring' | 'cluster'): Bookkeeping {
 const SNAPSHOT_SHA = createHash('sha1').update(SNAPSHOT_SCRIPT).digest('hex');
 const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
 
-/** The script by body (EVAL), or by SHA1 (EVALSHA, once the script is loaded). */
-export function snapshotCommand(key: Buffer, bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
-  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_SHA : SNAPSHOT_SCRIPT, '2', key, book.versionsKey(key)];
+/** The script by body (EVAL), or by SHA1 (EVALSHA, once the script is loaded). `ifChanged`: see SNAPSHOT_SCRIPT. */
+export function snapshotCommand(key: Buffer, bySha = false, book: Bookkeeping = RING_BOOKKEEPING, ifChanged = false): (Buffer | string)[] {
+  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_SHA : SNAPSHOT_SCRIPT, '3', key, book.versionsKey(key), book.digestsKey(key), ifChanged ? '1' : '0'];
 }
 
 export function applyCommand(key: Buffer, s: Snapshot, bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
@@ -121,6 +154,12 @@ export function parseApply(frame: Buffer): ApplyOutcome {
   if (n === 1) return { kind: 'applied' };
   if (n === 0) return { kind: 'older' };
   return { kind: 'fenced', version: -1 - n };
+}
+
+/** A snapshot taken "only if changed": null when the key is still as the last snapshot took it. */
+export function parseSnapshotIfChanged(frame: Buffer): Snapshot | null {
+  if (frame.length === 4 && frame.toString('latin1') === ':0\r\n') return null;
+  return parseSnapshot(frame);
 }
 
 /**

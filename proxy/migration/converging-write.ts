@@ -23,6 +23,7 @@ import { requestRaw } from '../backend/request';
 import { ApplyOutcome, Snapshot, parseSnapshot, snapshotCommand } from './converge';
 import { CopyTarget, applySnapshots, missedByFence, snapshotThenApply } from './copy-keys';
 import { Redirect, redirectOf } from './redirect';
+import { afterCopy } from './after-copy';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
@@ -59,6 +60,8 @@ export class ConvergingWrite extends ReplySlot {
     private readonly payload: Buffer,
     private address: string,
     private readonly targets: readonly CopyTarget[],
+    /** A script or function: it may write keys it does not declare, which the change feed carries. */
+    private readonly undeclared = false,
   ) {
     super(owner);
     this.settled = new Promise((resolve) => (this.settle = resolve));
@@ -131,7 +134,7 @@ export class ConvergingWrite extends ReplySlot {
     // Fenced: ring B is the only ring now. Did an earlier snapshot carry this write there?
     const missed = missedByFence(outcomes, snapshots);
     if (missed === 'none') {
-      this.finish(reply);
+      this.finish(this.undeclared ? await afterCopy(this.ctx, this.address, reply) : reply);
       return;
     }
     if (missed === 'some') {

@@ -1,4 +1,5 @@
 import { BackendPool } from '../backend/pool';
+import { MigrationChanges } from '../context';
 import { request } from '../backend/request';
 import { errorText } from '../resp/decode-reply';
 import { Placement } from '../../sharding/migration';
@@ -46,4 +47,18 @@ export function phaseChangeProblem(current: Placement, next: Placement): string 
     return 'done is final: ring B is fenced and ring A no longer gets writes; going back would serve stale data';
   }
   return null;
+}
+
+/**
+ * Why `next` must wait for the change feeds (change-copier.ts): reads moving to side B (read-new),
+ * or writes (done), while some node of side A may have changes that never reached B. Null when
+ * nothing is missing.
+ */
+export function coverageProblem(changes: MigrationChanges | null, current: Placement, next: Placement): string | null {
+  if (changes === null || !current.converges || next.to === null) return null;
+  const ahead = next.phase === 'done' || (next.phase === 'read-new' && current.phase === 'double-write');
+  if (!ahead) return null;
+  const open = changes.uncovered();
+  if (open.length === 0) return null;
+  return `changes on side A are not all known to be on side B: ${open.join('; ')} (a node is re-walked as soon as its change feed is up again; slotproxy migrate copy --restart covers it too)`;
 }

@@ -3,6 +3,7 @@ import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite } from './converging-write';
 import { copyTargets } from './copy-keys';
+import { writesUndeclared } from './after-copy';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
@@ -29,7 +30,8 @@ export function convergingWrite(
     session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
     return { hold: undefined };
   }
-  const write = session.track(new ConvergingWrite(ctx, session, writePayload(ctx, args, raw), address, targets));
+  const undeclared = writesUndeclared(args[0].toString('latin1').toLowerCase());
+  const write = session.track(new ConvergingWrite(ctx, session, writePayload(ctx, args, raw), address, targets, undeclared));
   ctx.ring?.track(write.settled);
   write.start();
   return { hold: placement.phase === 'read-new' ? write.settled : undefined };

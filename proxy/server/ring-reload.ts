@@ -2,7 +2,7 @@ import { Config } from '../../config/schema';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
-import { fenceRingB, phaseChangeProblem } from '../migration/fence';
+import { coverageProblem, fenceRingB, phaseChangeProblem } from '../migration/fence';
 
 const FENCE_TIMEOUT_MS = 5000;
 const CLUSTER_LOAD_TIMEOUT_MS = 10_000;
@@ -44,7 +44,7 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
         : null;
   if (placement === null) return;
   const before = ring.placement;
-  const problem = phaseChangeProblem(before, placement);
+  const problem = phaseChangeProblem(before, placement) ?? coverageProblem(ctx.changes, before, placement);
   if (problem !== null) throw new Error(`migration.phase: ${problem}`);
   const swap = (): void => {
     ring.swap(placement);
@@ -54,8 +54,9 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
     swap();
     return;
   }
-  // Into done: ring B is fenced first; until then this proxy keeps double-writing.
-  fenceRingB(ctx.pool, placement, FENCE_TIMEOUT_MS).then(swap, (err: unknown) => {
+  // Into done: what the change feeds heard reaches B, then B is fenced; until then this proxy keeps double-writing.
+  const settled = ctx.changes?.settle() ?? Promise.resolve();
+  settled.then(() => fenceRingB(ctx.pool, placement, FENCE_TIMEOUT_MS)).then(swap, (err: unknown) => {
     log.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot fence ring B; the migration phase stays');
   });
 }

@@ -42,6 +42,7 @@ import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
+import { ChangeCopier } from '../migration/change-copier';
 import { ClientCaching } from '../tracking/client-caching';
 import { readNodes, watchPlacement } from './caching-watch';
 
@@ -115,9 +116,16 @@ export class ProxyServer {
       scripts: new ScriptStore(config.limits.scriptStoreBytes),
       clients,
       caching,
+      changes: null,
     };
     await routing.start();
     watchPlacement(ctx);
+    if (ctx.ring !== null) {
+      // A migration's change feeds are up before the proxy serves it.
+      const changes = new ChangeCopier(ctx, ctx.ring);
+      ctx.changes = changes;
+      await changes.ready(config.backend.connectTimeoutMs);
+    }
     await loadBackendFacts(ctx);
     try {
       ctx.auth = ClientAuth.fromConfig(config.auth, ctx.table, config.mode);
@@ -127,6 +135,7 @@ export class ProxyServer {
       ctx.clusters?.stop();
       ctx.replicaReads?.stop();
       caching.stop();
+      ctx.changes?.stop();
       pool.closeAll();
       throw err;
     }
@@ -220,6 +229,7 @@ export class ProxyServer {
     this.ctx.clusters?.stop();
     this.ctx.replicaReads?.stop();
     this.ctx.caching.stop();
+    this.ctx.changes?.stop();
     this.preloader?.stop();
     this.ctx.pool.closeAll();
     await closed;
@@ -305,6 +315,7 @@ export class ProxyServer {
       `command_table:${this.ctx.table.source}`,
       ...memoryLines(),
       ...this.ctx.scripts.infoLines(),
+      ...(this.ctx.changes?.infoLines() ?? []),
       `tracking_clients:${this.ctx.caching.trackingClients}`,
       `tracking_total_keys:${this.ctx.caching.trackedKeys}`,
       `tracking_evicted_keys:${this.ctx.caching.evictedKeys}`,

@@ -3,7 +3,7 @@
  *
  * The nodes only see the proxy's shared connections, so the proxy does what Redis's tracking.c
  * does for its clients: it remembers which client read which key (key-table.ts), hears every
- * change on every node it reads from (one BCAST feed per node, invalidation-feed.ts) and sends
+ * change on every node it reads from (one BCAST feed per node, backend/change-feed.ts) and sends
  * each client the invalidations Redis would send it: a RESP3 push on its own connection, or a
  * message on `__redis__:invalidate` to the client it REDIRECTs to.
  *
@@ -21,7 +21,7 @@ import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import { ClientTracking, TrackingRequest } from './tracking-state';
 import { ClientIds, KeyTable, forEachId } from './key-table';
-import { InvalidationFeed } from './invalidation-feed';
+import { ChangeFeed } from '../backend/change-feed';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
 export interface CachingClient {
@@ -57,7 +57,7 @@ export class ClientCaching {
   private readonly trackers = new Map<number, CachingClient>();
   private readonly bcast = new Set<CachingClient>();
   private readonly table: KeyTable;
-  private readonly feeds = new Map<string, InvalidationFeed>();
+  private readonly feeds = new Map<string, ChangeFeed>();
   private allReady = false;
   private readyWaiters: (() => void)[] = [];
   private timer: NodeJS.Timeout | null = null;
@@ -246,7 +246,7 @@ export class ClientCaching {
       }
     }
     for (const address of wanted) {
-      if (!this.feeds.has(address)) this.feeds.set(address, new InvalidationFeed(address, this.pool, this.feedEvents));
+      if (!this.feeds.has(address)) this.feeds.set(address, new ChangeFeed(address, this.pool, this.feedEvents));
     }
     this.updateReady();
   }
@@ -272,7 +272,7 @@ export class ClientCaching {
 
   private readonly feedEvents = {
     ready: (): void => this.updateReady(),
-    lost: (feed: InvalidationFeed, reason: string): void => {
+    lost: (feed: ChangeFeed, reason: string): void => {
       if (this.feeds.get(feed.address) !== feed) return;
       this.feeds.delete(feed.address);
       this.allReady = false;
@@ -283,7 +283,7 @@ export class ClientCaching {
         this.syncFeeds();
       }, RECONNECT_MS);
     },
-    invalidate: (keys: Buffer[] | null): void => {
+    changed: (keys: Buffer[] | null): void => {
       if (keys === null) this.flushEverything();
       else this.invalidateKeys(keys);
     },

@@ -44,7 +44,7 @@ test("on a cluster side, the scripts' keys are the key and its own slot's bookke
   const key = Buffer.from('user:1000');
   const snapshot = snapshotCommand(key, false, CLUSTER_BOOKKEEPING);
   const apply = applyCommand(key, { version: 3, payload: Buffer.from('x'), ttlMs: 0 }, false, CLUSTER_BOOKKEEPING);
-  expect(snapshot.slice(3, 5).map((k) => keySlot(Buffer.from(k)))).toEqual([keySlot(key), keySlot(key)]);
+  expect(snapshot.slice(3, 6).map((k) => keySlot(Buffer.from(k)))).toEqual([keySlot(key), keySlot(key), keySlot(key)]);
   expect(apply.slice(3, 6).map((k) => keySlot(Buffer.from(k)))).toEqual([keySlot(key), keySlot(key), keySlot(key)]);
   expect(isBookkeepingKey(Buffer.from(apply[4] as string))).toBe(true);
   // A ring keeps one hash and one fence per node, as before.

@@ -3,7 +3,7 @@
 
 import { ClientTracking, parseTracking, setCaching } from '../../proxy/tracking/tracking-state';
 import { KeyTable } from '../../proxy/tracking/key-table';
-import { invalidatedKeys } from '../../proxy/tracking/invalidation-feed';
+import { changedKeys } from '../../proxy/backend/change-feed';
 
 const args = (...a: string[]): Buffer[] => ['CLIENT', 'TRACKING', ...a].map((s) => Buffer.from(s));
 const enabled = (...a: string[]): ClientTracking => {
@@ -98,8 +98,8 @@ describe('KeyTable', () => {
 
 describe("a node's invalidate push", () => {
   test('keys, or null for a flush or anything unreadable', () => {
-    expect(invalidatedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$3\r\nb\rc\r\n'))?.map(String)).toEqual(['a', 'b\rc']);
-    expect(invalidatedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n'))).toBeNull();
-    expect(invalidatedKeys(Buffer.from('>2\r\n$7\r\nmessage\r\n$1\r\nx\r\n'))).toBeNull();
+    expect(changedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$3\r\nb\rc\r\n'))?.map(String)).toEqual(['a', 'b\rc']);
+    expect(changedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n'))).toBeNull();
+    expect(changedKeys(Buffer.from('>2\r\n$7\r\nmessage\r\n$1\r\nx\r\n'))).toBeNull();
   });
 });

@@ -6,7 +6,7 @@
 import { Placement } from '../../../sharding/migration';
 import { KeySpace, ownerOfKey } from '../../../sharding/key-space';
 import { NodeClient, scanStep } from './node-client';
-import { BOOKKEEPING_PREFIX, FENCE_KEY, VERSIONS_KEY, isBookkeepingKey } from '../converge';
+import { BOOKKEEPING_PREFIX, DIGESTS_KEY, FENCE_KEY, VERSIONS_KEY, isBookkeepingKey } from '../converge';
 import { COPY_STATE_KEY } from './copy';
 import { Progress } from './progress';
 
@@ -44,11 +44,11 @@ async function unlink(nodes: NodeClient, side: KeySpace, addr: string, keys: Buf
   return counts.reduce((sum, n) => sum + n, 0);
 }
 
-/** slotproxy's own keys on a side: three names per ring node; on a cluster, the per-slot keys SCAN finds on each master. */
+/** slotproxy's own keys on a side: four names per ring node; on a cluster, the per-slot keys SCAN finds on each master. */
 async function removeBookkeeping(nodes: NodeClient, side: KeySpace, batch: number): Promise<void> {
   for (const addr of side.masters()) {
     if (side.kind === 'ring') {
-      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, COPY_STATE_KEY, FENCE_KEY]);
+      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY]);
       continue;
     }
     let cursor = '0';

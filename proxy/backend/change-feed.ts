@@ -1,22 +1,24 @@
 /**
- * One node's invalidations, as the proxy hears them: a RESP3 connection of its own in BCAST mode
+ * One node's changes, as the proxy hears them: a RESP3 connection of its own in BCAST mode
  * with no prefix (`CLIENT TRACKING ON BCAST`), so the node pushes the name of every key that
  * changes on it, whoever changed it (a client of any proxy, a client connected straight to the
  * node, a script, expiry, eviction), and a null on FLUSHALL/FLUSHDB. The node batches the keys
- * of one event-loop turn into one push. Opened only while some client of the proxy tracks keys.
+ * of one event-loop turn into one push. Client-side caching opens one per node reads go to while
+ * some client tracks keys (tracking/client-caching.ts); a migration opens one per node of side A
+ * while writes converge (migration/change-copier.ts).
  *
- * A PING fence tells when the node has sent every invalidation caused before it (NOLOOP).
+ * A PING fence tells when the node has sent every change caused before it.
  */
-import { BackendPool } from '../backend/pool';
-import { PubSubLink } from '../backend/pubsub-link';
+import { BackendPool } from './pool';
+import { PubSubLink } from './pubsub-link';
 import { arrayElements } from '../resp/reply-framer';
 import * as encode from '../resp/encode';
 
 export interface FeedEvents {
-  ready(feed: InvalidationFeed): void;
-  lost(feed: InvalidationFeed, reason: string): void;
+  ready(feed: ChangeFeed): void;
+  lost(feed: ChangeFeed, reason: string): void;
   /** Keys that changed on the node; null: the node was flushed. */
-  invalidate(keys: Buffer[] | null): void;
+  changed(keys: Buffer[] | null): void;
 }
 
 const TRACKING_ON = encode.command(['CLIENT', 'TRACKING', 'ON', 'BCAST']);
@@ -24,7 +26,7 @@ const PING = encode.command(['PING']);
 /** `>2 $10 invalidate`, then the keys (an array) or a null. */
 const PUSH_HEAD = Buffer.from('>2\r\n$10\r\ninvalidate\r\n');
 
-export class InvalidationFeed {
+export class ChangeFeed {
   /** True once the node has accepted CLIENT TRACKING: from then on no change on it goes unreported. */
   ready = false;
   private readonly link: PubSubLink;
@@ -60,7 +62,7 @@ export class InvalidationFeed {
 
   private readonly onFrame = (frame: Buffer): void => {
     if (frame[0] === 62 /* > */) {
-      this.events.invalidate(invalidatedKeys(frame));
+      this.events.changed(changedKeys(frame));
       return;
     }
     if (frame[0] === 45 /* - */) {
@@ -89,7 +91,7 @@ export class InvalidationFeed {
 }
 
 /** The keys of an `invalidate` push, or null for a flush (and for a push the proxy cannot read: when in doubt, flush). */
-export function invalidatedKeys(frame: Buffer): Buffer[] | null {
+export function changedKeys(frame: Buffer): Buffer[] | null {
   if (!frame.subarray(0, PUSH_HEAD.length).equals(PUSH_HEAD)) return null;
   const elements = arrayElements(frame.subarray(PUSH_HEAD.length));
   if (elements === null) return null;

@@ -1,0 +1,401 @@
+/**
+ * While writes converge (double-write, read-new), every key that changes on side A reaches side B,
+ * whoever changed it: a script or function writing keys it never declared, a client of another
+ * proxy or one connected straight to an A node, MULTI, expiry, eviction, a module command. A
+ * client's write of keys the proxy can name is already copied with it (converging-write.ts); this
+ * catches the rest.
+ *
+ * One change feed per node of side A (backend/change-feed.ts: CLIENT TRACKING BCAST, so the node
+ * names every key that changes on it). Each named key whose owner differs between the sides is
+ * copied with the versioned SNAPSHOT/APPLY of converge.ts, the snapshot taken "only if changed":
+ * a key still in the state an earlier snapshot carried (a converging write of any proxy, reported
+ * again by the feed) costs one script on A and nothing on B.
+ *
+ * Per node of side A:
+ *   feed --keys--> pending (deduplicated) --drain, one batch at a time--> SNAPSHOT on A, APPLY on B
+ *   `heard` counts pushes; `copiedThrough`: every push up to that number has been copied (or has
+ *   failed, and is retried). A barrier (a PING on the feed: the node sends it after every push
+ *   caused before) waits until copiedThrough reaches the pushes heard before its PONG: a script's
+ *   reply waits on it, so its writes are on B before the client sees it (read-your-writes in
+ *   read-new, and exactness at `done`).
+ *
+ * A gap is never silent. A feed lost, a flush (the feed then names no keys), a master of a cluster
+ * side A that appeared mid-migration (a failover), or a key whose copy keeps failing: changes may
+ * have gone unseen. The node is then re-walked as soon as its feed is up again (SCAN of the node,
+ * and of side B for keys that belong to it, each copied "only if changed", B's forcibly), and
+ * until that is done the node is not covered: switching to read-new or done is refused, and
+ * `PROXY MIGRATION STATUS`, INFO and the fleet record say which node and why.
+ */
+import { MigrationChanges, ProxyContext } from '../context';
+import { ChangeFeed } from '../backend/change-feed';
+import { request } from '../backend/request';
+import { decodeReply } from '../resp/decode-reply';
+import { RingRouter } from '../ring/router';
+import { log } from '../telemetry/log';
+import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
+import { Snapshot, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, parseSnapshotIfChanged, snapshotCommand } from './converge';
+import { CopyTarget, copyTargets } from './copy-keys';
+import { sideRequest } from './side-request';
+
+/** How often feeds are checked against side A's masters (a failover, a lost feed). */
+const SYNC_EVERY_MS = 1000;
+const RETRY_FAILED_MS = 500;
+/** A lost feed is opened again this soon (then at every sync while its node is down). */
+const REOPEN_AFTER_MS = 100;
+const SCAN_COUNT = '500';
+/** How long a barrier waits for a feed that is down before the reply goes anyway (the gap is counted). */
+const BARRIER_WAIT_MS = 5000;
+/** The shared lane the copier's own requests use. */
+const LANE = 0;
+
+export type FeedState = 'starting' | 'live' | 'lost' | 're-walking' | 'behind';
+
+/** One key to copy; `force`: snapshot even if unchanged (a copy that failed, a key found on B). */
+interface Pending {
+  key: Buffer;
+  force: boolean;
+}
+
+class NodeChanges {
+  feed: ChangeFeed | null = null;
+  readonly pending = new Map<string, Pending>();
+  /** Keys whose copy failed, sent again (forcibly) after RETRY_FAILED_MS. */
+  readonly failed = new Map<string, Buffer>();
+  lastFailure = '';
+  heard = 0;
+  copiedThrough = 0;
+  draining = false;
+  readonly copyWaiters: { seq: number; done: () => void }[] = [];
+  /** When changes may have gone unseen, and why; null while covered. */
+  gapSince: number | null = null;
+  gapReason = '';
+  /** Bumped when a gap opens: a re-walk covers it only if no other opened while it ran. */
+  gapEpoch = 0;
+  rewalking = false;
+  readonly coverWaiters: (() => void)[] = [];
+
+  constructor(readonly address: string) {}
+
+  get state(): FeedState {
+    if (this.feed === null) return 'lost';
+    if (!this.feed.ready) return this.gapSince === null ? 'starting' : 'lost';
+    if (this.gapSince !== null) return this.rewalking ? 're-walking' : 'lost';
+    return this.failed.size > 0 ? 'behind' : 'live';
+  }
+
+  get covered(): boolean {
+    return this.state === 'live';
+  }
+}
+
+export interface ChangeCounts {
+  /** Keys a feed named whose new state was applied on side B. */
+  copied: number;
+  /** Keys a feed named that were already in the state a snapshot had carried. */
+  unchanged: number;
+  copyFailures: number;
+  gaps: number;
+  rewalks: number;
+  /** Changes that reached B's fence (done) before their copy: not carried. */
+  missedAfterFence: number;
+  barrierTimeouts: number;
+}
+
+export class ChangeCopier implements MigrationChanges {
+  private readonly nodes = new Map<string, NodeChanges>();
+  private timer: NodeJS.Timeout | null = null;
+  /** The migration's first feeds are open: a master that appears later starts with a gap. */
+  private started = false;
+  private stopped = false;
+  readonly counts: ChangeCounts = { copied: 0, unchanged: 0, copyFailures: 0, gaps: 0, rewalks: 0, missedAfterFence: 0, barrierTimeouts: 0 };
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly ring: RingRouter,
+  ) {
+    ring.onSwap(() => this.sync());
+    this.sync();
+  }
+
+  /** Resolves once every feed is up (or after `timeoutMs`): the proxy serves a migration only then. */
+  async ready(timeoutMs: number): Promise<void> {
+    const until = Date.now() + timeoutMs;
+    while (Date.now() < until && [...this.nodes.values()].some((n) => n.feed === null || !n.feed.ready)) {
+      await new Promise((resolve) => setTimeout(resolve, 10));
+    }
+  }
+
+  stop(): void {
+    this.stopped = true;
+    if (this.timer !== null) clearInterval(this.timer);
+    for (const node of this.nodes.values()) this.drop(node);
+    this.nodes.clear();
+  }
+
+  /** Why switching to read-new or done must wait: one line per node of side A that is not covered. */
+  uncovered(): string[] {
+    const out: string[] = [];
+    for (const n of this.nodes.values()) {
+      if (n.covered) continue;
+      const why = n.state === 'behind' ? `${n.failed.size} keys not copied yet (${n.lastFailure})` : n.gapSince === null ? 'its change feed is starting' : `${n.gapReason} ${Math.round((Date.now() - n.gapSince) / 1000)} s ago`;
+      out.push(`${n.address} ${n.state}: ${why}`);
+    }
+    return out;
+  }
+
+  /** `address=state` for every node of side A with a feed. */
+  states(): string[] {
+    return [...this.nodes.values()].map((n) => `${n.address}=${n.state}`);
+  }
+
+  /** INFO proxy's lines (also read by /metrics). */
+  infoLines(): string[] {
+    const c = this.counts;
+    return [
+      `migration_feeds:${this.nodes.size}`,
+      `migration_feeds_uncovered:${this.uncovered().length}`,
+      `migration_feed_keys_copied:${c.copied}`,
+      `migration_feed_keys_unchanged:${c.unchanged}`,
+      `migration_feed_copy_failures:${c.copyFailures}`,
+      `migration_feed_gaps:${c.gaps}`,
+      `migration_feed_rewalks:${c.rewalks}`,
+      `migration_feed_missed_after_fence:${c.missedAfterFence}`,
+      `migration_feed_barrier_timeouts:${c.barrierTimeouts}`,
+    ];
+  }
+
+  /**
+   * A barrier: resolves once every change made on `address` before now has reached side B (null),
+   * or with why it could not be confirmed. Null at once when nothing needs to wait.
+   */
+  after(address: string): Promise<string | null> | null {
+    const node = this.nodes.get(address);
+    if (node === undefined) return null;
+    return new Promise((resolve) => {
+      let settled = false;
+      const finish = (problem: string | null): void => {
+        if (settled) return;
+        settled = true;
+        clearTimeout(timer);
+        resolve(problem);
+      };
+      const timer = setTimeout(() => {
+        this.counts.barrierTimeouts++;
+        log.warn({ node: address }, 'migration: a write\'s changes were not confirmed on side B in time (its node\'s change feed is down); they are copied when it is re-walked');
+        finish(null);
+      }, BARRIER_WAIT_MS);
+      const feed = node.feed;
+      if (feed === null || !feed.ready) {
+        node.coverWaiters.push(() => finish(null));
+        return;
+      }
+      feed.fence(() => {
+        // Lost meanwhile: the re-walk that covers the gap carries this write too.
+        if (node.feed !== feed || !feed.ready) return node.coverWaiters.push(() => finish(null));
+        this.whenCopied(node, node.heard, () => finish(node.failed.size > 0 ? node.lastFailure : null));
+      });
+    });
+  }
+
+  /** Every change heard so far on every node is on side B (before `done` fences B). */
+  async settle(): Promise<void> {
+    await Promise.all([...this.nodes.keys()].map((a) => this.after(a)));
+  }
+
+  private sync(): void {
+    if (this.stopped) return;
+    const placement = this.ring.placement;
+    const wanted = new Set(placement.converges ? placement.from.masters() : []);
+    for (const [address, node] of this.nodes) {
+      if (wanted.has(address)) continue;
+      this.drop(node);
+      this.nodes.delete(address);
+    }
+    for (const address of wanted) {
+      let node = this.nodes.get(address);
+      if (node === undefined) {
+        node = new NodeChanges(address);
+        this.nodes.set(address, node);
+        // A master that appeared mid-migration (a failover of side A) took writes before its feed was up.
+        if (this.started) this.openGap(node, 'a new master of side A');
+      }
+      if (node.feed === null || node.feed.isClosed) this.openFeed(node);
+    }
+    this.started = wanted.size > 0;
+    if (wanted.size > 0) this.timer ??= setInterval(() => this.sync(), SYNC_EVERY_MS).unref();
+    else if (this.timer !== null) {
+      clearInterval(this.timer);
+      this.timer = null;
+    }
+  }
+
+  private openFeed(node: NodeChanges): void {
+    const feed: ChangeFeed = new ChangeFeed(node.address, this.ctx.pool, {
+      ready: () => {
+        if (node.gapSince !== null) void this.rewalk(node);
+      },
+      lost: (_feed, reason) => {
+        if (node.feed !== feed) return;
+        node.feed = null;
+        this.openGap(node, `change feed lost (${reason})`);
+        setTimeout(() => this.sync(), REOPEN_AFTER_MS).unref();
+      },
+      changed: (keys) => {
+        if (node.feed === feed) this.heard(node, keys);
+      },
+    });
+    node.feed = feed;
+  }
+
+  private drop(node: NodeChanges): void {
+    const feed = node.feed;
+    node.feed = null;
+    feed?.close();
+    node.pending.clear();
+    node.failed.clear();
+    for (const w of node.copyWaiters.splice(0)) w.done();
+    for (const w of node.coverWaiters.splice(0)) w();
+  }
+
+  private heard(node: NodeChanges, keys: Buffer[] | null): void {
+    node.heard++;
+    if (keys === null) {
+      // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
+      this.openGap(node, 'the node was flushed');
+    } else {
+      for (const key of keys) if (!isBookkeepingKey(key)) node.pending.set(key.toString('latin1'), { key, force: false });
+    }
+    if (!node.draining) void this.drain(node);
+  }
+
+  private async drain(node: NodeChanges): Promise<void> {
+    node.draining = true;
+    try {
+      while (node.pending.size > 0) {
+        const through = node.heard;
+        const batch = [...node.pending.values()];
+        node.pending.clear();
+        await this.copy(node, batch);
+        this.copied(node, node.pending.size === 0 ? node.heard : through);
+      }
+      this.copied(node, node.heard);
+    } finally {
+      node.draining = false;
+    }
+  }
+
+  private copied(node: NodeChanges, through: number): void {
+    node.copiedThrough = Math.max(node.copiedThrough, through);
+    let i = 0;
+    while (i < node.copyWaiters.length) {
+      if (node.copyWaiters[i].seq <= node.copiedThrough) node.copyWaiters.splice(i, 1)[0].done();
+      else i++;
+    }
+  }
+
+  private whenCopied(node: NodeChanges, seq: number, done: () => void): void {
+    if (node.copiedThrough >= seq && !node.draining) return done();
+    node.copyWaiters.push({ seq, done });
+  }
+
+  /** Copies the keys that move; a failed one is kept and tried again, forcibly (its snapshot was taken). */
+  private async copy(node: NodeChanges, batch: readonly Pending[]): Promise<void> {
+    const force = new Set(batch.filter((p) => p.force).map((p) => p.key.toString('latin1')));
+    const targets = copyTargets(this.ring.placement, batch.map((p) => p.key));
+    await Promise.all(targets.map((t) => this.copyOne(node, t, force.has(t.key.toString('latin1')))));
+  }
+
+  private async copyOne(node: NodeChanges, t: CopyTarget, force: boolean): Promise<void> {
+    const id = t.key.toString('latin1');
+    try {
+      const snapFrame = await this.script(t.fromOwners, t.from, (sha) => snapshotCommand(t.key, sha, t.fromBook, !force));
+      const snap: Snapshot | null = force ? parseSnapshot(snapFrame) : parseSnapshotIfChanged(snapFrame);
+      node.failed.delete(id);
+      if (snap === null) {
+        this.counts.unchanged++;
+        return;
+      }
+      // Should the APPLY fail, the catch below keeps the key: retried forcibly, as this snapshot is taken.
+      const outcome = parseApply(await this.script(t.toOwners, t.to, (sha) => applyCommand(t.key, snap, sha, t.toBook)));
+      if (outcome.kind === 'applied') this.counts.copied++;
+      else if (outcome.kind === 'fenced' && outcome.version < snap.version) this.counts.missedAfterFence++;
+    } catch (err) {
+      this.counts.copyFailures++;
+      node.failed.set(id, t.key);
+      node.lastFailure = `${t.from} -> ${t.to}: ${err instanceof Error ? err.message : String(err)}`;
+      this.retryFailed(node);
+    }
+  }
+
+  private retryFailed(node: NodeChanges): void {
+    setTimeout(() => {
+      if (this.nodes.get(node.address) !== node || node.failed.size === 0) return;
+      for (const [id, key] of node.failed) node.pending.set(id, { key, force: true });
+      if (!node.draining) void this.drain(node);
+    }, RETRY_FAILED_MS).unref();
+  }
+
+  /** A migration script by SHA1; by body where the node does not hold it (a restart, a failover). */
+  private async script(owners: SlotOwners | null, address: string, command: (bySha: boolean) => (Buffer | string)[]): Promise<Buffer> {
+    const opts = { lane: LANE, maxRedirects: this.ctx.forward.maxRedirects, retryWindowMs: this.ctx.forward.retryWindowMs };
+    const frame = await sideRequest(this.ctx.pool, owners, address, command(true), opts);
+    if (frame.length > 9 && frame.toString('latin1', 0, 9) === '-NOSCRIPT') return sideRequest(this.ctx.pool, owners, address, command(false), opts);
+    return frame;
+  }
+
+  private openGap(node: NodeChanges, reason: string): void {
+    node.gapEpoch++;
+    node.gapSince ??= Date.now();
+    node.gapReason = reason;
+    this.counts.gaps++;
+    log.warn({ node: node.address, reason }, 'migration: changes on this node may have gone unseen; it is re-walked once its change feed is up');
+    if (node.feed?.ready === true) void this.rewalk(node);
+  }
+
+  /**
+   * Covers a gap: every key of the node that moves, and every key of side B that belongs to it,
+   * copied again. Keys changed meanwhile are also named by the feed (up before the walk began).
+   */
+  private async rewalk(node: NodeChanges): Promise<void> {
+    if (node.rewalking || this.stopped) return;
+    node.rewalking = true;
+    const epoch = node.gapEpoch;
+    this.counts.rewalks++;
+    try {
+      const placement = this.ring.placement;
+      const to = placement.to;
+      const ownKey = (k: Buffer): boolean => !isBookkeepingKey(k) && ownerOfKey(placement.from, k) === node.address;
+      await this.scan(node.address, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: false }))));
+      for (const b of to?.masters() ?? []) {
+        await this.scan(b, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: true }))));
+      }
+      if (node.gapEpoch === epoch && node.failed.size === 0 && node.feed?.ready === true && this.nodes.get(node.address) === node) {
+        node.gapSince = null;
+        log.info({ node: node.address }, 'migration: node re-walked, its changes are covered again');
+        for (const w of node.coverWaiters.splice(0)) w();
+      } else this.rewalkLater(node);
+    } catch (err) {
+      log.warn({ node: node.address, err: err instanceof Error ? err.message : String(err) }, 'migration: re-walk failed; tried again');
+      this.rewalkLater(node);
+    } finally {
+      node.rewalking = false;
+    }
+  }
+
+  private rewalkLater(node: NodeChanges): void {
+    setTimeout(() => {
+      if (this.nodes.get(node.address) === node && node.gapSince !== null && node.feed?.ready === true) void this.rewalk(node);
+    }, RETRY_FAILED_MS).unref();
+  }
+
+  /** Every key of one node, a SCAN batch at a time. */
+  private async scan(address: string, each: (keys: Buffer[]) => Promise<void>): Promise<void> {
+    let cursor = '0';
+    do {
+      const reply = decodeReply(await request(this.ctx.pool.connection(address, LANE), ['SCAN', cursor, 'COUNT', SCAN_COUNT], this.ctx.forward.retryWindowMs), true);
+      if (!Array.isArray(reply) || reply.length !== 2 || !Buffer.isBuffer(reply[0]) || !Array.isArray(reply[1])) throw new Error(`${address}: unexpected SCAN reply`);
+      cursor = reply[0].toString('latin1');
+      await each(reply[1].filter((k): k is Buffer => Buffer.isBuffer(k)));
+    } while (cursor !== '0');
+  }
+}

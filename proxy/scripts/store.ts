@@ -102,6 +102,11 @@ export class ScriptStore {
     return out;
   }
 
+  /** Every script held, as [sha, body], without counting as a use (a migration copies them all to side B). */
+  all(): [string, Buffer][] {
+    return [...this.scripts].map(([sha, s]) => [sha, s.body]);
+  }
+
   infoLines(): string[] {
     return [
       `scripts_stored:${this.scripts.size}`,

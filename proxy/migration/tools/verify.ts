@@ -2,15 +2,17 @@
  * `slotproxy migrate verify`: every key of ring A whose owner changes is compared with its copy
  * on its owner in ring B (type, value, TTL within a tolerance), and every such key found in B is
  * checked to exist in A (a key deleted in A but still in B was resurrected). Values are compared
- * by DUMP first, and by content when the encodings differ.
+ * by DUMP first, and by content when the encodings differ. It may run while clients write: a key
+ * that differs is read again a few times (./recheck.ts), and only a lasting difference counts.
  */
 import { Placement } from '../../../sharding/migration';
-import { SlotOwners, ownerOfKey } from '../../../sharding/key-space';
+import { ownerOfKey } from '../../../sharding/key-space';
 import { NodeClient, scanStep, showKey } from './node-client';
-import { isBookkeepingKey } from '../converge';
+import { bookkeepingOf, isBookkeepingKey } from '../converge';
 import { ownersOf } from '../copy-keys';
-import { Reply } from '../../resp/decode-reply';
 import { Progress } from './progress';
+import { KeyState, SideOfKey, compareStates, readState } from './key-state';
+import { DEFAULT_RECHECK, Observation, Verdict, recheck } from './recheck';
 
 export interface VerifyOptions {
   ttlToleranceMs: number;
@@ -18,100 +20,78 @@ export interface VerifyOptions {
   /** How many differences to describe. */
   show: number;
   progress: boolean;
+  /** Reads of a differing key after the first (default 5); 0 reports every difference seen once. */
+  recheck?: number;
+  /** Pause before a key's first recheck, doubled before each next one (default 50 ms). */
+  recheckDelayMs?: number;
 }
 
 export interface VerifyResult {
   compared: number;
   differing: number;
+  /** Keys that differed at the first read and were read again. */
+  rechecked: number;
+  /** Rechecked keys that never matched but whose copies kept reaching B: being written, not different. */
+  inFlight: number;
   examples: string[];
 }
 
-interface KeyState {
-  type: string;
-  pttl: number;
-  dump: Buffer | null;
-}
+/** Keys being rechecked at once; the scan waits for some to finish beyond this. */
+const MAX_RECHECKING = 2000;
 
-/** One side's node of a key: its address, and the side's slot map when it is a cluster. */
-interface At {
-  addr: string;
-  owners: SlotOwners | null;
-}
-
-async function stateOf(nodes: NodeClient, at: At, key: Buffer): Promise<KeyState> {
-  const [type, pttl, dump] = await Promise.all([
-    nodes.callOn(at.owners, at.addr, ['TYPE', key]),
-    nodes.callOn(at.owners, at.addr, ['PTTL', key]),
-    nodes.callOn(at.owners, at.addr, ['DUMP', key]),
-  ]);
-  return { type: String(type), pttl: Number(pttl), dump: Buffer.isBuffer(dump) ? dump : null };
-}
-
-/** A canonical form of a value, independent of its encoding. */
-async function content(nodes: NodeClient, at: At, key: Buffer, type: string): Promise<string> {
-  const call = (args: (Buffer | string)[]): Promise<Reply> => nodes.callOn(at.owners, at.addr, args);
-  const norm = (r: Reply): string => JSON.stringify(r, (_k, v: unknown) => (Buffer.isBuffer(v) ? v.toString('base64') : v));
-  const sortedPairs = (r: Reply): string => {
-    const a = Array.isArray(r) ? r : [];
-    const pairs: string[] = [];
-    for (let i = 0; i + 1 < a.length; i += 2) pairs.push(norm([a[i], a[i + 1]]));
-    return pairs.sort().join(',');
-  };
-  switch (type) {
-    case 'string':
-      return norm(await call(['GET', key]));
-    case 'list':
-      return norm(await call(['LRANGE', key, '0', '-1']));
-    case 'set':
-      return ((await call(['SMEMBERS', key])) as Reply[]).map(norm).sort().join(',');
-    case 'hash':
-      return sortedPairs(await call(['HGETALL', key]));
-    case 'zset':
-      return norm(await call(['ZRANGE', key, '0', '-1', 'WITHSCORES']));
-    case 'stream':
-      return norm(await call(['XRANGE', key, '-', '+']));
-    default:
-      return `unknown type ${type}`;
+/** Both sides of a key read at once, each in one script; read again with content when only the encodings may differ. */
+async function observe(nodes: NodeClient, a: SideOfKey, b: SideOfKey, key: Buffer, tolerance: number): Promise<Observation> {
+  const names = { a: a.addr, b: b.addr };
+  const read = (withContent: boolean): Promise<[KeyState, KeyState]> =>
+    Promise.all([readState(nodes, a, key, withContent), readState(nodes, b, key, withContent)]);
+  let [sa, sb] = await read(false);
+  let diff = compareStates(sa, sb, names, tolerance);
+  if (diff === 'by content') {
+    [sa, sb] = await read(true);
+    diff = compareStates(sa, sb, names, tolerance);
   }
-}
-
-async function difference(nodes: NodeClient, atA: At, atB: At, key: Buffer, tolerance: number): Promise<string | null> {
-  const a = atA.addr;
-  const b = atB.addr;
-  const [sa, sb] = await Promise.all([stateOf(nodes, atA, key), stateOf(nodes, atB, key)]);
-  if (sa.type === 'none' && sb.type === 'none') return null;
-  if (sa.type === 'none') return `in ${b} but not in ${a} (resurrected or never deleted)`;
-  if (sb.type === 'none') return `missing in ${b}`;
-  if (sa.type !== sb.type) return `type ${sa.type} in ${a}, ${sb.type} in ${b}`;
-  if (sa.dump === null || sb.dump === null || !sa.dump.equals(sb.dump)) {
-    if ((await content(nodes, atA, key, sa.type)) !== (await content(nodes, atB, key, sb.type))) return `${sa.type} values differ`;
-  }
-  if ((sa.pttl < 0) !== (sb.pttl < 0)) return `TTL ${sa.pttl} ms in ${a}, ${sb.pttl} ms in ${b}`;
-  if (sa.pttl >= 0 && Math.abs(sa.pttl - sb.pttl) > tolerance) return `TTL ${sa.pttl} ms in ${a}, ${sb.pttl} ms in ${b}`;
-  return null;
+  return { a: sa, b: sb, diff: diff === 'by content' ? 'values differ' : diff };
 }
 
 export async function verifyMoved(nodes: NodeClient, placement: Placement, opts: VerifyOptions): Promise<VerifyResult> {
   const from = placement.from;
   const to = placement.to;
   if (to === null) throw new Error('the config has no migration: section');
-  const result: VerifyResult = { compared: 0, differing: 0, examples: [] };
+  const policy = { times: opts.recheck ?? DEFAULT_RECHECK.times, firstDelayMs: opts.recheckDelayMs ?? DEFAULT_RECHECK.firstDelayMs };
+  const result: VerifyResult = { compared: 0, differing: 0, rechecked: 0, inFlight: 0, examples: [] };
   const seen = new Set<string>();
+  const fromOwners = ownersOf(from);
   const toOwners = ownersOf(to);
+  const fromBook = bookkeepingOf(from.kind);
+  const toBook = bookkeepingOf(to.kind);
   const sizes = await Promise.all([...from.masters(), ...to.masters()].map(async (addr) => Number(await nodes.call(addr, ['DBSIZE']))));
   const progress = opts.progress ? new Progress('verify', sizes.reduce((s, n) => s + n, 0)) : null;
   let scanned = 0;
+  const record = (key: Buffer, v: Verdict): void => {
+    if (v.kind === 'in-flight') result.inFlight++;
+    if (v.kind !== 'differs') return;
+    result.differing++;
+    if (result.examples.length < opts.show) result.examples.push(`${showKey(key)}: ${v.why}`);
+  };
+  // Rechecks run beside the scan (each takes up to a second or two of pauses); a failed read fails the run.
+  const rechecking = new Set<Promise<void>>();
+  const failures: unknown[] = [];
+  const inBackground = (task: Promise<void>): void => {
+    const p: Promise<void> = task.catch((err: unknown) => void failures.push(err)).then(() => void rechecking.delete(p));
+    rechecking.add(p);
+  };
   const check = async (key: Buffer): Promise<void> => {
     const id = key.toString('hex');
     if (seen.has(id)) return;
     seen.add(id);
     result.compared++;
-    const a = { addr: ownerOfKey(from, key) ?? '', owners: null };
-    const b = { addr: ownerOfKey(to, key) ?? '', owners: toOwners };
-    const diff = await difference(nodes, a, b, key, opts.ttlToleranceMs);
-    if (diff === null) return;
-    result.differing++;
-    if (result.examples.length < opts.show) result.examples.push(`${showKey(key)}: ${diff}`);
+    const a: SideOfKey = { addr: ownerOfKey(from, key) ?? '', owners: fromOwners, book: fromBook };
+    const b: SideOfKey = { addr: ownerOfKey(to, key) ?? '', owners: toOwners, book: toBook };
+    const again = (): Promise<Observation> => observe(nodes, a, b, key, opts.ttlToleranceMs);
+    const first = await again();
+    if (first.diff === null) return;
+    if (policy.times > 0) result.rechecked++;
+    inBackground(recheck(again, first, policy).then((v) => record(key, v)));
   };
   // Keys of A that move, then keys of B that arrived: together they catch lost and resurrected keys.
   const passes: { addrs: readonly string[]; owns: (k: Buffer, addr: string) => boolean }[] = [
@@ -125,12 +105,16 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
         const step = await scanStep(nodes, addr, cursor, opts.batch);
         const keys = step.keys.filter((k) => !isBookkeepingKey(k) && pass.owns(k, addr));
         await Promise.all(keys.map((k) => check(k)));
+        while (rechecking.size > MAX_RECHECKING) await Promise.race(rechecking);
+        if (failures.length > 0) throw failures[0];
         scanned += step.keys.length;
         progress?.update(scanned, `${result.differing} differ`);
         cursor = step.cursor;
       } while (cursor !== '0');
     }
   }
+  await Promise.all(rechecking);
+  if (failures.length > 0) throw failures[0];
   progress?.finish();
   return result;
 }

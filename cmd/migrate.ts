@@ -84,7 +84,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         const { config } = migratingConfig(opts.config);
         const r = await withNodes(config, (nodes, placement) => verifyMoved(nodes, placement, { ttlToleranceMs: opts.ttlTolerance, batch: 500, show: opts.show, progress: true }));
         for (const e of r.examples) process.stdout.write(`  differs: ${e}\n`);
-        process.stdout.write(`verify: ${r.compared} moved keys compared, ${r.differing} differ\n`);
+        process.stdout.write(`verify: ${r.compared} moved keys compared, ${r.differing} differ, ${r.rechecked} rechecked${r.inFlight > 0 ? ` (${r.inFlight} still being written: B kept catching up)` : ''}\n`);
         if (r.differing > 0) process.exit(1);
       } catch (err) {
         fail(err);

@@ -151,6 +151,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
             for (const p of fleet) {
               lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
               lines.push(`    refused because the target would refuse it: ${p.targetRefused === '-' ? 'nothing' : p.targetRefused}`);
+              if (p.feeds !== '-') lines.push(`    change feeds: ${p.feeds === 'live' ? 'all live' : `${p.feeds} (read-new and done wait until these are re-walked)`}`);
             }
           }
           for (const [which, side] of [['A', placement.from], ['B', placement.to]] as const) {

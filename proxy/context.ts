@@ -10,6 +10,7 @@ import { CommandTable } from './commands/table';
 import { Router } from '../sharding/router';
 import { RingRouter } from './ring/router';
 import { ProxyStats } from './telemetry/stats';
+import { MigrationFeedCounts } from './telemetry/metrics';
 import { ClusterTopology } from './cluster/topology';
 import { KnownClusters } from './cluster/known-clusters';
 import { ReplicaReads } from './cluster/replica-reads';
@@ -38,7 +39,10 @@ export interface MigrationChanges {
   uncovered(): string[];
   /** `address=state` per node of side A. */
   states(): string[];
+  /** `live`, the nodes not covered (`addr=state,...`), or `-` without feeds (the fleet record). */
+  summary(): string;
   infoLines(): string[];
+  counts(): MigrationFeedCounts;
   stop(): void;
 }
 

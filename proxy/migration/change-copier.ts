@@ -32,6 +32,7 @@ import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
 import { RingRouter } from '../ring/router';
 import { log } from '../telemetry/log';
+import { MigrationFeedCounts } from '../telemetry/metrics';
 import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
 import { Snapshot, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, parseSnapshotIfChanged, snapshotCommand } from './converge';
 import { CopyTarget, copyTargets } from './copy-keys';
@@ -107,7 +108,7 @@ export class ChangeCopier implements MigrationChanges {
   /** The migration's first feeds are open: a master that appears later starts with a gap. */
   private started = false;
   private stopped = false;
-  readonly counts: ChangeCounts = { copied: 0, unchanged: 0, copyFailures: 0, gaps: 0, rewalks: 0, missedAfterFence: 0, barrierTimeouts: 0 };
+  private readonly count: ChangeCounts = { copied: 0, unchanged: 0, copyFailures: 0, gaps: 0, rewalks: 0, missedAfterFence: 0, barrierTimeouts: 0 };
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -143,14 +144,25 @@ export class ChangeCopier implements MigrationChanges {
     return out;
   }
 
+  /** For the fleet record: `live` when every node is covered, else the nodes that are not; `-` without feeds. */
+  summary(): string {
+    if (this.nodes.size === 0) return '-';
+    const open = [...this.nodes.values()].filter((n) => !n.covered).map((n) => `${n.address}=${n.state}`);
+    return open.length === 0 ? 'live' : open.join(',');
+  }
+
   /** `address=state` for every node of side A with a feed. */
   states(): string[] {
     return [...this.nodes.values()].map((n) => `${n.address}=${n.state}`);
   }
 
-  /** INFO proxy's lines (also read by /metrics). */
+  counts(): MigrationFeedCounts {
+    return { feeds: this.nodes.size, uncovered: this.uncovered().length, ...this.count };
+  }
+
+  /** INFO proxy's lines. */
   infoLines(): string[] {
-    const c = this.counts;
+    const c = this.count;
     return [
       `migration_feeds:${this.nodes.size}`,
       `migration_feeds_uncovered:${this.uncovered().length}`,
@@ -180,7 +192,7 @@ export class ChangeCopier implements MigrationChanges {
         resolve(problem);
       };
       const timer = setTimeout(() => {
-        this.counts.barrierTimeouts++;
+        this.count.barrierTimeouts++;
         log.warn({ node: address }, 'migration: a write\'s changes were not confirmed on side B in time (its node\'s change feed is down); they are copied when it is re-walked');
         finish(null);
       }, BARRIER_WAIT_MS);
@@ -312,15 +324,15 @@ export class ChangeCopier implements MigrationChanges {
       const snap: Snapshot | null = force ? parseSnapshot(snapFrame) : parseSnapshotIfChanged(snapFrame);
       node.failed.delete(id);
       if (snap === null) {
-        this.counts.unchanged++;
+        this.count.unchanged++;
         return;
       }
       // Should the APPLY fail, the catch below keeps the key: retried forcibly, as this snapshot is taken.
       const outcome = parseApply(await this.script(t.toOwners, t.to, (sha) => applyCommand(t.key, snap, sha, t.toBook)));
-      if (outcome.kind === 'applied') this.counts.copied++;
-      else if (outcome.kind === 'fenced' && outcome.version < snap.version) this.counts.missedAfterFence++;
+      if (outcome.kind === 'applied') this.count.copied++;
+      else if (outcome.kind === 'fenced' && outcome.version < snap.version) this.count.missedAfterFence++;
     } catch (err) {
-      this.counts.copyFailures++;
+      this.count.copyFailures++;
       node.failed.set(id, t.key);
       node.lastFailure = `${t.from} -> ${t.to}: ${err instanceof Error ? err.message : String(err)}`;
       this.retryFailed(node);
@@ -347,7 +359,7 @@ export class ChangeCopier implements MigrationChanges {
     node.gapEpoch++;
     node.gapSince ??= Date.now();
     node.gapReason = reason;
-    this.counts.gaps++;
+    this.count.gaps++;
     log.warn({ node: node.address, reason }, 'migration: changes on this node may have gone unseen; it is re-walked once its change feed is up');
     if (node.feed?.ready === true) void this.rewalk(node);
   }
@@ -360,7 +372,7 @@ export class ChangeCopier implements MigrationChanges {
     if (node.rewalking || this.stopped) return;
     node.rewalking = true;
     const epoch = node.gapEpoch;
-    this.counts.rewalks++;
+    this.count.rewalks++;
     try {
       const placement = this.ring.placement;
       const to = placement.to;

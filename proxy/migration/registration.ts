@@ -26,6 +26,8 @@ export class FleetRegistration {
     private readonly version: string,
     /** What the target's rules refused through this proxy, by command (ProxyStats.targetRefusals). */
     private readonly targetRefusals: ReadonlyMap<string, number> = new Map(),
+    /** Its change feeds' state (ProxyRecord.feeds). */
+    private readonly feeds: () => string = () => '-',
   ) {}
 
   start(): void {
@@ -57,7 +59,7 @@ export class FleetRegistration {
 
   record(): ProxyRecord {
     const host = this.listen.host === '0.0.0.0' || this.listen.host === '::' ? os.hostname() : this.listen.host;
-    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals) };
+    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals), feeds: this.feeds() };
   }
 
   /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */

@@ -146,7 +146,7 @@ export class ProxyServer {
     await server.listen();
     if (ctx.ring !== null) {
       // Ring mode: other proxies of the ring and the `migrate` commands can see this one.
-      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals);
+      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals, () => ctx.changes?.summary() ?? '-');
       server.registration.start();
     }
     return server;
@@ -255,6 +255,7 @@ export class ProxyServer {
         commands: () => ctx.table.all(),
         migrationPhase: () => ctx.ring?.placement.phase ?? null,
         migrationCopy: () => readCopyProgress(ctx),
+        migrationFeeds: () => ctx.changes?.counts() ?? null,
       });
       // A worker's metrics are served, summed with its siblings', by the primary (cmd/workers.ts).
       if (cluster.isWorker) metrics.shareWithPrimary(registry);

@@ -25,6 +25,22 @@ export interface MetricsSources {
   migrationPhase(): MigrationPhase | null;
   /** Ring mode during a migration: the history copy's progress as saved on ring A's nodes, read at scrape time. */
   migrationCopy(): Promise<MigrationCopyProgress | null>;
+  /** During a migration: what the change feeds of side A's nodes did (migration/change-copier.ts), else null. */
+  migrationFeeds(): MigrationFeedCounts | null;
+}
+
+export interface MigrationFeedCounts {
+  /** Nodes of side A with a change feed, and those whose changes are not all known to be on side B. */
+  feeds: number;
+  uncovered: number;
+  /** Keys a feed named: copied to side B, already there (unchanged since a snapshot), failed (retried). */
+  copied: number;
+  unchanged: number;
+  copyFailures: number;
+  gaps: number;
+  rewalks: number;
+  /** Changes that met side B's fence (done) before their copy: not carried. */
+  missedAfterFence: number;
 }
 
 export interface MigrationCopyProgress {
@@ -180,6 +196,45 @@ export function createRegistry(sources: MetricsSources): Registry {
       const p = await readCopyProgress();
       this.set({ state: 'done' }, p?.nodesDone ?? 0);
       this.set({ state: 'total' }, p?.nodes ?? 0);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_feeds',
+    help: 'Migration: nodes of side A with a change feed (state="total"), and those with changes not all known to be on side B (state="uncovered": a switch to read-new or done waits for 0).',
+    labelNames: ['state'],
+    registers: [registry],
+    collect() {
+      const f = sources.migrationFeeds();
+      this.set({ state: 'total' }, f?.feeds ?? 0);
+      this.set({ state: 'uncovered' }, f?.uncovered ?? 0);
+    },
+  });
+  new Counter({
+    name: 'slotproxy_migration_feed_keys_total',
+    help: 'Migration: keys a change feed named, by outcome: copied to side B, unchanged (a snapshot had carried them), failed (retried), missed_after_fence (changed on A after side B was fenced for done: not carried).',
+    labelNames: ['outcome'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const f = sources.migrationFeeds();
+      if (f === null) return;
+      this.inc({ outcome: 'copied' }, f.copied);
+      this.inc({ outcome: 'unchanged' }, f.unchanged);
+      this.inc({ outcome: 'failed' }, f.copyFailures);
+      this.inc({ outcome: 'missed_after_fence' }, f.missedAfterFence);
+    },
+  });
+  new Counter({
+    name: 'slotproxy_migration_feed_gaps_total',
+    help: 'Migration: times a node of side A may have had changes no feed saw (feed lost, flush, new master, failing copy), and re-walks that covered them (kind="gap" / "rewalk").',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const f = sources.migrationFeeds();
+      if (f === null) return;
+      this.inc({ kind: 'gap' }, f.gaps);
+      this.inc({ kind: 'rewalk' }, f.rewalks);
     },
   });
   new Gauge({

@@ -86,8 +86,14 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
 
     // Both proxies are registered on the source cluster's masters, where `migrate copy` and
     // `migrate phase` look for them.
-    const fleet = await readFleet((addr, args) => direct.call(addr, args), placement.from.masters());
-    expect(fleet.map((r) => [r.addr, r.phase])).toEqual(proxies.map((p) => [`127.0.0.1:${p.port}`, 'double-write']).sort());
+    // A proxy registers right after it starts listening: read until the last one's name is there.
+    const registered = proxies.map((p) => [`127.0.0.1:${p.port}`, 'double-write']).sort();
+    const readRegistered = async (): Promise<string[][]> => (await readFleet((addr, args) => direct.call(addr, args), placement.from.masters())).map((r) => [r.addr, r.phase]);
+    let fleet = await readRegistered();
+    for (const until = Date.now() + 5000; fleet.length < registered.length && Date.now() < until; fleet = await readRegistered()) {
+      await new Promise((resolve) => setTimeout(resolve, 50));
+    }
+    expect(fleet).toEqual(registered);
 
     const { copied, verified } = await walkPhases({
       admins: [admins[0], admins[1]],

@@ -12,6 +12,7 @@ import { NodeClient } from '../proxy/migration/tools/node-client';
 import { copyMoved } from '../proxy/migration/tools/copy';
 import { verifyMoved } from '../proxy/migration/tools/verify';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
+import { libraryStatusLines, verifyLibraries } from '../proxy/migration/tools/libraries';
 import { CLUSTER_COPY_STATE_KEY, READ_COPY_STATE, parseCopyState, readCopyState } from '../proxy/migration/tools/copy';
 import { ownersOf } from '../proxy/migration/copy-keys';
 import { ProxyRecord, describeProxies, isBehind, readFleet } from '../proxy/migration/fleet';
@@ -85,7 +86,9 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         const r = await withNodes(config, (nodes, placement) => verifyMoved(nodes, placement, { ttlToleranceMs: opts.ttlTolerance, batch: 500, show: opts.show, progress: true }));
         for (const e of r.examples) process.stdout.write(`  differs: ${e}\n`);
         process.stdout.write(`verify: ${r.compared} moved keys compared, ${r.differing} differ, ${r.rechecked} rechecked${r.inFlight > 0 ? ` (${r.inFlight} still being written: B kept catching up)` : ''}\n`);
+        const librariesDiffer = await withNodes(config, (nodes, placement) => verifyLibraries(nodes, placement, (line) => process.stdout.write(line)));
         if (r.differing > 0) process.exit(1);
+        if (librariesDiffer > 0) process.exit(1);
       } catch (err) {
         fail(err);
       }
@@ -180,6 +183,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               lines.push(ring === null ? `  ${n.addr}: ${state}` : `  ${n.name} ${n.addr} weight ${n.weight} points ${n.points}: ${state}`);
             }
           }
+          lines.push(...(await libraryStatusLines(nodes, placement)));
         });
         process.stdout.write(`${lines.join('\n')}\n`);
       } catch (err) {

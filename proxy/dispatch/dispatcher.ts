@@ -9,6 +9,7 @@ import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys
 import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../commands/policy';
 import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
 import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, firstNonNil, killMerge, sumIntegers } from './fanout';
+import { FollowedFanout } from './followed-fanout';
 import { InfoServer, infoMerge, onlyProxySection } from './info';
 import { RandomKeyCommand } from './random-key';
 import { EveryNodeCommand, everyNode } from './every-node';
@@ -24,6 +25,8 @@ import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migra
 import { isProxyCommand, proxyCommand } from '../migration/admin';
 import { blockingRoute } from '../migration/converging-block';
 import { noteTargetRefusal } from '../migration/target-refusals';
+import { FOLLOWS_TO_TARGET, followOnTarget } from '../migration/target-mirror';
+import { WAIT_FOR_SWITCH_CARRY, switchCarry } from '../migration/carry';
 import { Spread, TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from '../pubsub/subscription';
@@ -178,9 +181,13 @@ export class Dispatcher {
         case 'refuse':
           session.replyNow(encode.error(errors.unsupported(container ?? info.name, strategy.why)));
           return undefined;
-        case 'fanout':
+        case 'fanout': {
+          // Just switched phase: what side B holds changes after the copy to B, not under it (migration/carry.ts).
+          const carrying = FOLLOWS_TO_TARGET.has(info.name) ? switchCarry(ctx) : null;
+          if (carrying !== null) return carrying.then(() => this.fanout(session, info.name, args, raw));
           this.fanout(session, info.name, args, raw);
           return undefined;
+        }
         case 'any-master':
           return this.forward(session, args, raw, ANY_MASTER, info);
         case 'slot':
@@ -281,6 +288,9 @@ export class Dispatcher {
   private routeTo(session: DispatchSession, info: CommandInfo, args: Buffer[], raw: Buffer | null, positions: readonly number[], shard: number): Promise<void> | undefined {
     const ring = this.ctx.ring;
     if (ring === null) return this.forward(session, args, raw, shard, info);
+    // Just switched phase: a function or script runs once side B holds A's (migration/carry.ts).
+    const carrying = WAIT_FOR_SWITCH_CARRY.has(info.name) ? switchCarry(this.ctx) : null;
+    if (carrying !== null) return carrying.then(() => this.route(session, info, args, raw, positions));
     const readonly = info.flags.has('readonly');
     const placement = ring.placement;
     if (!readonly && !placement.converges) {
@@ -407,9 +417,15 @@ export class Dispatcher {
       session.replyNow(encode.error(`ERR slotproxy: no merge for '${name}'`));
       return;
     }
-    session
-      .track(new FanoutCommand(session, masters, rememberingScripts(ctx.scripts, name, args, merge)))
-      .start(ctx, raw ?? encode.command(args), OUT_OF_LANE.has(name));
+    const remembering = rememberingScripts(ctx.scripts, name, args, merge);
+    const placement = ctx.ring?.placement;
+    if (placement !== undefined && placement.converges && FOLLOWS_TO_TARGET.has(name)) {
+      // Writes land on A until done: A's masters take it (their reply is the client's), then B's.
+      const follow = (): Promise<string | null> => followOnTarget(ctx, placement, name, args);
+      session.track(new FollowedFanout(session, placement.from.masters(), remembering, follow)).start(ctx, raw ?? encode.command(args));
+      return;
+    }
+    session.track(new FanoutCommand(session, masters, remembering)).start(ctx, raw ?? encode.command(args), OUT_OF_LANE.has(name));
   }
 }
 

@@ -3,6 +3,7 @@ import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
 import { coverageProblem, fenceRingB, phaseChangeProblem } from '../migration/fence';
+import { carryBeforeMigrating } from '../migration/carry';
 
 const FENCE_TIMEOUT_MS = 5000;
 const CLUSTER_LOAD_TIMEOUT_MS = 10_000;
@@ -51,7 +52,9 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
     if (before.phase !== placement.phase) log.info({ from: before.phase ?? 'none', to: placement.phase ?? 'none' }, 'migration phase reloaded');
   };
   if (placement.phase !== 'done' || before.phase === 'done' || placement.to === null) {
-    swap();
+    // A migration added: side B gets A's function libraries and the known scripts first.
+    if (before.to === null && placement.to !== null) void carryBeforeMigrating(ctx, placement).then(swap);
+    else swap();
     return;
   }
   // Into done: what the change feeds heard reaches B, then B is fenced; until then this proxy keeps double-writing.

@@ -42,6 +42,7 @@ import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
+import { carryToTarget } from '../migration/carry';
 import { ChangeCopier } from '../migration/change-copier';
 import { ClientCaching } from '../tracking/client-caching';
 import { readNodes, watchPlacement } from './caching-watch';
@@ -143,6 +144,8 @@ export class ProxyServer {
     const preloader = await startPreloading(ctx, config.scripts);
     ctx.topology?.onChange(() => preloader.checkAll());
     server.preloader = preloader;
+    // A migration: side B gets A's function libraries and the known scripts before clients come.
+    await carryToTarget(ctx);
     await server.listen();
     if (ctx.ring !== null) {
       // Ring mode: other proxies of the ring and the `migrate` commands can see this one.

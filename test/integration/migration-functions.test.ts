@@ -3,7 +3,8 @@
 // through the proxy before and during the migration are on every master of B, FCALL works in
 // every phase, after done and through a cluster-mode proxy restarted in front of B, FUNCTION
 // DELETE reaches both sides, EVALSHA of preloaded and SCRIPT LOADed scripts works there too, and
-// a library altered straight on a B node is reported by `migrate status` and `migrate verify`.
+// a library altered straight on a B node is reported by `migrate status` and `migrate verify`
+// (and put back to A's code by the switch to done).
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import path from 'node:path';

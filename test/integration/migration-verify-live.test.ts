@@ -1,6 +1,7 @@
 // `migrate verify` under live writes: a ring of 2 grows to a ring of 3 (and, second test, moves into
 // a Redis Cluster) with a proxy in double-write and the copy done, while clients keep running INCR,
-// SET, LPUSH, HINCRBY and EXPIRE on a few hundred keys through it. Verify, run again and again, must
+// SET, LPUSH, HINCRBY and EXPIRE on a few hundred keys through it, and others INCR keys straight on
+// A's nodes (the proxy's change feed copies those). Verify, run again and again, must
 // find no difference (keys caught mid-copy are rechecked and agree); with its rechecks turned off
 // the same load shows differences, so the rechecks are what makes it right; and a key changed
 // straight on its B node, behind the migration's back, is still reported.
@@ -13,6 +14,8 @@ import { ownerOfKey } from '../../sharding/key-space';
 import { Placement } from '../../sharding/migration';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { copyMoved } from '../../proxy/migration/tools/copy';
+import { readState } from '../../proxy/migration/tools/key-state';
+import { RING_BOOKKEEPING, snapshotCommand } from '../../proxy/migration/converge';
 import { VerifyResult, verifyMoved } from '../../proxy/migration/tools/verify';
 import { setLogLevel } from '../../proxy/telemetry/log';
 import { xorshift32 } from '../helpers/random';
@@ -25,6 +28,9 @@ const IN_FLIGHT = 8;
 /** Verify runs of each kind, and at most this many while waiting for the load to catch one key mid-copy. */
 const RUNS = 5;
 const MAX_RUNS = 40;
+/** Keys INCRed straight on their A node, and loops doing it. */
+const DIRECT_KEYS = 40;
+const DIRECT_LOOPS = 4;
 /** Keys nobody writes after the copy: one of them is changed straight on its B node. */
 const QUIET = 20;
 
@@ -45,18 +51,24 @@ function connect(addr: string): Redis {
   return new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true });
 }
 
-/** INCR, SET, LPUSH, HINCRBY and EXPIRE on KEYS_PER_KIND keys of each kind, as fast as the clients go. */
+/**
+ * INCR, SET, LPUSH, HINCRBY and EXPIRE on KEYS_PER_KIND keys of each kind through the proxy, and
+ * INCR on DIRECT_KEYS keys straight on their node of side A, as fast as the clients go.
+ */
 class WriteLoad {
   private running = false;
   private loops: Promise<void>[] = [];
   ops = 0;
   readonly errors: string[] = [];
 
-  constructor(private readonly clients: Redis[]) {}
+  constructor(private readonly clients: Redis[], private readonly onA: (key: string) => Redis) {}
 
   start(): void {
     this.running = true;
-    this.loops = this.clients.flatMap((c, i) => Array.from({ length: IN_FLIGHT }, (_, j) => this.loop(c, xorshift32(i * 100 + j + 1))));
+    this.loops = [
+      ...this.clients.flatMap((c, i) => Array.from({ length: IN_FLIGHT }, (_, j) => this.loop(c, xorshift32(i * 100 + j + 1)))),
+      ...Array.from({ length: DIRECT_LOOPS }, (_, j) => this.direct(xorshift32(7919 + j))),
+    ];
   }
 
   async stop(): Promise<void> {
@@ -80,18 +92,41 @@ class WriteLoad {
       }
     }
   }
+
+  private async direct(rnd: () => number): Promise<void> {
+    while (this.running) {
+      const k = `d:${Math.floor(rnd() * DIRECT_KEYS)}`;
+      try {
+        await this.onA(k).incr(k);
+        this.ops++;
+      } catch (err) {
+        if (this.errors.length < 10) this.errors.push(`straight to A: ${err instanceof Error ? err.message : String(err)}`);
+      }
+    }
+  }
+}
+
+/** A client of each node of side A, the one of a key on demand. */
+function sideA(placement: Placement): { on: (key: string) => Redis; close: () => void } {
+  const byNode = new Map<string, Redis>();
+  return {
+    on: (key) => {
+      const addr = ownerOfKey(placement.from, Buffer.from(key)) as string;
+      let c = byNode.get(addr);
+      if (c === undefined) byNode.set(addr, (c = connect(addr)));
+      return c;
+    },
+    close: () => {
+      for (const c of byNode.values()) c.disconnect();
+    },
+  };
 }
 
 /** Every key of the load, and the quiet ones, written on side A before the migration. */
 async function seedA(placement: Placement): Promise<void> {
-  const byNode = new Map<string, Redis>();
-  const on = (key: string): Redis => {
-    const addr = ownerOfKey(placement.from, Buffer.from(key)) as string;
-    let c = byNode.get(addr);
-    if (c === undefined) byNode.set(addr, (c = connect(addr)));
-    return c;
-  };
+  const { on, close } = sideA(placement);
   try {
+    for (let i = 0; i < DIRECT_KEYS; i++) await on(`d:${i}`).set(`d:${i}`, '0');
     for (let i = 0; i < KEYS_PER_KIND; i++) {
       await on(`n:${i}`).set(`n:${i}`, String(i));
       await on(`s:${i}`).set(`s:${i}`, 'seed', 'EX', 5000);
@@ -100,7 +135,7 @@ async function seedA(placement: Placement): Promise<void> {
     }
     for (let i = 0; i < QUIET; i++) await on(`quiet:${i}`).set(`quiet:${i}`, 'as copied');
   } finally {
-    for (const c of byNode.values()) c.disconnect();
+    close();
   }
 }
 
@@ -113,7 +148,8 @@ async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Pro
   await seedA(placement);
   const proxy = await ProxyServer.start(config);
   const clients = Array.from({ length: CLIENTS }, () => connect(`127.0.0.1:${proxy.address.port}`));
-  const load = new WriteLoad(clients);
+  const onA = sideA(placement);
+  const load = new WriteLoad(clients, onA.on);
   const verify = (recheck?: number): Promise<VerifyResult> =>
     verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false, recheck });
   try {
@@ -163,6 +199,7 @@ async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Pro
     await load.stop();
     for (const c of clients) c.disconnect();
     await proxy.close(500);
+    onA.close();
     direct.close();
   }
 }
@@ -197,3 +234,39 @@ test('ring of 2 -> cluster of 3: verify under live writes reports only lasting d
     'ring 2 -> cluster of 3',
   );
 }, 120_000);
+
+test("verify tells a key of A still in its last snapshot's state from one changed since, as the snapshot script fingerprints it", async () => {
+  const addr = ring!.addresses[0];
+  const config = parseConfig({
+    listen: '127.0.0.1:0',
+    mode: 'ring',
+    ring: { hash: 'md5', nodes: ringOf([addr]) },
+    migration: { phase: 'double-write', to: { nodes: ringOf(ring!.addresses.slice(1, 2)) } },
+    log: { level: 'silent' },
+  });
+  const nodes = new NodeClient(config);
+  const key = Buffer.from('fingerprinted');
+  const side = { addr, owners: null, book: RING_BOOKKEEPING, source: true };
+  const changed = async (): Promise<boolean> => (await readState(nodes, side, key, false)).changedSinceSnapshot;
+  const snapshot = (): Promise<Buffer> => nodes.raw(addr, snapshotCommand(key, false, RING_BOOKKEEPING));
+  try {
+    await nodes.call(addr, ['FLUSHALL']);
+    await nodes.call(addr, ['SET', key, 'v1', 'EX', '1000']);
+    expect(await changed()).toBe(true); // never snapshotted
+    await snapshot();
+    expect(await changed()).toBe(false);
+    await nodes.call(addr, ['EXPIRE', key, '2000']);
+    expect(await changed()).toBe(true);
+    await snapshot();
+    await nodes.call(addr, ['SET', key, 'v2', 'KEEPTTL']);
+    expect(await changed()).toBe(true);
+    await snapshot();
+    expect(await changed()).toBe(false);
+    await nodes.call(addr, ['DEL', key]);
+    expect(await changed()).toBe(true);
+    await snapshot();
+    expect(await changed()).toBe(false);
+  } finally {
+    nodes.close();
+  }
+});

@@ -6,12 +6,12 @@ import { Observation, RecheckPolicy, recheck } from '../../proxy/migration/tools
 
 const POLICY: RecheckPolicy = { times: 5, firstDelayMs: 1 };
 
-function state(value: string, version: number): KeyState {
-  return { type: 'string', pttl: -1, dump: Buffer.from(value), version, content: value };
+function state(value: string, version: number, changedSinceSnapshot = false): KeyState {
+  return { type: 'string', pttl: -1, dump: Buffer.from(value), version, changedSinceSnapshot, content: value };
 }
 
-/** A: value and version; B: value and version. */
-function seen(a: [string, number], b: [string, number]): Observation {
+/** A: value, version, whether it changed since that snapshot; B: value and version. */
+function seen(a: [string, number, boolean?], b: [string, number]): Observation {
   const sa = state(...a);
   const sb = state(...b);
   const diff = compareStates(sa, sb, { a: 'A', b: 'B' }, 2000);
@@ -30,11 +30,29 @@ test('a copy that lands between two reads: the same', async () => {
   expect(s.reads()).toBe(1);
 });
 
-test('equal versions, different values, nothing moving: lasting, found without waiting out every recheck', async () => {
+test('equal versions, A as its snapshot took it, different values, nothing moving: lasting, found at the first recheck', async () => {
   const s = script([seen(['1', 1], ['x', 1])]);
   const v = await recheck(s.observe, seen(['1', 1], ['x', 1]), POLICY);
   expect(v).toEqual({ kind: 'differs', why: 'string values differ (A at version 1, B at 1)' });
+  expect(s.reads()).toBe(1);
+});
+
+test('A written straight on its node: the change feed snapshots it, then B applies it: the same', async () => {
+  const s = script([seen(['2', 2], ['1', 1]), seen(['2', 2], ['2', 2])]);
+  expect(await recheck(s.observe, seen(['2', 1, true], ['1', 1]), POLICY)).toEqual({ kind: 'same' });
   expect(s.reads()).toBe(2);
+});
+
+test('A changed since its snapshot and nothing copies it (a feed down): lasting once the rechecks are out', async () => {
+  const s = script([seen(['2', 1, true], ['1', 1])]);
+  const v = await recheck(s.observe, seen(['2', 1, true], ['1', 1]), POLICY);
+  expect(v).toEqual({ kind: 'differs', why: 'string values differ (A at version 1, B at 1; A changed since that snapshot)' });
+  expect(s.reads()).toBe(5);
+});
+
+test('a key written straight on A without pause: A always ahead of its snapshot, B keeps taking them: in flight', async () => {
+  const s = script([2, 3, 4, 5, 6].map((v) => seen([String(v + 1), v, true], [String(v), v])));
+  expect(await recheck(s.observe, seen(['2', 1, true], ['1', 1]), POLICY)).toEqual({ kind: 'in-flight' });
 });
 
 test('a hot key never caught equal, but B keeps taking newer copies: in flight, not a difference', async () => {
@@ -68,7 +86,7 @@ test('no rechecks: the first difference as it is, nothing read again', async () 
 });
 
 test('a key missing in B keeps the words the CLI test looks for', async () => {
-  const o: Observation = { a: state('1', 1), b: { type: 'none', pttl: -2, dump: null, version: 0, content: null }, diff: 'missing in B' };
+  const o: Observation = { a: state('1', 1), b: { type: 'none', pttl: -2, dump: null, version: 0, changedSinceSnapshot: false, content: null }, diff: 'missing in B' };
   const v = await recheck(script([o]).observe, o, POLICY);
   expect(v).toEqual({ kind: 'differs', why: 'missing in B (A at version 1, B at 0, not advancing)' });
 });

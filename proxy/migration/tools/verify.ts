@@ -85,8 +85,8 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     if (seen.has(id)) return;
     seen.add(id);
     result.compared++;
-    const a: SideOfKey = { addr: ownerOfKey(from, key) ?? '', owners: fromOwners, book: fromBook };
-    const b: SideOfKey = { addr: ownerOfKey(to, key) ?? '', owners: toOwners, book: toBook };
+    const a: SideOfKey = { addr: ownerOfKey(from, key) ?? '', owners: fromOwners, book: fromBook, source: true };
+    const b: SideOfKey = { addr: ownerOfKey(to, key) ?? '', owners: toOwners, book: toBook, source: false };
     const again = (): Promise<Observation> => observe(nodes, a, b, key, opts.ttlToleranceMs);
     const first = await again();
     if (first.diff === null) return;

@@ -89,7 +89,7 @@ export class ExecCommand extends ReplySlot {
       const note = (c: BackendConnection) => (frame: Buffer): void => {
         if (this.noteRedirect(frame, c)) redirected = true;
       };
-      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null, onQueued: note(conn) };
+      const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null, onQueued: note(conn), undeclared: txn.writesUndeclared };
       convergeExec(ctx, this.session, burst, targets, (frame) => {
         // A cluster side A redirected a queued command: nothing ran, send it all again (bounded).
         if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.mayRetry()) return;

@@ -34,7 +34,7 @@ import { RingRouter } from '../ring/router';
 import { log } from '../telemetry/log';
 import { MigrationFeedCounts } from '../telemetry/metrics';
 import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
-import { Snapshot, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, parseSnapshotIfChanged, snapshotCommand } from './converge';
+import { Snapshot, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
 import { CopyTarget, copyTargets } from './copy-keys';
 import { sideRequest } from './side-request';
 
@@ -275,7 +275,10 @@ export class ChangeCopier implements MigrationChanges {
       // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
       this.openGap(node, 'the node was flushed');
     } else {
-      for (const key of keys) if (!isBookkeepingKey(key)) node.pending.set(key.toString('latin1'), { key, force: false });
+      for (const key of keys) {
+        if (isBookkeepingKey(key)) continue;
+        node.pending.set(key.toString('latin1'), { key, force: false });
+      }
     }
     if (!node.draining) void this.drain(node);
   }
@@ -313,30 +316,63 @@ export class ChangeCopier implements MigrationChanges {
   /** Copies the keys that move; a failed one is kept and tried again, forcibly (its snapshot was taken). */
   private async copy(node: NodeChanges, batch: readonly Pending[]): Promise<void> {
     const force = new Set(batch.filter((p) => p.force).map((p) => p.key.toString('latin1')));
-    const targets = copyTargets(this.ring.placement, batch.map((p) => p.key));
-    await Promise.all(targets.map((t) => this.copyOne(node, t, force.has(t.key.toString('latin1')))));
+    const placement = this.ring.placement;
+    // On a ring A, a key changed on a node that does not own it in A is side B's write there (an
+    // APPLY, when the rings share nodes): nothing to copy. (A cluster A's map may lag a reshard.)
+    const keys = batch.map((p) => p.key).filter((k) => placement.from.kind !== 'ring' || ownerOfKey(placement.from, k) === node.address);
+    const targets = copyTargets(placement, keys);
+    const forced = targets.filter((t) => force.has(t.key.toString('latin1')));
+    const groups = groupByBookkeeping(targets.filter((t) => !force.has(t.key.toString('latin1'))));
+    await Promise.all([...forced.map((t) => this.copyOne(node, t)), ...groups.map((g) => this.copyChanged(node, g))]);
   }
 
-  private async copyOne(node: NodeChanges, t: CopyTarget, force: boolean): Promise<void> {
+  /** Keys sharing a node and their bookkeeping: one script on A snapshots those that changed. */
+  private async copyChanged(node: NodeChanges, group: readonly CopyTarget[]): Promise<void> {
+    const t0 = group[0];
+    let snaps: (Snapshot | null)[];
+    try {
+      snaps = parseSnapshotsIfChanged(await this.script(t0.fromOwners, t0.from, (sha) => snapshotChangedCommand(group.map((t) => t.key), sha, t0.fromBook)), group.length);
+    } catch (err) {
+      // Unknown whether any snapshot was taken: the keys are tried again, forcibly.
+      for (const t of group) this.failed(node, t, err);
+      return;
+    }
+    await Promise.all(group.map((t, i) => this.applyOne(node, t, snaps[i])));
+  }
+
+  /** One key, snapshot forced (a retry, or a key found on side B by a re-walk). */
+  private async copyOne(node: NodeChanges, t: CopyTarget): Promise<void> {
+    let snap: Snapshot;
+    try {
+      snap = parseSnapshot(await this.script(t.fromOwners, t.from, (sha) => snapshotCommand(t.key, sha, t.fromBook)));
+    } catch (err) {
+      return this.failed(node, t, err);
+    }
+    await this.applyOne(node, t, snap);
+  }
+
+  /** `snap` (null: unchanged, nothing to send) applied on the key's owner in B. */
+  private async applyOne(node: NodeChanges, t: CopyTarget, snap: Snapshot | null): Promise<void> {
     const id = t.key.toString('latin1');
     try {
-      const snapFrame = await this.script(t.fromOwners, t.from, (sha) => snapshotCommand(t.key, sha, t.fromBook, !force));
-      const snap: Snapshot | null = force ? parseSnapshot(snapFrame) : parseSnapshotIfChanged(snapFrame);
-      node.failed.delete(id);
-      if (snap === null) {
-        this.count.unchanged++;
-        return;
+      if (snap === null) this.count.unchanged++;
+      else {
+        const outcome = parseApply(await this.script(t.toOwners, t.to, (sha) => applyCommand(t.key, snap, sha, t.toBook)));
+        if (outcome.kind === 'applied') this.count.copied++;
+        else if (outcome.kind === 'fenced' && outcome.version < snap.version) this.count.missedAfterFence++;
       }
-      // Should the APPLY fail, the catch below keeps the key: retried forcibly, as this snapshot is taken.
-      const outcome = parseApply(await this.script(t.toOwners, t.to, (sha) => applyCommand(t.key, snap, sha, t.toBook)));
-      if (outcome.kind === 'applied') this.count.copied++;
-      else if (outcome.kind === 'fenced' && outcome.version < snap.version) this.count.missedAfterFence++;
+      node.failed.delete(id);
     } catch (err) {
-      this.count.copyFailures++;
-      node.failed.set(id, t.key);
-      node.lastFailure = `${t.from} -> ${t.to}: ${err instanceof Error ? err.message : String(err)}`;
-      this.retryFailed(node);
+      // The snapshot is taken (and its fingerprint kept): only a forced one carries this state now.
+      this.failed(node, t, err);
     }
+  }
+
+  private failed(node: NodeChanges, t: CopyTarget, err: unknown): void {
+    this.count.copyFailures++;
+    node.failed.set(t.key.toString('latin1'), t.key);
+    node.lastFailure = `${t.from} -> ${t.to}: ${err instanceof Error ? err.message : String(err)}`;
+    this.retryFailed(node);
   }
 
   private retryFailed(node: NodeChanges): void {
@@ -410,4 +446,21 @@ export class ChangeCopier implements MigrationChanges {
       await each(reply[1].filter((k): k is Buffer => Buffer.isBuffer(k)));
     } while (cursor !== '0');
   }
+}
+
+/** Targets grouped by A node and bookkeeping (a ring node's, or a cluster slot's), at most 64 a group. */
+function groupByBookkeeping(targets: readonly CopyTarget[]): CopyTarget[][] {
+  const byKey = new Map<string, CopyTarget[]>();
+  const groups: CopyTarget[][] = [];
+  for (const t of targets) {
+    const id = `${t.from} ${t.fromBook.versionsKey(t.key)}`;
+    let g = byKey.get(id);
+    if (g === undefined || g.length >= 64) {
+      g = [];
+      byKey.set(id, g);
+      groups.push(g);
+    }
+    g.push(t);
+  }
+  return groups;
 }

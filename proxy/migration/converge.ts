@@ -58,23 +58,40 @@ export const DIGESTS_KEY = `${BOOKKEEPING_PREFIX}digests`;
  * time (PEXPIRETIME, Redis 7.0); where that is missing, the remaining PTTL, which only makes an
  * unchanged key look changed (one APPLY too many, never one too few).
  */
-export const SNAPSHOT_SCRIPT = `local d = redis.call('DUMP', KEYS[1])
-local f = 'gone'
-if d then
-  local ok, at = pcall(redis.call, 'PEXPIRETIME', KEYS[1])
-  if not ok then at = 'p' .. redis.call('PTTL', KEYS[1]) end
-  f = string.sub(redis.sha1hex(d), 1, 20) .. ':' .. at
-end
-if ARGV[1] == '1' and redis.call('HGET', KEYS[3], KEYS[1]) == f then return 0 end
-redis.call('HSET', KEYS[3], KEYS[1], f)
-local v = redis.call('HINCRBY', KEYS[2], KEYS[1], 1)
-if v == 1 then
-  local t = redis.call('TIME')
-  v = tonumber(t[1] .. string.format('%06d', tonumber(t[2])))
-  redis.call('HSET', KEYS[2], KEYS[1], t[1] .. string.format('%06d', tonumber(t[2])))
-end
-if not d then return {v, '', -2} end
-return {v, d, redis.call('PTTL', KEYS[1])}`;
+/** One key's snapshot, shared by the single and the batched script (their fingerprints must agree). */
+const SNAPSHOT_FUNCTION = `local function snapshot(key, versions, digests, ifChanged)
+  local d = redis.call('DUMP', key)
+  local f = 'gone'
+  if d then
+    local ok, at = pcall(redis.call, 'PEXPIRETIME', key)
+    if not ok then at = 'p' .. redis.call('PTTL', key) end
+    f = string.sub(redis.sha1hex(d), 1, 20) .. ':' .. at
+  end
+  if ifChanged and redis.call('HGET', digests, key) == f then return 0 end
+  redis.call('HSET', digests, key, f)
+  local v = redis.call('HINCRBY', versions, key, 1)
+  if v == 1 then
+    local t = redis.call('TIME')
+    local first = t[1] .. string.format('%06d', tonumber(t[2]))
+    redis.call('HSET', versions, key, first)
+    v = tonumber(first)
+  end
+  if not d then return {v, '', -2} end
+  return {v, d, redis.call('PTTL', key)}
+end`;
+
+export const SNAPSHOT_SCRIPT = `${SNAPSHOT_FUNCTION}
+return snapshot(KEYS[1], KEYS[2], KEYS[3], ARGV[1] == '1')`;
+
+/**
+ * The change feeds' batch (change-copier.ts): KEYS = versions hash, digests hash, then keys that
+ * share them (one ring node, or one slot of a cluster); for each key, 0 when unchanged since its
+ * last snapshot, else its snapshot.
+ */
+export const SNAPSHOT_CHANGED_SCRIPT = `${SNAPSHOT_FUNCTION}
+local out = {}
+for i = 3, #KEYS do out[i - 2] = snapshot(KEYS[i], KEYS[1], KEYS[2], true) end
+return out`;
 
 /** 1: applied; 0: B already had this version or a newer one; -1 - version: fenced (done). */
 export const APPLY_SCRIPT = `local cur = tonumber(redis.call('HGET', KEYS[2], KEYS[1]) or '0')
@@ -126,11 +143,31 @@ export function bookkeepingOf(kind: 'ring' | 'cluster'): Bookkeeping {
 }
 
 const SNAPSHOT_SHA = createHash('sha1').update(SNAPSHOT_SCRIPT).digest('hex');
+const SNAPSHOT_CHANGED_SHA = createHash('sha1').update(SNAPSHOT_CHANGED_SCRIPT).digest('hex');
 const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
 
 /** The script by body (EVAL), or by SHA1 (EVALSHA, once the script is loaded). `ifChanged`: see SNAPSHOT_SCRIPT. */
 export function snapshotCommand(key: Buffer, bySha = false, book: Bookkeeping = RING_BOOKKEEPING, ifChanged = false): (Buffer | string)[] {
   return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_SHA : SNAPSHOT_SCRIPT, '3', key, book.versionsKey(key), book.digestsKey(key), ifChanged ? '1' : '0'];
+}
+
+/** Snapshots of those of `keys` that changed; they share their bookkeeping (one node or one slot). */
+export function snapshotChangedCommand(keys: readonly Buffer[], bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
+  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_CHANGED_SHA : SNAPSHOT_CHANGED_SCRIPT, String(2 + keys.length), book.versionsKey(keys[0]), book.digestsKey(keys[0]), ...keys];
+}
+
+/** The batch's reply: per key, its snapshot, or null when it had not changed. */
+export function parseSnapshotsIfChanged(frame: Buffer, count: number): (Snapshot | null)[] {
+  const err = errorText(frame);
+  if (err !== null) throw new Error(err);
+  const r = decodeReply(frame, true);
+  if (!Array.isArray(r) || r.length !== count) throw new Error('unexpected snapshot reply');
+  return r.map((item) => {
+    if (!Array.isArray(item)) return null;
+    if (item.length !== 3) throw new Error('unexpected snapshot reply');
+    const pttl = toNumber(item[2]);
+    return snapshotOf(toNumber(item[0]), Buffer.isBuffer(item[1]) && pttl !== -2 ? item[1] : null, pttl);
+  });
 }
 
 export function applyCommand(key: Buffer, s: Snapshot, bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {

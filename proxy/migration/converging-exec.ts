@@ -37,6 +37,8 @@ export interface ExecBurst {
   watched: boolean;
   /** Sees the queue-time reply of each snapshot too (a cluster A's redirection aborts the whole burst). */
   onQueued?: (frame: Buffer) => void;
+  /** A script is queued: it may write keys it does not declare. */
+  undeclared?: boolean;
 }
 
 /** The moving keys among those a transaction writes; empty outside a converging migration. */
@@ -77,6 +79,11 @@ async function settleExec(ctx: ProxyContext, client: { id: number; protocol: 2 |
   let outcomes: ApplyOutcome[];
   try {
     snapshots = elements.slice(n).map(parseSnapshot);
+    // A script inside: its undeclared keys reach B first (as in converging-write.ts).
+    if (burst.undeclared === true) {
+      const problem = await (ctx.changes?.after(burst.address) ?? null);
+      if (problem !== null) throw new Error(problem);
+    }
     outcomes = await applySnapshots(ctx, client.id, targets, snapshots);
   } catch (err) {
     ctx.stats.backendErrors++;

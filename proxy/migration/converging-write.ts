@@ -23,7 +23,6 @@ import { requestRaw } from '../backend/request';
 import { ApplyOutcome, Snapshot, parseSnapshot, snapshotCommand } from './converge';
 import { CopyTarget, applySnapshots, missedByFence, snapshotThenApply } from './copy-keys';
 import { Redirect, redirectOf } from './redirect';
-import { afterCopy } from './after-copy';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
@@ -60,7 +59,7 @@ export class ConvergingWrite extends ReplySlot {
     private readonly payload: Buffer,
     private address: string,
     private readonly targets: readonly CopyTarget[],
-    /** A script or function: it may write keys it does not declare, which the change feed carries. */
+    /** A script or function: it may write keys it does not declare, which the change feeds carry (change-copier.ts). */
     private readonly undeclared = false,
   ) {
     super(owner);
@@ -125,6 +124,7 @@ export class ConvergingWrite extends ReplySlot {
     }
     let outcomes: ApplyOutcome[];
     try {
+      if (this.undeclared) await this.undeclaredCopied();
       outcomes = await applySnapshots(this.ctx, this.owner.id, this.targets, snapshots);
     } catch (err) {
       this.ctx.stats.backendErrors++;
@@ -134,7 +134,7 @@ export class ConvergingWrite extends ReplySlot {
     // Fenced: ring B is the only ring now. Did an earlier snapshot carry this write there?
     const missed = missedByFence(outcomes, snapshots);
     if (missed === 'none') {
-      this.finish(this.undeclared ? await afterCopy(this.ctx, this.address, reply) : reply);
+      this.finish(reply);
       return;
     }
     if (missed === 'some') {
@@ -147,6 +147,16 @@ export class ConvergingWrite extends ReplySlot {
     } catch (err) {
       this.finish(encode.error(err instanceof Error ? err.message : String(err)));
     }
+  }
+
+  /**
+   * A script's undeclared keys reach B before its declared ones are applied: should B be fenced
+   * for `done` meanwhile, the declared APPLYs then all come after the fence, so the script counts
+   * as missed and runs once on B, whole (its undeclared writes carried either way).
+   */
+  private async undeclaredCopied(): Promise<void> {
+    const problem = await (this.ctx.changes?.after(this.address) ?? null);
+    if (problem !== null) throw new Error(problem);
   }
 
   /** True when the burst is to be sent again after `r` (bounded by the proxy's redirect limits). */

@@ -34,7 +34,7 @@ import { RingRouter } from '../ring/router';
 import { log } from '../telemetry/log';
 import { MigrationFeedCounts } from '../telemetry/metrics';
 import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
-import { Snapshot, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
+import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply, parseApplyMany, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
 import { CopyTarget, copyTargets } from './copy-keys';
 import { sideRequest } from './side-request';
 
@@ -337,7 +337,32 @@ export class ChangeCopier implements MigrationChanges {
       for (const t of group) this.failed(node, t, err);
       return;
     }
-    await Promise.all(group.map((t, i) => this.applyOne(node, t, snaps[i])));
+    const changed = group.map((t, i) => ({ t, snap: snaps[i] })).filter((c): c is { t: CopyTarget; snap: Snapshot } => c.snap !== null);
+    this.count.unchanged += group.length - changed.length;
+    for (const t of group) node.failed.delete(t.key.toString('latin1'));
+    // One APPLY per B node and fence: a script's keys land on B together, or all meet the fence.
+    const onB = new Map<string, { t: CopyTarget; snap: Snapshot }[]>();
+    for (const c of changed) {
+      const id = `${c.t.to} ${c.t.toBook.fenceKey(c.t.key)}`;
+      const list = onB.get(id) ?? [];
+      list.push(c);
+      onB.set(id, list);
+    }
+    await Promise.all([...onB.values()].map((list) => this.applyTogether(node, list)));
+  }
+
+  private async applyTogether(node: NodeChanges, list: readonly { t: CopyTarget; snap: Snapshot }[]): Promise<void> {
+    const t0 = list[0].t;
+    try {
+      const frame = await this.script(t0.toOwners, t0.to, (sha) => applyManyCommand(list.map((c) => c.t.key), list.map((c) => c.snap), sha, t0.toBook));
+      parseApplyMany(frame, list.length).forEach((outcome, i) => {
+        if (outcome.kind === 'applied') this.count.copied++;
+        else if (outcome.kind === 'fenced' && outcome.version < list[i].snap.version) this.count.missedAfterFence++;
+      });
+    } catch (err) {
+      // The snapshots are taken (their fingerprints kept): only forced ones carry these states now.
+      for (const c of list) this.failed(node, c.t, err);
+    }
   }
 
   /** One key, snapshot forced (a retry, or a key found on side B by a re-walk). */
@@ -448,14 +473,14 @@ export class ChangeCopier implements MigrationChanges {
   }
 }
 
-/** Targets grouped by A node and bookkeeping (a ring node's, or a cluster slot's), at most 64 a group. */
+/** Targets grouped by A node and bookkeeping (a ring node's, or a cluster slot's). */
 function groupByBookkeeping(targets: readonly CopyTarget[]): CopyTarget[][] {
   const byKey = new Map<string, CopyTarget[]>();
   const groups: CopyTarget[][] = [];
   for (const t of targets) {
     const id = `${t.from} ${t.fromBook.versionsKey(t.key)}`;
     let g = byKey.get(id);
-    if (g === undefined || g.length >= 64) {
+    if (g === undefined) {
       g = [];
       byKey.set(id, g);
       groups.push(g);

@@ -177,6 +177,51 @@ export function applyCommand(key: Buffer, s: Snapshot, bySha = false, book: Book
   ];
 }
 
+/**
+ * The change feeds' APPLY of keys sharing a node and a fence on B (one ring node, or one slot):
+ * KEYS = versions hash, fence, keys; ARGV = per key version, has-payload, payload, ttl. All of
+ * them, or none: a script's keys (one hash tag) reach B on the same side of the fence.
+ */
+export const APPLY_MANY_SCRIPT = `local fenced = redis.call('EXISTS', KEYS[2]) == 1
+local out = {}
+for i = 3, #KEYS do
+  local key = KEYS[i]
+  local a = (i - 3) * 4
+  local cur = tonumber(redis.call('HGET', KEYS[1], key) or '0')
+  if fenced then
+    out[i - 2] = -1 - cur
+  elseif tonumber(ARGV[a + 1]) <= cur then
+    out[i - 2] = 0
+  else
+    redis.call('HSET', KEYS[1], key, ARGV[a + 1])
+    if ARGV[a + 2] == '0' then
+      redis.call('DEL', key)
+    else
+      redis.call('RESTORE', key, ARGV[a + 4], ARGV[a + 3], 'REPLACE')
+    end
+    out[i - 2] = 1
+  end
+end
+return out`;
+const APPLY_MANY_SHA = createHash('sha1').update(APPLY_MANY_SCRIPT).digest('hex');
+
+export function applyManyCommand(keys: readonly Buffer[], snaps: readonly Snapshot[], bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
+  const args: (Buffer | string)[] = [bySha ? 'EVALSHA' : 'EVAL', bySha ? APPLY_MANY_SHA : APPLY_MANY_SCRIPT, String(2 + keys.length), book.versionsKey(keys[0]), book.fenceKey(keys[0]), ...keys];
+  for (const s of snaps) args.push(String(s.version), s.payload === null ? '0' : '1', s.payload ?? '', String(s.ttlMs));
+  return args;
+}
+
+export function parseApplyMany(frame: Buffer, count: number): ApplyOutcome[] {
+  const err = errorText(frame);
+  if (err !== null) throw new Error(err);
+  const r = decodeReply(frame, true);
+  if (!Array.isArray(r) || r.length !== count) throw new Error('unexpected apply reply');
+  return r.map((n) => {
+    const v = toNumber(n);
+    return v === 1 ? { kind: 'applied' } : v === 0 ? { kind: 'older' } : { kind: 'fenced', version: -1 - v };
+  });
+}
+
 export type ApplyOutcome =
   | { kind: 'applied' }
   | { kind: 'older' }

@@ -35,6 +35,8 @@ export interface MigrationChanges {
   after(address: string): Promise<string | null> | null;
   /** Every change heard so far, on every node, is on side B. */
   settle(): Promise<void>;
+  /** This proxy's id in the fleet (it acknowledges side A's closing under it). */
+  selfId(): string;
   /** Nodes whose changes are not all known to be on side B, with why: a switch to read-new or done waits for none. */
   uncovered(): string[];
   /** `address=state` per node of side A. */

@@ -292,6 +292,8 @@ export class Dispatcher {
     const carrying = WAIT_FOR_SWITCH_CARRY.has(info.name) ? switchCarry(this.ctx) : null;
     if (carrying !== null) return carrying.then(() => this.route(session, info, args, raw, positions));
     const readonly = info.flags.has('readonly');
+    const held = readonly ? null : ring.writesHeld;
+    if (held !== null) return held.then(() => this.route(session, info, args, raw, positions));
     const placement = ring.placement;
     if (!readonly && !placement.converges) {
       // Just switched to done: this proxy's double-writes finish before any B-only write.

@@ -55,6 +55,9 @@ export class ExecCommand extends ReplySlot {
   /** Returns a promise when the session's next requests must wait for this EXEC. */
   start(): Promise<void> | undefined {
     const { ctx, txn } = this;
+    // Side A is closing for done: the transaction runs once the hold ends, where writes go then.
+    const held = txn.written.length > 0 || txn.writesUndeclared ? (ctx.ring?.writesHeld ?? null) : null;
+    if (held !== null) return held.then(() => this.start());
     const link = txn.watch;
     if (txn.doomed) {
       this.finish(this.notRun());

@@ -9,6 +9,7 @@ import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { coverageProblem, fenceRingB, phaseChangeProblem } from './fence';
+import { closeSideA } from './closing';
 import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
 import { Placement } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
@@ -58,20 +59,29 @@ async function toDone(ctx: ProxyContext, next: Placement, swap: () => Buffer): P
   const refuse = (why: string): Buffer => encode.error(errors.migrationPhaseRefused(why));
   let fleet: ProxyRecord[];
   try {
-    fleet = await readFleet(fleetCall(ctx), next.from.masters());
+    fleet = await fleetOf(ctx, next);
   } catch (err) {
     return refuse(`cannot read the proxies of the ring, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
   }
   const behind = fleet.filter((r) => isBehind(r.phase, 'read-new'));
   if (behind.length > 0) return refuse(`live proxies are behind read-new: ${describeProxies(behind)}`);
-  // What the feeds heard so far reaches B before the fence closes it.
-  await ctx.changes?.settle();
+  try {
+    // Every proxy stops writing to A (its feeds caught up), then B is fenced.
+    await closeSideA(ctx, next, ctx.changes?.selfId() ?? '', fleet, FENCE_TIMEOUT_MS);
+  } catch (err) {
+    return refuse(`cannot close side A, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
+  }
   try {
     await fenceRingB(ctx.pool, next, FENCE_TIMEOUT_MS);
   } catch (err) {
     return refuse(`cannot fence ring B, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
   }
   return swap();
+}
+
+/** Every live proxy of the ring, read over this proxy's own back-end connections. */
+export function fleetOf(ctx: ProxyContext, placement: Placement): Promise<ProxyRecord[]> {
+  return readFleet(fleetCall(ctx), placement.from.masters());
 }
 
 /** Reads the fleet (CLIENT LIST of ring A's nodes) over this proxy's own back-end connections. */

@@ -37,6 +37,7 @@ import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
 import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply, parseApplyMany, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
 import { CopyTarget, copyTargets } from './copy-keys';
 import { sideRequest } from './side-request';
+import { closingCall, closingPlace } from './closing';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
@@ -110,9 +111,15 @@ export class ChangeCopier implements MigrationChanges {
   private stopped = false;
   private readonly count: ChangeCounts = { copied: 0, unchanged: 0, copyFailures: 0, gaps: 0, rewalks: 0, missedAfterFence: 0, barrierTimeouts: 0 };
 
+  /** Side A is closing for done (closing.ts): this proxy holds its writes; one check at a time. */
+  private holding = false;
+  private closingCheck: Promise<void> = Promise.resolve();
+
   constructor(
     private readonly ctx: ProxyContext,
     private readonly ring: RingRouter,
+    /** This proxy's id in the fleet (migration/registration.ts), which acknowledges a closing. */
+    readonly selfId: () => string = () => '',
   ) {
     ring.onSwap(() => this.sync());
     this.sync();
@@ -271,6 +278,10 @@ export class ChangeCopier implements MigrationChanges {
 
   private heard(node: NodeChanges, keys: Buffer[] | null): void {
     node.heard++;
+    const closing = closingPlace(this.ring.placement);
+    if (keys !== null && closing !== null && closing.address === node.address && keys.some((k) => k.toString('latin1') === closing.key)) {
+      this.closingCheck = this.closingCheck.then(() => this.checkClosing());
+    }
     if (keys === null) {
       // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
       this.openGap(node, 'the node was flushed');
@@ -281,6 +292,35 @@ export class ChangeCopier implements MigrationChanges {
       }
     }
     if (!node.draining) void this.drain(node);
+  }
+
+  /**
+   * The closing hash changed (closing.ts): while it names a closer, hold writes, let those in
+   * flight finish and the feeds catch up, then acknowledge; once it is gone, write again.
+   */
+  private async checkClosing(): Promise<void> {
+    const placement = this.ring.placement;
+    if (!placement.converges) return;
+    const id = this.selfId() || 'slotproxy';
+    try {
+      const state = decodeReply(await closingCall(this.ctx, placement, (key) => ['HMGET', key, 'by', id], this.ctx.forward.retryWindowMs), true);
+      const [by, acked] = Array.isArray(state) ? state : [null, null];
+      if (by === null || by === undefined) {
+        if (this.holding) log.info('migration: side A is no longer closing; writes go on');
+        this.holding = false;
+        this.ring.releaseWrites();
+        return;
+      }
+      if (!this.holding) log.info({ by: String(by) }, 'migration: side A is closing for done; writes are held until this proxy switches');
+      this.holding = true;
+      this.ring.holdWrites();
+      if (acked !== null && acked !== undefined) return;
+      await this.ring.drained();
+      await this.settle();
+      await closingCall(this.ctx, placement, (key) => ['HSET', key, id, 'stopped'], this.ctx.forward.retryWindowMs);
+    } catch (err) {
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'migration: cannot read or acknowledge side A\'s closing');
+    }
   }
 
   private async drain(node: NodeChanges): Promise<void> {

@@ -21,6 +21,7 @@ export class RingRouter implements Router {
   private readonly swapListeners: ((next: Placement) => void)[] = [];
   /** Blocking commands blocked now, asked to move when a swap changes where they belong. */
   private readonly blocked = new Set<Rehomable>();
+  private held: { promise: Promise<void>; release: () => void } | null = null;
 
   constructor(private current: Placement) {}
 
@@ -36,6 +37,28 @@ export class RingRouter implements Router {
       this.drainWaiters = [];
       for (const w of waiters) w();
     });
+  }
+
+  /**
+   * Side A is closing for `done` (migration/closing.ts): writes dispatched from now on wait, to go
+   * where the placement sends them once the hold ends (side B after this proxy's switch to done).
+   */
+  holdWrites(): void {
+    if (this.held !== null) return;
+    let release: () => void = () => undefined;
+    const promise = new Promise<void>((resolve) => (release = resolve));
+    this.held = { promise, release };
+  }
+
+  releaseWrites(): void {
+    const held = this.held;
+    this.held = null;
+    held?.release();
+  }
+
+  /** Null unless writes are held; then a promise that resolves when they may go. */
+  get writesHeld(): Promise<void> | null {
+    return this.held?.promise ?? null;
   }
 
   /** Null when no double-write is in flight, else a promise that resolves when none is. */
@@ -57,6 +80,8 @@ export class RingRouter implements Router {
   /** Takes effect for every request dispatched from now on; requests in flight finish where they went. */
   swap(next: Placement): void {
     this.current = next;
+    // Held writes go where the new placement sends them (side B, when it is done).
+    if (!next.converges) this.releaseWrites();
     for (const b of [...this.blocked]) b.rehome();
     for (const l of this.swapListeners) l(next);
   }

@@ -3,6 +3,8 @@ import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
 import { coverageProblem, fenceRingB, phaseChangeProblem } from '../migration/fence';
+import { closeSideA } from '../migration/closing';
+import { fleetOf } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
 
 const FENCE_TIMEOUT_MS = 5000;
@@ -57,9 +59,11 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
     else swap();
     return;
   }
-  // Into done: what the change feeds heard reaches B, then B is fenced; until then this proxy keeps double-writing.
-  const settled = ctx.changes?.settle() ?? Promise.resolve();
-  settled.then(() => fenceRingB(ctx.pool, placement, FENCE_TIMEOUT_MS)).then(swap, (err: unknown) => {
-    log.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot fence ring B; the migration phase stays');
-  });
+  // Into done: every proxy stops writing to A (migration/closing.ts), then B is fenced; until then this proxy keeps double-writing.
+  fleetOf(ctx, placement)
+    .then((fleet) => closeSideA(ctx, placement, ctx.changes?.selfId() ?? '', fleet, FENCE_TIMEOUT_MS))
+    .then(() => fenceRingB(ctx.pool, placement, FENCE_TIMEOUT_MS))
+    .then(swap, (err: unknown) => {
+      log.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot close side A or fence ring B; the migration phase stays');
+    });
 }

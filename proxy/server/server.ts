@@ -121,9 +121,11 @@ export class ProxyServer {
     };
     await routing.start();
     watchPlacement(ctx);
+    /** This proxy's fleet id, known once it registers (below). */
+    const fleetId = { id: '' };
     if (ctx.ring !== null) {
       // A migration's change feeds are up before the proxy serves it.
-      const changes = new ChangeCopier(ctx, ctx.ring);
+      const changes = new ChangeCopier(ctx, ctx.ring, () => fleetId.id);
       ctx.changes = changes;
       await changes.ready(config.backend.connectTimeoutMs);
     }
@@ -151,6 +153,7 @@ export class ProxyServer {
       // Ring mode: other proxies of the ring and the `migrate` commands can see this one.
       server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals, () => ctx.changes?.summary() ?? '-');
       server.registration.start();
+      fleetId.id = server.registration.id;
     }
     return server;
   }

@@ -77,11 +77,16 @@ beforeAll(async () => {
   } finally {
     for (const c of direct) c.disconnect();
   }
-  proxy = spawn(process.execPath, [...NODE_FLAGS, BIN, 'start', '-c', file], { stdio: ['ignore', 'ignore', 'pipe'] });
+  proxy = spawn(process.execPath, [...NODE_FLAGS, BIN, 'start', '-c', file], { stdio: ['ignore', 'pipe', 'pipe'] });
   await new Promise<void>((resolve, reject) => {
     proxy!.stderr?.on('data', (d: Buffer) => {
       proxyLog += d.toString();
-      if (proxyLog.includes('slotproxy is listening')) resolve();
+    });
+    // The banner on stdout comes once clients and /metrics are both served.
+    let banner = '';
+    proxy!.stdout?.on('data', (d: Buffer) => {
+      banner += d.toString();
+      if (banner.includes('metrics at http')) resolve();
     });
     proxy!.on('exit', (code) => reject(new Error(`slotproxy exited with ${code}:\n${proxyLog}`)));
   });

@@ -8,6 +8,7 @@ import { KeySpace, ownerOfKey } from '../../../sharding/key-space';
 import { NodeClient, scanStep } from './node-client';
 import { BOOKKEEPING_PREFIX, DIGESTS_KEY, FENCE_KEY, VERSIONS_KEY, isBookkeepingKey } from '../converge';
 import { COPY_STATE_KEY } from './copy';
+import { CLOSING_KEY } from '../closing';
 import { Progress } from './progress';
 
 export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts: { batch: number; progress: boolean }): Promise<{ deleted: number }> {
@@ -44,11 +45,11 @@ async function unlink(nodes: NodeClient, side: KeySpace, addr: string, keys: Buf
   return counts.reduce((sum, n) => sum + n, 0);
 }
 
-/** slotproxy's own keys on a side: four names per ring node; on a cluster, the per-slot keys SCAN finds on each master. */
+/** slotproxy's own keys on a side: five names per ring node; on a cluster, the per-slot keys SCAN finds on each master. */
 async function removeBookkeeping(nodes: NodeClient, side: KeySpace, batch: number): Promise<void> {
   for (const addr of side.masters()) {
     if (side.kind === 'ring') {
-      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY]);
+      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY, CLOSING_KEY]);
       continue;
     }
     let cursor = '0';

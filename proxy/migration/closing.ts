@@ -1,0 +1,71 @@
+/**
+ * Side A closes before `done`. B's fence (fence.ts) alone keeps a write exact only when the proxy
+ * can name its keys; a script's undeclared keys travel on the change feeds, behind the write, and
+ * could meet the fence after the script's other keys had passed it. So a proxy entering `done`
+ * first has every proxy of the fleet stop writing to A:
+ *
+ *   1. it writes CLOSING_KEY (a hash, on one node of A, `by` = its id, expiring in CLOSING_TTL_MS);
+ *   2. every proxy hears that on its change feed of that node (change-copier.ts), holds its new
+ *      writes (ring/router.ts), lets its writes in flight finish, waits until its feeds have
+ *      copied what they heard, and acknowledges by adding its id to the hash;
+ *   3. once every live proxy not yet in `done` has acknowledged, B is fenced and the phase switches.
+ *
+ * A proxy keeps holding writes until it is switched to `done` itself (its held writes then go to B)
+ * or the hash goes away (expired, or removed by an aborted switch: they go to A again, and B's
+ * fence keeps declared keys exact). Writes made straight on A's nodes are not held.
+ */
+import { ProxyContext } from '../context';
+import { decodeReply, errorText } from '../resp/decode-reply';
+import { Placement } from '../../sharding/migration';
+import { BOOKKEEPING_PREFIX, inSlot } from './converge';
+import { ownersOf } from './copy-keys';
+import { sideRequest } from './side-request';
+import { describeProxies, ProxyRecord } from './fleet';
+
+export const CLOSING_KEY = `${BOOKKEEPING_PREFIX}closing`;
+/** How long proxies hold their writes if the switch never comes (its proxy died, say). */
+export const CLOSING_TTL_MS = 30_000;
+const ACK_POLL_MS = 10;
+
+/** Where the closing hash lives on side A: one node every proxy has a feed on. */
+export function closingPlace(placement: Placement): { key: string; address: string } | null {
+  const owners = ownersOf(placement.from);
+  if (owners === null) {
+    const address = placement.from.masters()[0];
+    return address === undefined ? null : { key: CLOSING_KEY, address };
+  }
+  const address = owners.ownerOf(0);
+  return address === null ? null : { key: inSlot(CLOSING_KEY, 0), address };
+}
+
+/** One request to the closing hash's node (a cluster A's redirects followed). */
+export async function closingCall(ctx: ProxyContext, placement: Placement, args: (key: string) => string[], timeoutMs: number): Promise<Buffer> {
+  const place = closingPlace(placement);
+  if (place === null) throw new Error('side A has no node');
+  const frame = await sideRequest(ctx.pool, ownersOf(placement.from), place.address, args(place.key), { lane: 0, timeoutMs, retryWindowMs: timeoutMs });
+  const err = errorText(frame);
+  if (err !== null) throw new Error(`${place.address}: ${err}`);
+  return frame;
+}
+
+/**
+ * Steps 1 and 3: resolves once every proxy of `fleet` not in `done` has stopped writing to A;
+ * throws (and removes the hash, so they write again) when one does not say so within `timeoutMs`.
+ */
+export async function closeSideA(ctx: ProxyContext, placement: Placement, selfId: string, fleet: readonly ProxyRecord[], timeoutMs: number): Promise<void> {
+  await closingCall(ctx, placement, (key) => ['HSET', key, 'by', selfId || 'slotproxy'], timeoutMs);
+  await closingCall(ctx, placement, (key) => ['PEXPIRE', key, String(CLOSING_TTL_MS)], timeoutMs);
+  const waitFor = fleet.filter((r) => r.phase !== 'done');
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const acked = await closingCall(ctx, placement, (key) => ['HMGET', key, ...waitFor.map((r) => r.id), 'by'], timeoutMs);
+    const fields = decodeReply(acked, true);
+    const missing = waitFor.filter((_, i) => !Array.isArray(fields) || fields[i] === null);
+    if (missing.length === 0) return;
+    if (Date.now() > until) {
+      await closingCall(ctx, placement, (key) => ['DEL', key], timeoutMs).catch(() => undefined);
+      throw new Error(`these proxies did not stop writing to side A within ${timeoutMs} ms: ${describeProxies(missing)}`);
+    }
+    await new Promise((resolve) => setTimeout(resolve, ACK_POLL_MS));
+  }
+}

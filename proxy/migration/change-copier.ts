@@ -36,6 +36,7 @@ import { MigrationFeedCounts } from '../telemetry/metrics';
 import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
 import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply, parseApplyMany, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
 import { CopyTarget, copyTargets } from './copy-keys';
+import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
 import { sideRequest } from './side-request';
 import { closingCall, closingPlace } from './closing';
 
@@ -49,59 +50,6 @@ const SCAN_COUNT = '500';
 const BARRIER_WAIT_MS = 5000;
 /** The shared lane the copier's own requests use. */
 const LANE = 0;
-
-export type FeedState = 'starting' | 'live' | 'lost' | 're-walking' | 'behind';
-
-/** One key to copy; `force`: snapshot even if unchanged (a copy that failed, a key found on B). */
-interface Pending {
-  key: Buffer;
-  force: boolean;
-}
-
-class NodeChanges {
-  feed: ChangeFeed | null = null;
-  readonly pending = new Map<string, Pending>();
-  /** Keys whose copy failed, sent again (forcibly) after RETRY_FAILED_MS. */
-  readonly failed = new Map<string, Buffer>();
-  lastFailure = '';
-  heard = 0;
-  copiedThrough = 0;
-  draining = false;
-  readonly copyWaiters: { seq: number; done: () => void }[] = [];
-  /** When changes may have gone unseen, and why; null while covered. */
-  gapSince: number | null = null;
-  gapReason = '';
-  /** Bumped when a gap opens: a re-walk covers it only if no other opened while it ran. */
-  gapEpoch = 0;
-  rewalking = false;
-  readonly coverWaiters: (() => void)[] = [];
-
-  constructor(readonly address: string) {}
-
-  get state(): FeedState {
-    if (this.feed === null) return 'lost';
-    if (!this.feed.ready) return this.gapSince === null ? 'starting' : 'lost';
-    if (this.gapSince !== null) return this.rewalking ? 're-walking' : 'lost';
-    return this.failed.size > 0 ? 'behind' : 'live';
-  }
-
-  get covered(): boolean {
-    return this.state === 'live';
-  }
-}
-
-export interface ChangeCounts {
-  /** Keys a feed named whose new state was applied on side B. */
-  copied: number;
-  /** Keys a feed named that were already in the state a snapshot had carried. */
-  unchanged: number;
-  copyFailures: number;
-  gaps: number;
-  rewalks: number;
-  /** Changes that reached B's fence (done) before their copy: not carried. */
-  missedAfterFence: number;
-  barrierTimeouts: number;
-}
 
 export class ChangeCopier implements MigrationChanges {
   private readonly nodes = new Map<string, NodeChanges>();
@@ -511,21 +459,4 @@ export class ChangeCopier implements MigrationChanges {
       await each(reply[1].filter((k): k is Buffer => Buffer.isBuffer(k)));
     } while (cursor !== '0');
   }
-}
-
-/** Targets grouped by A node and bookkeeping (a ring node's, or a cluster slot's). */
-function groupByBookkeeping(targets: readonly CopyTarget[]): CopyTarget[][] {
-  const byKey = new Map<string, CopyTarget[]>();
-  const groups: CopyTarget[][] = [];
-  for (const t of targets) {
-    const id = `${t.from} ${t.fromBook.versionsKey(t.key)}`;
-    let g = byKey.get(id);
-    if (g === undefined) {
-      g = [];
-      byKey.set(id, g);
-      groups.push(g);
-    }
-    g.push(t);
-  }
-  return groups;
 }

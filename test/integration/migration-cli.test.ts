@@ -115,9 +115,13 @@ test('status before the copy: phase, both rings, copy not started', async () => 
   expect(await metric('slotproxy_migration_copied_keys')).toBe(0);
   expect(await metric('slotproxy_migration_copy_nodes{state="done"}')).toBe(0);
   expect(await metric('slotproxy_migration_copy_nodes{state="total"}')).toBe(2);
+  // One change feed per node of ring A, all covered.
+  expect(await metric('slotproxy_migration_feeds{state="total"}')).toBe(2);
+  expect(await metric('slotproxy_migration_feeds{state="uncovered"}')).toBe(0);
   const r = await run(['migrate', 'status', '-c', file]);
   expect(r.code).toBe(0);
   expect(r.stdout).toContain('phase: double-write');
+  expect(r.stdout).toContain('    change feeds: all live');
   expect(r.stdout).toMatch(/ring A \(murmur\):\n {2}a .* copy not started/);
   expect(r.stdout).toMatch(/ring B \(murmur\):[\s\S]* c .*: 0 keys/);
 });

@@ -38,7 +38,7 @@ import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply,
 import { CopyTarget, copyTargets } from './copy-keys';
 import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
 import { sideRequest } from './side-request';
-import { closingCall, closingPlace } from './closing';
+import { ACK_SCRIPT, closingCall, closingPlace } from './closing';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
@@ -265,7 +265,7 @@ export class ChangeCopier implements MigrationChanges {
       if (acked !== null && acked !== undefined) return;
       await this.ring.drained();
       await this.settle();
-      await closingCall(this.ctx, placement, (key) => ['HSET', key, id, 'stopped'], this.ctx.forward.retryWindowMs);
+      await closingCall(this.ctx, placement, (key) => ['EVAL', ACK_SCRIPT, '1', key, id], this.ctx.forward.retryWindowMs);
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'migration: cannot read or acknowledge side A\'s closing');
     }

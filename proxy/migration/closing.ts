@@ -27,6 +27,15 @@ export const CLOSING_KEY = `${BOOKKEEPING_PREFIX}closing`;
 export const CLOSING_TTL_MS = 30_000;
 const ACK_POLL_MS = 10;
 
+/** The hash and its expiry in one step: a closer that dies cannot leave writes held for good. */
+const OPEN_SCRIPT = `redis.call('HSET', KEYS[1], 'by', ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`;
+
+/** An acknowledgment adds to an open closing only (after expiry it must not bring back a hash). */
+export const ACK_SCRIPT = `if redis.call('HEXISTS', KEYS[1], 'by') == 1 then redis.call('HSET', KEYS[1], ARGV[1], 'stopped') end
+return 1`;
+
 /** Where the closing hash lives on side A: one node every proxy has a feed on. */
 export function closingPlace(placement: Placement): { key: string; address: string } | null {
   const owners = ownersOf(placement.from);
@@ -53,12 +62,12 @@ export async function closingCall(ctx: ProxyContext, placement: Placement, args:
  * throws (and removes the hash, so they write again) when one does not say so within `timeoutMs`.
  */
 export async function closeSideA(ctx: ProxyContext, placement: Placement, selfId: string, fleet: readonly ProxyRecord[], timeoutMs: number): Promise<void> {
-  await closingCall(ctx, placement, (key) => ['HSET', key, 'by', selfId || 'slotproxy'], timeoutMs);
-  await closingCall(ctx, placement, (key) => ['PEXPIRE', key, String(CLOSING_TTL_MS)], timeoutMs);
+  await closingCall(ctx, placement, (key) => ['EVAL', OPEN_SCRIPT, '1', key, selfId || 'slotproxy', String(CLOSING_TTL_MS)], timeoutMs);
   const waitFor = fleet.filter((r) => r.phase !== 'done');
+  if (waitFor.length === 0) return;
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const acked = await closingCall(ctx, placement, (key) => ['HMGET', key, ...waitFor.map((r) => r.id), 'by'], timeoutMs);
+    const acked = await closingCall(ctx, placement, (key) => ['HMGET', key, ...waitFor.map((r) => r.id)], timeoutMs);
     const fields = decodeReply(acked, true);
     const missing = waitFor.filter((_, i) => !Array.isArray(fields) || fields[i] === null);
     if (missing.length === 0) return;

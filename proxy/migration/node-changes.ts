@@ -4,6 +4,7 @@
  */
 import { ChangeFeed } from '../backend/change-feed';
 import { CopyTarget } from './copy-keys';
+import { MigrationFeedCounts } from '../telemetry/metrics';
 
 export type FeedState = 'starting' | 'live' | 'lost' | 're-walking' | 'behind';
 
@@ -45,18 +46,8 @@ export class NodeChanges {
   }
 }
 
-export interface ChangeCounts {
-  /** Keys a feed named whose new state was applied on side B. */
-  copied: number;
-  /** Keys a feed named that were already in the state a snapshot had carried. */
-  unchanged: number;
-  copyFailures: number;
-  gaps: number;
-  rewalks: number;
-  /** Changes that reached B's fence (done) before their copy: not carried. */
-  missedAfterFence: number;
-  barrierTimeouts: number;
-}
+/** What the copier counts: the feed counts /metrics shows (telemetry/metrics.ts), and barriers that timed out. */
+export type ChangeCounts = Omit<MigrationFeedCounts, 'feeds' | 'uncovered'> & { barrierTimeouts: number };
 
 /** Targets grouped by A node and bookkeeping (a ring node's, or a cluster slot's). */
 export function groupByBookkeeping(targets: readonly CopyTarget[]): CopyTarget[][] {

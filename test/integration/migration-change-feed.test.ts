@@ -5,36 +5,11 @@
 // refused until the node is re-walked, and then B equals A.
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
-import { parseConfig } from '../../config/load';
-import { RingModeConfig } from '../../config/schema';
-import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
 
-let nodes: StandaloneNodes | undefined;
-
-beforeAll(async () => {
-  nodes = await StandaloneNodes.start(3);
-}, 60_000);
-
-afterAll(async () => {
-  await nodes?.stop();
-}, 30_000);
-
-const NAMES = ['a', 'b', 'c'];
-
-function config(): RingModeConfig {
-  const ring = (n: number): { name: string; addr: string; weight: number }[] =>
-    nodes!.addresses.slice(0, n).map((addr, i) => ({ name: NAMES[i], addr, weight: 1 }));
-  const cfg = parseConfig({
-    listen: '127.0.0.1:0',
-    mode: 'ring',
-    ring: { hash: 'md5', nodes: ring(2) },
-    migration: { phase: 'double-write', to: { nodes: ring(3) } },
-    log: { level: 'silent' },
-  });
-  if (cfg.mode !== 'ring') throw new Error('expected a ring config');
-  return cfg;
-}
+const grow = useRingGrow();
+const config = grow.config;
 
 let proxy: ProxyServer;
 let placement: Placement;
@@ -97,8 +72,8 @@ async function status(admin: Redis): Promise<string> {
 }
 
 beforeEach(async () => {
-  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
-  await Promise.all(nodes!.nodes.map((n) => n.command('FUNCTION', 'FLUSH')));
+  await Promise.all(grow.nodes().nodes.map((n) => n.command('FLUSHALL')));
+  await Promise.all(grow.nodes().nodes.map((n) => n.command('FUNCTION', 'FLUSH')));
   const cfg = config();
   placement = Placement.fromConfig(cfg.ring, cfg.migration);
   proxy = await ProxyServer.start(cfg);
@@ -144,7 +119,7 @@ redis.register_function('addjob', function(keys, args)
   redis.call('SET', args[1] .. id, args[2])
   return id
 end)`;
-  await Promise.all(nodes!.nodes.map((n) => n.command('FUNCTION', 'LOAD', lib)));
+  await Promise.all(grow.nodes().nodes.map((n) => n.command('FUNCTION', 'LOAD', lib)));
   const c = connect();
   const [tag] = movingTags(1);
   const { a, b } = sides(`{${tag}}`);

@@ -3,36 +3,11 @@
 // exactly the state ring A has, in every phase, across a switch made while a command blocks.
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
-import { parseConfig } from '../../config/load';
-import { RingModeConfig } from '../../config/schema';
-import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
 
-let nodes: StandaloneNodes | undefined;
-
-beforeAll(async () => {
-  nodes = await StandaloneNodes.start(3);
-}, 60_000);
-
-afterAll(async () => {
-  await nodes?.stop();
-}, 30_000);
-
-const NAMES = ['a', 'b', 'c'];
-
-function config(): RingModeConfig {
-  const ring = (n: number): { name: string; addr: string; weight: number }[] =>
-    nodes!.addresses.slice(0, n).map((addr, i) => ({ name: NAMES[i], addr, weight: 1 }));
-  const cfg = parseConfig({
-    listen: '127.0.0.1:0',
-    mode: 'ring',
-    ring: { hash: 'md5', nodes: ring(2) },
-    migration: { phase: 'double-write', to: { nodes: ring(3) } },
-    log: { level: 'silent' },
-  });
-  if (cfg.mode !== 'ring') throw new Error('expected a ring config');
-  return cfg;
-}
+const grow = useRingGrow();
+const config = grow.config;
 
 /** A key (with the given prefix) whose owner moves to the new node c. */
 function movingKey(placement: Placement, prefix: string): string {
@@ -63,7 +38,7 @@ function sides(key: string): { a: Redis; b: Redis } {
 }
 
 beforeEach(async () => {
-  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  await Promise.all(grow.nodes().nodes.map((n) => n.command('FLUSHALL')));
   const cfg = config();
   placement = Placement.fromConfig(cfg.ring, cfg.migration);
   proxy = await ProxyServer.start(cfg);

@@ -1,18 +1,50 @@
-// Every change on side A reaches side B during a live ring migration (grow 2 -> 3 over real
-// redis-servers), whoever made it: a script or function writing a key it builds from ARGV, a
-// client connected straight to an A node, a FLUSHALL on it. A script's reply comes only once its
+// Every change on side A reaches side B during a live migration (a ring grown 2 -> 3, and a ring
+// of 2 into a Redis Cluster of 3, over real redis-servers), whoever made it: a script or function
+// writing a key it builds from ARGV, a client connected straight to an A node, a FLUSHALL on it. A script's reply comes only once its
 // undeclared keys are on B. A change feed killed mid-migration is a gap: switching phase is
 // refused until the node is re-walked, and then B equals A.
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
 import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
+import { parseConfig } from '../../config/load';
+import { RingModeConfig } from '../../config/schema';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { NodeClient } from '../../proxy/migration/tools/node-client';
 
 const grow = useRingGrow();
 const config = grow.config;
 
 let proxy: ProxyServer;
 let placement: Placement;
+let layout: NodeClient | undefined;
+let cluster: RedisCluster | undefined;
+
+beforeAll(async () => {
+  cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
+}, 60_000);
+
+afterAll(async () => {
+  await cluster?.stop();
+}, 30_000);
+
+function clusterB(): RedisCluster {
+  if (cluster === undefined) throw new Error('the cluster did not start');
+  return cluster;
+}
+
+/** Ring a, b in double-write into a Redis Cluster of 3 masters. */
+function intoCluster(): RingModeConfig {
+  const cfg = parseConfig({
+    listen: '127.0.0.1:0',
+    mode: 'ring',
+    ring: { hash: 'md5', nodes: config().ring.nodes },
+    migration: { phase: 'double-write', to: { cluster: { seeds: [clusterB().masters[0].address] } } },
+    log: { level: 'silent' },
+  });
+  if (cfg.mode !== 'ring') throw new Error('expected a ring config');
+  return cfg;
+}
 const clients: Redis[] = [];
 
 function open(addr: string): Redis {
@@ -71,128 +103,135 @@ async function status(admin: Redis): Promise<string> {
   return String(await admin.call('PROXY', 'MIGRATION', 'STATUS'));
 }
 
-beforeEach(async () => {
-  await Promise.all(grow.nodes().nodes.map((n) => n.command('FLUSHALL')));
-  await Promise.all(grow.nodes().nodes.map((n) => n.command('FUNCTION', 'FLUSH')));
-  const cfg = config();
-  placement = Placement.fromConfig(cfg.ring, cfg.migration);
-  proxy = await ProxyServer.start(cfg);
-});
+describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
+  beforeEach(async () => {
+    const all = [...grow.nodes().nodes, ...(side === 'cluster' ? clusterB().masters : [])];
+    await Promise.all(all.map((n) => n.command('FLUSHALL')));
+    await Promise.all(all.map((n) => n.command('FUNCTION', 'FLUSH')));
+    const cfg = side === 'cluster' ? intoCluster() : config();
+    // The placement as the proxy sees it (a cluster B's slot map loaded from its nodes).
+    layout = new NodeClient(cfg);
+    await layout.start();
+    placement = layout.placement();
+    proxy = await ProxyServer.start(cfg);
+  });
 
-afterEach(async () => {
-  for (const c of clients.splice(0)) c.disconnect();
-  await proxy.close(200);
-});
+  afterEach(async () => {
+    for (const c of clients.splice(0)) c.disconnect();
+    layout?.close();
+    await proxy.close(200);
+  });
 
-// A job queue's add-job script: the id counter is declared, the job hash is built from ARGV.
-const ADD_JOB = `local id = redis.call('INCR', KEYS[1])
-local key = ARGV[1] .. id
-redis.call('HSET', key, 'data', ARGV[2], 'attempts', '0')
-redis.call('RPUSH', KEYS[2], id)
-return id`;
+  // A job queue's add-job script: the id counter is declared, the job hash is built from ARGV.
+  const ADD_JOB = `local id = redis.call('INCR', KEYS[1])
+  local key = ARGV[1] .. id
+  redis.call('HSET', key, 'data', ARGV[2], 'attempts', '0')
+  redis.call('RPUSH', KEYS[2], id)
+  return id`;
 
-test.each(['double-write', 'read-new'])('%s: a script\'s undeclared keys are on ring B when its reply comes', async (phase) => {
-  const c = connect();
-  expect(await c.call('PROXY', 'MIGRATION', 'PHASE', phase)).toBe('OK');
-  for (const tag of movingTags(3)) {
+  test.each(['double-write', 'read-new'])('%s: a script\'s undeclared keys are on side B when its reply comes', async (phase) => {
+    const c = connect();
+    expect(await c.call('PROXY', 'MIGRATION', 'PHASE', phase)).toBe('OK');
+    for (const tag of movingTags(3)) {
+      const { a, b } = sides(`{${tag}}`);
+      for (let n = 1; n <= 5; n++) {
+        const id = await c.eval(ADD_JOB, 2, `{${tag}}:id`, `{${tag}}:wait`, `{${tag}}:job:`, `payload-${tag}-${n}`);
+        expect(id).toBe(n);
+        // No waiting: the reply came after the copy.
+        const key = `{${tag}}:job:${n}`;
+        expect(await stateOn(b, key)).toBe(`hash ${JSON.stringify([['attempts', '0'], ['data', `payload-${tag}-${n}`]])} no-ttl`);
+        expect(await stateOn(b, key)).toBe(await stateOn(a, key));
+        // Read back through the proxy (from B in read-new).
+        expect(await c.hget(key, 'data')).toBe(`payload-${tag}-${n}`);
+      }
+      expect(await stateOn(b, `{${tag}}:wait`)).toBe(await stateOn(a, `{${tag}}:wait`));
+    }
+    const info = String(await c.info('proxy'));
+    expect(Number(/migration_feed_keys_copied:(\d+)/.exec(info)?.[1])).toBeGreaterThanOrEqual(15);
+  });
+
+  test('a function writing a key built from ARGV, and EVALSHA, inside MULTI: carried before EXEC answers', async () => {
+    const lib = `#!lua name=jobs
+  redis.register_function('addjob', function(keys, args)
+    local id = redis.call('INCR', keys[1])
+    redis.call('SET', args[1] .. id, args[2])
+    return id
+  end)`;
+    await Promise.all(grow.nodes().nodes.map((n) => n.command('FUNCTION', 'LOAD', lib)));
+    const c = connect();
+    const [tag] = movingTags(1);
     const { a, b } = sides(`{${tag}}`);
-    for (let n = 1; n <= 5; n++) {
-      const id = await c.eval(ADD_JOB, 2, `{${tag}}:id`, `{${tag}}:wait`, `{${tag}}:job:`, `payload-${tag}-${n}`);
-      expect(id).toBe(n);
-      // No waiting: the reply came after the copy.
-      const key = `{${tag}}:job:${n}`;
-      expect(await stateOn(b, key)).toBe(`hash ${JSON.stringify([['attempts', '0'], ['data', `payload-${tag}-${n}`]])} no-ttl`);
-      expect(await stateOn(b, key)).toBe(await stateOn(a, key));
-      // Read back through the proxy (from B in read-new).
-      expect(await c.hget(key, 'data')).toBe(`payload-${tag}-${n}`);
+    expect(await c.call('FCALL', 'addjob', '1', `{${tag}}:fid`, `{${tag}}:f:`, 'one')).toBe(1);
+    expect(await b.get(`{${tag}}:f:1`)).toBe('one');
+    const sha = String(await c.script('LOAD', 'redis.call("SET", ARGV[1], ARGV[2]) return 1'));
+    const replies = await c.multi().evalsha(sha, 1, `{${tag}}:m`, `{${tag}}:m:computed`, 'two').incr(`{${tag}}:m`).exec();
+    expect(replies).toEqual([[null, 1], [null, 1]]);
+    expect(await b.get(`{${tag}}:m:computed`)).toBe('two');
+    expect(await b.get(`{${tag}}:m`)).toBe(await a.get(`{${tag}}:m`));
+  });
+
+  test('writes made straight on ring A\'s nodes reach side B: strings, hashes, lists, TTLs, deletions, a flush', async () => {
+    const c = connect();
+    const tags = movingTags(4);
+    const keys = tags.map((t) => `{${t}}:direct`);
+    for (const [i, key] of keys.entries()) {
+      const { a } = sides(key);
+      await a.set(`${key}:s`, `v${i}`);
+      await a.hset(`${key}:h`, 'f', `v${i}`, 'g', 'x');
+      await a.rpush(`${key}:l`, 'a', 'b', 'c');
+      await a.set(`${key}:ttl`, 'x', 'EX', 300);
+      await a.set(`${key}:gone`, 'x');
+      await a.del(`${key}:gone`);
+      await a.incrby(`${key}:n`, 41);
+      await a.incr(`${key}:n`);
     }
-    expect(await stateOn(b, `{${tag}}:wait`)).toBe(await stateOn(a, `{${tag}}:wait`));
-  }
-  const info = String(await c.info('proxy'));
-  expect(Number(/migration_feed_keys_copied:(\d+)/.exec(info)?.[1])).toBeGreaterThanOrEqual(15);
-});
+    for (const key of keys) {
+      const { a, b } = sides(key);
+      for (const k of [`${key}:s`, `${key}:h`, `${key}:l`, `${key}:ttl`, `${key}:n`, `${key}:gone`]) {
+        const want = await stateOn(a, k);
+        await eventually(() => stateOn(b, k), (v) => v === want);
+      }
+    }
+    // A FLUSHALL on an A node names no keys: the node is re-walked, and B drops what it held of it.
+    const { a, b } = sides(`${keys[0]}:s`);
+    expect(await b.exists(`${keys[0]}:s`)).toBe(1);
+    await a.flushall();
+    await eventually(() => b.exists(`${keys[0]}:s`, `${keys[0]}:h`, `${keys[0]}:n`), (n) => n === 0);
+    await eventually(() => status(c), (s) => !s.includes('uncovered:'));
+  });
 
-test('a function writing a key built from ARGV, and EVALSHA, inside MULTI: carried before EXEC answers', async () => {
-  const lib = `#!lua name=jobs
-redis.register_function('addjob', function(keys, args)
-  local id = redis.call('INCR', keys[1])
-  redis.call('SET', args[1] .. id, args[2])
-  return id
-end)`;
-  await Promise.all(grow.nodes().nodes.map((n) => n.command('FUNCTION', 'LOAD', lib)));
-  const c = connect();
-  const [tag] = movingTags(1);
-  const { a, b } = sides(`{${tag}}`);
-  expect(await c.call('FCALL', 'addjob', '1', `{${tag}}:fid`, `{${tag}}:f:`, 'one')).toBe(1);
-  expect(await b.get(`{${tag}}:f:1`)).toBe('one');
-  const sha = String(await c.script('LOAD', 'redis.call("SET", ARGV[1], ARGV[2]) return 1'));
-  const replies = await c.multi().evalsha(sha, 1, `{${tag}}:m`, `{${tag}}:m:computed`, 'two').incr(`{${tag}}:m`).exec();
-  expect(replies).toEqual([[null, 1], [null, 1]]);
-  expect(await b.get(`{${tag}}:m:computed`)).toBe('two');
-  expect(await b.get(`{${tag}}:m`)).toBe(await a.get(`{${tag}}:m`));
-});
-
-test('writes made straight on ring A\'s nodes reach ring B: strings, hashes, lists, TTLs, deletions, a flush', async () => {
-  const c = connect();
-  const tags = movingTags(4);
-  const keys = tags.map((t) => `{${t}}:direct`);
-  for (const [i, key] of keys.entries()) {
-    const { a } = sides(key);
-    await a.set(`${key}:s`, `v${i}`);
-    await a.hset(`${key}:h`, 'f', `v${i}`, 'g', 'x');
-    await a.rpush(`${key}:l`, 'a', 'b', 'c');
-    await a.set(`${key}:ttl`, 'x', 'EX', 300);
-    await a.set(`${key}:gone`, 'x');
-    await a.del(`${key}:gone`);
-    await a.incrby(`${key}:n`, 41);
-    await a.incr(`${key}:n`);
-  }
-  for (const key of keys) {
+  test('a change feed killed mid-migration: read-new is refused until the node is re-walked, then B equals A', async () => {
+    const admin = connect();
+    const [tag] = movingTags(1);
+    const key = `{${tag}}:gap`;
     const { a, b } = sides(key);
-    for (const k of [`${key}:s`, `${key}:h`, `${key}:l`, `${key}:ttl`, `${key}:n`, `${key}:gone`]) {
-      const want = await stateOn(a, k);
-      await eventually(() => stateOn(b, k), (v) => v === want);
-    }
-  }
-  // A FLUSHALL on an A node names no keys: the node is re-walked, and B drops what it held of it.
-  const { a, b } = sides(`${keys[0]}:s`);
-  expect(await b.exists(`${keys[0]}:s`)).toBe(1);
-  await a.flushall();
-  await eventually(() => b.exists(`${keys[0]}:s`, `${keys[0]}:h`, `${keys[0]}:n`), (n) => n === 0);
-  await eventually(() => status(c), (s) => !s.includes('uncovered:'));
-});
-
-test('a change feed killed mid-migration: read-new is refused until the node is re-walked, then B equals A', async () => {
-  const admin = connect();
-  const [tag] = movingTags(1);
-  const key = `{${tag}}:gap`;
-  const { a, b } = sides(key);
-  await admin.set(key, 'before');
-  expect(await b.get(key)).toBe('before');
-  // The node takes no new connection (those open stay), so the killed feed cannot come back yet.
-  const maxclients = (await a.config('GET', 'maxclients')) as string[];
-  await a.config('SET', 'maxclients', '1');
-  try {
-    // The feed is the proxy's BCAST tracking connection on the node (flags t and B).
-    const feedId = /id=(\d+) [^\n]*flags=tB/.exec(String(await a.client('LIST')))?.[1];
-    expect(feedId).toBeDefined();
-    await a.client('KILL', 'ID', feedId as string);
-    await a.set(key, 'during the gap');
-    await a.hset(`${key}:h`, 'f', '1');
-    await eventually(() => status(admin), (s) => /uncovered:127\.0\.0\.1:\d+ lost: change feed lost/.test(s));
-    await expect(admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).rejects.toThrow(
-      /^ERR .*changes on side A are not all known to be on side B: 127\.0\.0\.1:\d+ lost: change feed lost/,
-    );
+    await admin.set(key, 'before');
     expect(await b.get(key)).toBe('before');
-  } finally {
-    await a.config('SET', 'maxclients', maxclients[1]);
-  }
-  // The feed comes back, the node is re-walked, and the switch goes through.
-  await eventually(() => status(admin), (s) => !s.includes('uncovered:'));
-  expect(await b.get(key)).toBe('during the gap');
-  expect(await b.hget(`${key}:h`, 'f')).toBe('1');
-  expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
-  expect(await admin.get(key)).toBe('during the gap');
-  expect(await status(admin)).toMatch(/feeds:127\.0\.0\.1:\d+=live,127\.0\.0\.1:\d+=live/);
-  expect(Number(/migration_feed_rewalks:(\d+)/.exec(String(await admin.info('proxy')))?.[1])).toBeGreaterThanOrEqual(1);
+    // The node takes no new connection (those open stay), so the killed feed cannot come back yet.
+    const maxclients = (await a.config('GET', 'maxclients')) as string[];
+    await a.config('SET', 'maxclients', '1');
+    try {
+      // The feed is the proxy's BCAST tracking connection on the node (flags t and B).
+      const feedId = /id=(\d+) [^\n]*flags=tB/.exec(String(await a.client('LIST')))?.[1];
+      expect(feedId).toBeDefined();
+      await a.client('KILL', 'ID', feedId as string);
+      await a.set(key, 'during the gap');
+      await a.hset(`${key}:h`, 'f', '1');
+      await eventually(() => status(admin), (s) => /uncovered:127\.0\.0\.1:\d+ lost: change feed lost/.test(s));
+      await expect(admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).rejects.toThrow(
+        /^ERR .*changes on side A are not all known to be on side B: 127\.0\.0\.1:\d+ lost: change feed lost/,
+      );
+      expect(await b.get(key)).toBe('before');
+    } finally {
+      await a.config('SET', 'maxclients', maxclients[1]);
+    }
+    // The feed comes back, the node is re-walked, and the switch goes through.
+    await eventually(() => status(admin), (s) => !s.includes('uncovered:'));
+    expect(await b.get(key)).toBe('during the gap');
+    expect(await b.hget(`${key}:h`, 'f')).toBe('1');
+    expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+    expect(await admin.get(key)).toBe('during the gap');
+    expect(await status(admin)).toMatch(/feeds:127\.0\.0\.1:\d+=live,127\.0\.0\.1:\d+=live/);
+    expect(Number(/migration_feed_rewalks:(\d+)/.exec(String(await admin.info('proxy')))?.[1])).toBeGreaterThanOrEqual(1);
+  });
 });

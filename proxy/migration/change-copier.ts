@@ -164,6 +164,11 @@ export class ChangeCopier implements MigrationChanges {
     });
   }
 
+  /** Every node of side A may have had changes no feed heard (start-gap.ts): each is re-walked. */
+  gapEverywhere(reason: string): void {
+    for (const node of this.nodes.values()) this.openGap(node, reason);
+  }
+
   /** Every change heard so far on every node is on side B (before `done` fences B). */
   async settle(): Promise<void> {
     await Promise.all([...this.nodes.keys()].map((a) => this.after(a)));

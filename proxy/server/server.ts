@@ -44,6 +44,7 @@ import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
 import { carryToTarget } from '../migration/carry';
 import { ChangeCopier } from '../migration/change-copier';
+import { coverStartGap } from '../migration/start-gap';
 import { ClientCaching } from '../tracking/client-caching';
 import { readNodes, watchPlacement } from './caching-watch';
 
@@ -65,6 +66,11 @@ export class ProxyServer {
   /** Puts the config's scripts on every master, now and whenever one lacks them. */
   private preloader: ScriptPreloader | null = null;
   private registration: FleetRegistration | null = null;
+  /**
+   * `log.level` as the config file last said it. A reload sets the level only when the file changed
+   * it, so a level stepped by SIGTTIN/SIGTTOU outlives a SIGHUP (which logrotate may send).
+   */
+  private fileLogLevel: string | null = null;
 
   private constructor(readonly config: Config, private readonly ctx: ProxyContext, sessions: ClientList<Session>) {
     this.sessions = sessions;
@@ -128,6 +134,7 @@ export class ProxyServer {
       const changes = new ChangeCopier(ctx, ctx.ring, () => fleetId.id);
       ctx.changes = changes;
       await changes.ready(config.backend.connectTimeoutMs);
+      await coverStartGap(ctx, changes);
     }
     await loadBackendFacts(ctx);
     try {
@@ -190,7 +197,7 @@ export class ProxyServer {
    * SIGHUP, step one: checks what `next` changes and reads the files it names; throws, changing
    * nothing, when something cannot be applied. Returns step two, which applies it and cannot fail:
    * limits (connected clients too, except idleClientTimeoutMs, which applies to new clients), log
-   * level, client users and passwords (for the next AUTH; signed-in clients stay signed in), the
+   * level (when the file changed it), client users and passwords (for the next AUTH; signed-in clients stay signed in), the
    * client TLS certificate (for new connections) and the back-end username and password (for
    * back-end connections opened from then on). Other changes are reported as needing a restart.
    */
@@ -208,7 +215,8 @@ export class ProxyServer {
     const needRestart = restartOnlyChanges(this.config, next);
     return () => {
       Object.assign(this.limits, next.limits);
-      setLogLevel(next.log.level);
+      if (next.log.level !== (this.fileLogLevel ?? this.config.log.level)) setLogLevel(next.log.level);
+      this.fileLogLevel = next.log.level;
       this.ctx.auth = auth;
       // As ACL SETUSER on Redis: signed-in clients get their user's new permissions at once.
       for (const s of this.sessions) s.refreshPermissions();

@@ -200,6 +200,22 @@ describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
     await eventually(() => status(c), (s) => !s.includes('uncovered:'));
   });
 
+  test('a proxy started after the copy began, with no other proxy running: A is re-walked before read-new', async () => {
+    await proxy.close(200);
+    const [tag] = movingTags(1);
+    const key = `{${tag}}:while-down`;
+    const { a, b } = sides(key);
+    // The history copy has passed this node (its saved cursor), then A took a write nobody heard.
+    await Promise.all(grow.nodes().nodes.slice(0, 2).map((n) => n.command('HSET', '__slotproxy:migration:copy', 'cursor', 'done', 'copied', '1')));
+    await a.set(key, 'written while no proxy ran');
+    proxy = await ProxyServer.start(side === 'cluster' ? intoCluster() : config());
+    const admin = connect();
+    await eventually(() => status(admin), (s) => !s.includes('uncovered:'));
+    expect(await b.get(key)).toBe('written while no proxy ran');
+    expect(Number(/migration_feed_rewalks:(\d+)/.exec(String(await admin.info('proxy')))?.[1])).toBe(2);
+    expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+  });
+
   test('a change feed killed mid-migration: read-new is refused until the node is re-walked, then B equals A', async () => {
     const admin = connect();
     const [tag] = movingTags(1);

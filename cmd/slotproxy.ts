@@ -4,12 +4,14 @@
  * Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage.
  * The shebang carries cmd/node-flags.ts's V8 flags (env -S passes them to node).
  */
+import path from 'node:path';
 import { Command, InvalidArgumentError } from 'commander';
 import { keySlot } from '../sharding/slot';
 import { ConfigError, ConfigOverrides, applyOverrides, loadConfigFile } from '../config/load';
 import { Config, parseHostPort } from '../config/schema';
 import { ProxyServer } from '../proxy/server/server';
-import { log, setLogLevel } from '../proxy/telemetry/log';
+import { log, logTo, reopenLogFile, setLogLevel } from '../proxy/telemetry/log';
+import { handleNutcrackerSignals } from './signals';
 import { hashTag } from '../sharding/hash-tag';
 import { runSandbox } from './sandbox/run';
 import { Placement } from '../sharding/migration';
@@ -38,9 +40,15 @@ function port(value: string): number {
   return n;
 }
 
-/** Starts a proxy and wires the signals: SIGTERM/SIGINT drain and exit 0, SIGHUP re-reads the file. */
+/**
+ * Starts a proxy and wires the signals: SIGTERM/SIGINT drain and exit 0, SIGHUP reopens the log
+ * file and re-reads the config file, the others as nutcracker (cmd/signals.ts).
+ */
 async function serve(config: Config, file: string | null, overrides: ConfigOverrides): Promise<void> {
   setLogLevel(config.log.level);
+  openLogFile(config.log.file);
+  // Before the start, which may wait for the back end: SIGTTIN would stop the process, SIGUSR2 end it.
+  handleNutcrackerSignals();
   const server = await ProxyServer.start(config);
   let stopping = false;
   const stop = (signal: string): void => {
@@ -52,21 +60,49 @@ async function serve(config: Config, file: string | null, overrides: ConfigOverr
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
   process.on('SIGHUP', () => {
-    if (file === null) return;
-    try {
-      const next = applyOverrides(loadConfigFile(file), overrides);
-      // Everything that can fail is checked before anything is applied.
-      const apply = server.prepareReload(next);
-      server.reloadRing(next);
-      apply();
-      log.info({ file }, 'configuration reloaded (limits, log level, auth and permissions, TLS certificate, back-end credentials, scripts, ring and migration applied)');
-    } catch (err) {
-      log.error({ file, err: err instanceof ConfigError ? err.problems : String(err) }, 'reload refused; the running configuration stays');
+    if (file === null) {
+      reopenLogFile('SIGHUP');
+      return;
     }
+    let next: Config;
+    let apply: () => void;
+    try {
+      next = applyOverrides(loadConfigFile(file), overrides);
+      // Everything that can fail is checked before anything is applied.
+      apply = server.prepareReload(next);
+      server.reloadRing(next);
+    } catch (err) {
+      reopenLogFile('SIGHUP');
+      log.error({ file, err: err instanceof ConfigError ? err.problems : String(err) }, 'reload refused; the running configuration stays');
+      return;
+    }
+    // The log file first (reopened, or the one the file now names), so that what follows is in it.
+    switchLogFile(next.log.file);
+    apply();
+    log.info({ file }, 'configuration reloaded (limits, log level, log file, auth and permissions, TLS certificate, back-end credentials, scripts, ring and migration applied)');
   });
   // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
   // A worker prints nothing: N workers would print it N times.
   if (!isWorkerProcess()) process.stdout.write(startBanner(server));
+}
+
+/** `log.file` at start: logs go there from now on; exit 1 when it cannot be opened. */
+function openLogFile(logFile: string | undefined): void {
+  try {
+    logTo(logFile ?? null);
+  } catch (err) {
+    throw new Error(`cannot open the log file ${logFile ?? ''}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/** `log.file` on SIGHUP: reopened under its name, or switched to the file the config now names. A file that cannot be opened keeps the logs where they went. */
+function switchLogFile(logFile: string | undefined): void {
+  try {
+    logTo(logFile ?? null);
+    if (logFile !== undefined) log.info({ signal: 'SIGHUP', file: logFile }, 'log file reopened');
+  } catch (err) {
+    log.error({ signal: 'SIGHUP', file: logFile, err: err instanceof Error ? err.message : String(err) }, 'cannot open the log file; logging on to the old one');
+  }
 }
 
 /** What `slotproxy start` prints on stdout once it serves: where clients and Prometheus connect. */
@@ -93,17 +129,20 @@ program
   .option('--listen <host:port>', 'address for clients (overrides the file)')
   .option('--seeds <host:port,...>', 'cluster seed nodes (overrides the file)', (v: string) => v.split(',').filter((s) => s !== ''))
   .option('--log-level <level>', 'fatal | error | warn | info | debug | trace | silent')
+  .option('-o, --log-file <file>', 'append logs to this file instead of stderr (overrides the file); SIGUSR1 and SIGHUP reopen it')
   .option('--workers <n>', 'proxy processes sharing the port (overrides the file)', (v: string) => {
     const n = Number(v);
     if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
     return n;
   })
-  .action(async (opts: { config: string; listen?: string; seeds?: string[]; logLevel?: string; workers?: number }) => {
+  .action(async (opts: { config: string; listen?: string; seeds?: string[]; logLevel?: string; logFile?: string; workers?: number }) => {
     try {
-      const overrides: ConfigOverrides = { listen: opts.listen, seeds: opts.seeds, logLevel: opts.logLevel, workers: opts.workers };
+      const logFile = opts.logFile === undefined ? undefined : path.resolve(opts.logFile);
+      const overrides: ConfigOverrides = { listen: opts.listen, seeds: opts.seeds, logLevel: opts.logLevel, logFile, workers: opts.workers };
       const config = applyOverrides(loadConfigFile(opts.config), overrides);
       if (config.workers > 1 && !isWorkerProcess()) {
         setLogLevel(config.log.level);
+        openLogFile(config.log.file);
         superviseWorkers(config.workers, config.metrics?.listen);
         return;
       }

@@ -2,10 +2,12 @@
  * `--workers N`: N proxy processes (Node cluster workers) sharing the listening port, for machines
  * with cores to spare. Each worker is a whole proxy with its own back-end connections, so a node
  * sees N x backend.connectionsPerNode connections. The primary only supervises: it forwards
- * SIGTERM/SIGINT (drain and exit) and SIGHUP (reload) and replaces a worker that dies.
+ * SIGTERM/SIGINT (drain and exit), SIGHUP (reload), SIGTTIN/SIGTTOU (log level) and SIGUSR1 (log
+ * reopen), acting on the last three and SIGHUP's reopen itself too, and replaces a worker that dies.
  */
 import cluster, { Worker } from 'node:cluster';
-import { log } from '../proxy/telemetry/log';
+import { log, reopenLogFile } from '../proxy/telemetry/log';
+import { handleNutcrackerSignals } from './signals';
 
 const RESTART_DELAY_MS = 1000;
 
@@ -40,7 +42,11 @@ export function superviseWorkers(count: number, metricsListen?: string): void {
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
-  process.on('SIGHUP', () => forward('SIGHUP'));
+  process.on('SIGHUP', () => {
+    reopenLogFile('SIGHUP');
+    forward('SIGHUP');
+  });
+  handleNutcrackerSignals(forward);
   log.info({ workers: count }, 'started worker processes');
   if (metricsListen !== undefined) {
     // Loaded only when asked for, as in proxy/server/server.ts.

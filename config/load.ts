@@ -29,6 +29,8 @@ export class ConfigError extends Error {
 export interface ConfigOverrides {
   listen?: string;
   logLevel?: string;
+  /** An absolute path (the command line resolves it against the working directory). */
+  logFile?: string;
   seeds?: string[];
   workers?: number;
 }
@@ -152,8 +154,9 @@ function parseJson(file: string, text: string): unknown {
 }
 
 /**
- * Reads a `.json` file as JSON and anything else as YAML. Relative `scripts` entries are resolved
- * against the file's folder, so a config means the same whatever directory the proxy starts in.
+ * Reads a `.json` file as JSON and anything else as YAML. Relative `scripts` entries (and TLS
+ * files, and `log.file`) are resolved against the file's folder, so a config means the same
+ * whatever directory the proxy starts in.
  */
 export function loadConfigFile(file: string): Config {
   let text: string;
@@ -172,6 +175,7 @@ export function loadConfigFile(file: string): Config {
   return deepFreeze({
     ...cfg,
     scripts: cfg.scripts.map((p) => path.resolve(dir, p)),
+    log: cfg.log.file === undefined ? cfg.log : { ...cfg.log, file: path.resolve(dir, cfg.log.file) },
     tls: within(cfg.tls),
     backend: { ...cfg.backend, tls: within(cfg.backend.tls) },
   });
@@ -191,6 +195,7 @@ export function applyOverrides(cfg: Config, o: ConfigOverrides): Config {
   const merged: Record<string, unknown> = { ...cfg };
   if (o.listen !== undefined) merged.listen = o.listen;
   if (o.logLevel !== undefined) merged.log = { ...cfg.log, level: o.logLevel };
+  if (o.logFile !== undefined) merged.log = { ...(merged.log as Config['log']), file: o.logFile };
   if (o.workers !== undefined) merged.workers = o.workers;
   if (o.seeds !== undefined) {
     if (cfg.mode !== 'cluster') {

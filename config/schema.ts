@@ -49,8 +49,12 @@ const flatSchema = strictObject({
   limits: v.optional(limitsSchema, {}),
   /** Prometheus `/metrics` endpoint. Optional: absent, no endpoint. */
   metrics: v.optional(strictObject({ listen: listenAddr })),
-  /** Structured logging. Default: all defaults. */
-  log: v.optional(strictObject({ level: v.optional(oneOf(LOG_LEVELS), 'info') }), {}),
+  /**
+   * Structured logging. Default: all defaults. `file`: append JSON lines to this file instead of
+   * stderr, reopened on SIGUSR1 and SIGHUP (logrotate); relative to the config file's folder.
+   * Optional: absent, stderr.
+   */
+  log: v.optional(strictObject({ level: v.optional(oneOf(LOG_LEVELS), 'info'), file: v.optional(nonEmpty) }), {}),
   /** Processes serving clients. Default 1. */
   workers: v.optional(int(1), 1),
 });

@@ -23,6 +23,7 @@ import { ReplyFramer, ReplyFramingError } from '../resp/reply-framer';
 import { OutputBuffer } from './output-buffer';
 import { BackendTls, backendSocket } from '../security/tls';
 import * as errors from '../resp/errors';
+import { connectTimeoutText, socketErrorText } from './socket-error';
 
 export interface BackendRequest {
   /** The request's RESP bytes. */
@@ -75,11 +76,11 @@ export class BackendConnection {
       this.blocked = false;
       this.flush();
     });
-    this.socket.on('error', (err: Error) => this.fail(errors.nodeUnreachable(address, err.message)));
+    this.socket.on('error', (err: Error) => this.fail(errors.nodeUnreachable(address, socketErrorText(err))));
     this.socket.on('close', () => this.fail(errors.connectionLost(address)));
     const connect = (): void => {
       this.connectTimer = setTimeout(
-        () => this.fail(errors.nodeUnreachable(address, `connect timeout after ${options.connectTimeoutMs} ms`)),
+        () => this.fail(errors.nodeUnreachable(address, connectTimeoutText(options.connectTimeoutMs))),
         options.connectTimeoutMs,
       );
       opened.connect(port, host, () => this.onConnect());

@@ -11,6 +11,7 @@ import { ConnectionOptions, splitAddress } from './connection';
 import { ReplyFramer } from '../resp/reply-framer';
 import { backendSocket } from '../security/tls';
 import { inBatch } from '../client/reply-flusher';
+import { connectTimeoutText, socketErrorText } from './socket-error';
 
 export class PubSubLink {
   private readonly socket: net.Socket;
@@ -32,9 +33,9 @@ export class PubSubLink {
     this.socket.setNoDelay(true);
     this.socket.setKeepAlive(true, 10_000);
     this.handshakeReplies = options.handshake.length;
-    this.socket.on('error', (err: Error) => this.fail(err.message));
+    this.socket.on('error', (err: Error) => this.fail(socketErrorText(err)));
     this.socket.on('close', () => this.fail('connection closed'));
-    this.connectTimer = setTimeout(() => this.fail(`connect timeout after ${options.connectTimeoutMs} ms`), options.connectTimeoutMs);
+    this.connectTimer = setTimeout(() => this.fail(connectTimeoutText(options.connectTimeoutMs)), options.connectTimeoutMs);
     opened.connect(port, host, () => {
       if (this.connectTimer !== null) clearTimeout(this.connectTimer);
       this.connectTimer = null;

@@ -88,6 +88,7 @@ export function unsupported(name: string, why: string): string {
   return `ERR slotproxy does not support '${name.toUpperCase()}': ${why}`;
 }
 
+/** `cause`: the OS's words (proxy/backend/socket-error.ts), as twemproxy's `-ERR Connection refused`. */
 export function nodeUnreachable(addr: string, cause: string): string {
   return `ERR slotproxy: node ${addr} unreachable (${cause})`;
 }

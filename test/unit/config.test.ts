@@ -307,6 +307,7 @@ describe('bad configs name the field and the reason', () => {
     ['metrics bad listen', { ...CLUSTER_MIN, metrics: { listen: '9121' } }, 'metrics.listen: expected host:port, got "9121"'],
     ['log level unknown', { ...CLUSTER_MIN, log: { level: 'verbose' } }, 'log.level: expected one of fatal | error | warn | info | debug | trace | silent, got "verbose"'],
     ['log a string', { ...CLUSTER_MIN, log: 'debug' }, 'log: expected a mapping, got "debug"'],
+    ['log file empty', { ...CLUSTER_MIN, log: { file: '' } }, 'log.file: must not be empty'],
     ['workers 0', { ...CLUSTER_MIN, workers: 0 }, 'workers: must be at least 1'],
     ['workers a boolean', { ...CLUSTER_MIN, workers: true }, 'workers: expected an integer, got true'],
     ['odd key rendered readably', { ...CLUSTER_MIN, 'my key': 1 }, '["my key"]: unknown field'],
@@ -490,6 +491,13 @@ describe('loadConfigFile', () => {
     ]);
   });
 
+  test("a relative log.file is resolved against the config file's folder, an absolute one kept", () => {
+    const file = writeTmp(path.join('etc', 'log.yaml'), 'cluster:\n  seeds: [h:1]\nlog:\n  file: ../log/slotproxy.log\n');
+    expect(loadConfigFile(file).log).toStrictEqual({ level: 'info', file: path.join(tmp, 'log', 'slotproxy.log') });
+    const abs = writeTmp(path.join('etc', 'abs.yaml'), 'cluster:\n  seeds: [h:1]\nlog:\n  level: debug\n  file: /var/log/slotproxy.log\n');
+    expect(loadConfigFile(abs).log).toStrictEqual({ level: 'debug', file: '/var/log/slotproxy.log' });
+  });
+
   test('parseConfig leaves relative scripts as given', () => {
     expect(parseConfig({ ...CLUSTER_MIN, scripts: ['./lua'] }).scripts).toEqual(['./lua']);
   });
@@ -517,6 +525,12 @@ describe('applyOverrides', () => {
       retryWindowMs: 5000,
     });
     expect(cfg.workers).toBe(8);
+  });
+
+  test('--log-file and --log-level together set both, over the file', () => {
+    const cfg = applyOverrides(parseConfig({ ...CLUSTER_MIN, log: { level: 'warn', file: '/a.log' } }), { logLevel: 'debug', logFile: '/b.log' });
+    expect(cfg.log).toStrictEqual({ level: 'debug', file: '/b.log' });
+    expect(applyOverrides(parseConfig(CLUSTER_MIN), { logFile: '/c.log' }).log).toStrictEqual({ level: 'info', file: '/c.log' });
   });
 
   test('absent flags leave the file alone, and the input is not changed', () => {

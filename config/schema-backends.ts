@@ -42,6 +42,10 @@ export const HASH_NAMES = [
 ] as const;
 export type HashName = (typeof HASH_NAMES)[number];
 
+/** twemproxy's distributions (SPEC 6): where a ring puts each key. */
+export const DISTRIBUTIONS = ['ketama', 'modula', 'random'] as const;
+export type DistributionName = (typeof DISTRIBUTIONS)[number];
+
 export const ringNodeSchema = strictObject({
   /**
    * The node's identity on the ketama continuum. Absent: twemproxy's rule applies (the address),
@@ -91,6 +95,12 @@ function ringShape<H extends v.GenericSchema>(hash: H) {
   return {
     /** Key hash (twemproxy's `hash`). Default 'md5'; in `migration.to`, the ring's own hash. */
     hash,
+    /**
+     * Where keys go (twemproxy's `distribution`): 'ketama' (a consistent-hash continuum), 'modula'
+     * (hash modulo the total weight) or 'random' (each request to a live node picked at random; no
+     * migration from or to it). Optional: absent, 'ketama'; in `migration.to`, the ring's own.
+     */
+    distribution: v.optional(oneOf(DISTRIBUTIONS)),
     /** Two characters, e.g. "{}": only the part of a key between them is hashed (twemproxy's `hash_tag`). Default "{}" (SPEC 2; in `migration.to`, the ring's own); "" hashes whole keys, as twemproxy without `hash_tag`. */
     hashTag: v.optional(hashTagSchema),
     /** The servers. Required, at least one; addresses and names unique. */

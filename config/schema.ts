@@ -11,14 +11,14 @@
  */
 import * as v from 'valibot';
 import { Report, int, isMapping, listenAddr, nonEmpty, oneOf, reporter, strictObject } from './schema-kit';
-import { HashName, MigrationPhase, clusterSchema, migrationSchema, ringSchema } from './schema-backends';
+import { DistributionName, HashName, MigrationPhase, clusterSchema, migrationSchema, ringSchema } from './schema-backends';
 import { authSchema, backendSchema, backendTlsSchema, clientTlsSchema, limitsSchema, userSchema } from './schema-connections';
 
 // What other files import from the schema, wherever its section lives.
 export { describeInput, parseHostPort } from './schema-kit';
 export type { HostPort } from './schema-kit';
-export { HASH_NAMES, MIGRATION_PHASES, READ_FROM } from './schema-backends';
-export type { HashName, MigrationPhase, ReadFrom, RingNode } from './schema-backends';
+export { DISTRIBUTIONS, HASH_NAMES, MIGRATION_PHASES, READ_FROM } from './schema-backends';
+export type { DistributionName, HashName, MigrationPhase, ReadFrom, RingNode } from './schema-backends';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -64,7 +64,7 @@ export type ClusterConfig = v.InferOutput<typeof clusterSchema>;
 export type RingConfig = v.InferOutput<typeof ringSchema>;
 type MigrationTargetInput = v.InferOutput<typeof migrationSchema>['to'];
 /** Side B as a ring. */
-export type RingTarget = { hash: HashName; hashTag?: string; nodes: NonNullable<MigrationTargetInput['nodes']> };
+export type RingTarget = { hash: HashName; hashTag?: string; distribution?: DistributionName; nodes: NonNullable<MigrationTargetInput['nodes']> };
 /** Side B as a Redis Cluster. */
 export type ClusterTarget = { cluster: NonNullable<MigrationTargetInput['cluster']> };
 export type MigrationConfig = {
@@ -119,7 +119,7 @@ function checkSections(c: SectionsView, report: Report): void {
     if (t.nodes !== undefined && t.cluster !== undefined) report('give either nodes (a ring) or cluster (a Redis Cluster), not both', 'migration', 'to');
     else if (t.nodes === undefined && t.cluster === undefined) report('needs nodes (a ring) or cluster: { seeds: [...] } (a Redis Cluster)', 'migration', 'to');
     else if (t.cluster !== undefined) {
-      for (const field of ['hash', 'hashTag'] as const) {
+      for (const field of ['hash', 'hashTag', 'distribution'] as const) {
         if (t[field] !== undefined) report('only for a ring (a Redis Cluster hashes keys to slots)', 'migration', 'to', field);
       }
     }
@@ -133,9 +133,24 @@ function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingMo
     const t = migration.to;
     let to: RingTarget | ClusterTarget;
     if (t.cluster !== undefined) to = { cluster: t.cluster };
-    else if (t.nodes !== undefined) to = { hash: t.hash ?? ring?.hash ?? 'md5', ...(t.hashTag === undefined ? {} : { hashTag: t.hashTag }), nodes: t.nodes };
-    else {
+    else if (t.nodes !== undefined) {
+      to = {
+        hash: t.hash ?? ring?.hash ?? 'md5',
+        ...(t.hashTag === undefined ? {} : { hashTag: t.hashTag }),
+        ...(t.distribution === undefined ? {} : { distribution: t.distribution }),
+        nodes: t.nodes,
+      };
+    } else {
       report('needs nodes (a ring) or cluster: { seeds: [...] } (a Redis Cluster)', 'migration', 'to');
+      return undefined;
+    }
+    // A random ring has no key -> node function: nothing could say which keys move, or where to.
+    if (ring?.distribution === 'random') {
+      report('a random ring cannot be migrated from: it places no key on a node of its own (use ketama or modula)', 'ring', 'distribution');
+      return undefined;
+    }
+    if (t.distribution === 'random') {
+      report('a migration cannot go to a random ring: it places no key on a node of its own (use ketama or modula)', 'migration', 'to', 'distribution');
       return undefined;
     }
     target = { phase: migration.phase, to };

@@ -1,11 +1,12 @@
 /**
  * A twemproxy (nutcracker) config -> one slotproxy ring config per pool, placing every key where
- * that pool does: same servers, names, weights, `hash` and `hash_tag`. Only what keeps placement
- * and behaviour is carried over; settings slotproxy does without are named in `notes`.
+ * that pool does: same servers, names, weights, `hash`, `hash_tag` and `distribution` (a random
+ * pool's requests go to a random live server in both). Only what keeps placement and behaviour is
+ * carried over; settings slotproxy does without are named in `notes`.
  */
 import * as v from 'valibot';
 import { isScalar, parseDocument } from 'yaml';
-import { HASH_NAMES, HashName, configSchema } from './schema';
+import { DISTRIBUTIONS, HASH_NAMES, HashName, configSchema } from './schema';
 
 export interface ConvertedPool {
   pool: string;
@@ -65,8 +66,8 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
   const notes: string[] = [];
   const where = `pool ${pool}`;
   if (p.redis !== true) throw new TwemproxyConfigError(`${where}: only redis pools (redis: true) can be served by slotproxy`);
-  const distribution = p.distribution ?? 'ketama';
-  if (distribution !== 'ketama') throw new TwemproxyConfigError(`${where}: distribution ${String(distribution)} is not supported (only ketama)`);
+  const distribution = String(p.distribution ?? 'ketama');
+  if (!(DISTRIBUTIONS as readonly string[]).includes(distribution)) throw new TwemproxyConfigError(`${where}: unknown distribution ${distribution} (twemproxy has ${DISTRIBUTIONS.join(', ')})`);
   const hash = (p.hash ?? DEFAULT_HASH) as string;
   if (!(HASH_NAMES as readonly string[]).includes(hash)) throw new TwemproxyConfigError(`${where}: unknown hash ${hash}`);
   if (p.redis_db !== undefined && p.redis_db !== 0) throw new TwemproxyConfigError(`${where}: redis_db ${String(p.redis_db)}: slotproxy serves database 0 only`);
@@ -80,6 +81,7 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
     ring: {
       hash,
       hashTag,
+      ...(distribution === 'ketama' ? {} : { distribution }),
       nodes: p.servers.map((s) => parseServerLine(String(s))),
       ...(p.auto_eject_hosts === true ? { autoEjectHosts: true } : {}),
       ...(typeof p.server_failure_limit === 'number' ? { serverFailureLimit: p.server_failure_limit } : {}),
@@ -97,6 +99,7 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
     config.auth = { password: redisAuth };
     notes.push('redis_auth: used for clients (auth.password) and for the nodes (backend.password), as twemproxy does');
   }
+  if (distribution === 'random') notes.push('distribution random: every request goes to a live server picked at random, as in twemproxy, so a key read back may be missed');
   for (const [field, why] of Object.entries(IGNORED)) if (p[field] !== undefined) notes.push(`${field}: not carried over (${why})`);
 
   // The result must be a config slotproxy accepts; a failure here is a bug in this converter.

@@ -27,17 +27,17 @@ import { ClusterKeySpace } from './cluster-key-space';
 export const DEFAULT_HASH_TAG = '{}';
 
 export function ringFromConfig(ring: RingConfig, ejected?: ReadonlySet<number>): Ring {
-  return new Ring({ hash: ring.hash, hashTag: ring.hashTag ?? DEFAULT_HASH_TAG, nodes: ring.nodes, ejected });
+  return new Ring({ hash: ring.hash, hashTag: ring.hashTag ?? DEFAULT_HASH_TAG, distribution: ring.distribution, nodes: ring.nodes, ejected });
 }
 
 /** The live slot map of a cluster named by its seeds (the proxy's, or a tool's own). */
 export type ClusterOwnersFor = (seeds: readonly string[]) => SlotOwners;
 
-/** Side B: a ring (its hash tag defaults to ring A's, when A is a ring) or a Redis Cluster. */
+/** Side B: a ring (its hash tag and distribution default to ring A's, when A is a ring) or a Redis Cluster. */
 export function targetFromConfig(ring: RingConfig | null, migration: MigrationConfig, clusterFor: ClusterOwnersFor): KeySpace {
   const to = migration.to;
   if ('cluster' in to) return new ClusterKeySpace(to.cluster.seeds, clusterFor(to.cluster.seeds));
-  return new Ring({ hash: to.hash, hashTag: to.hashTag ?? ring?.hashTag ?? DEFAULT_HASH_TAG, nodes: to.nodes });
+  return new Ring({ hash: to.hash, hashTag: to.hashTag ?? ring?.hashTag ?? DEFAULT_HASH_TAG, distribution: to.distribution ?? ring?.distribution, nodes: to.nodes });
 }
 
 /** For configs without a cluster side: asking for one is a programming error. */
@@ -56,6 +56,10 @@ export class Placement {
     readonly to: KeySpace | null,
     readonly phase: MigrationPhase | null,
   ) {
+    // A random ring has no key -> node function (sharding/random.ts): nothing to migrate by.
+    if (to !== null && [from, to].some((side) => side instanceof Ring && side.distribution === 'random')) {
+      throw new Error('a random ring cannot be a side of a migration');
+    }
     this.sameHashing = from instanceof Ring && to instanceof Ring && from.hashesLike(to);
     this.stride = to?.shardCount ?? RING_SHARDS;
     Object.freeze(this);

@@ -4,6 +4,8 @@ import { KeySpace } from '../../sharding/key-space';
 
 function owner(side: KeySpace, key: Buffer): string {
   if (side instanceof Ring) {
+    // Each request picks its node: no node owns the key.
+    if (side.distribution === 'random') return 'random';
     const n = side.nodeOf(key);
     return `${n.name}(${n.addr})`;
   }

@@ -9,11 +9,31 @@ import { sendCommand } from '../../cmd/sandbox/resp-client';
 
 export interface NutcrackerPool {
   hash: string;
+  /** Default ketama. */
+  distribution?: 'ketama' | 'modula' | 'random';
   hashTag?: string;
   /** `host:port:weight [name]` lines, as nutcracker.yml writes them. */
   servers: string[];
   /** auto_eject_hosts with this server_failure_limit and server_retry_timeout (ms). */
   autoEject?: { failureLimit: number; retryTimeoutMs: number };
+}
+
+/** The nutcracker.yml of one pool `pool` listening on `listen`. */
+export function nutcrackerYaml(pool: NutcrackerPool, listen: string): string {
+  return [
+    'pool:',
+    `  listen: ${listen}`,
+    `  hash: ${pool.hash}`,
+    `  distribution: ${pool.distribution ?? 'ketama'}`,
+    '  redis: true',
+    ...(pool.autoEject === undefined
+      ? ['  auto_eject_hosts: false']
+      : ['  auto_eject_hosts: true', `  server_failure_limit: ${pool.autoEject.failureLimit}`, `  server_retry_timeout: ${pool.autoEject.retryTimeoutMs}`]),
+    ...(pool.hashTag === undefined ? [] : [`  hash_tag: "${pool.hashTag}"`]),
+    '  servers:',
+    ...pool.servers.map((s) => `   - ${s}`),
+    '',
+  ].join('\n');
 }
 
 export class Nutcracker {
@@ -28,22 +48,8 @@ export class Nutcracker {
   static async start(pool: NutcrackerPool): Promise<Nutcracker> {
     const dir = await fsp.mkdtemp(path.join(os.tmpdir(), 'slotproxy-nutcracker-'));
     const [port, statsPort] = await freePorts(2);
-    const lines = [
-      'pool:',
-      `  listen: 127.0.0.1:${port}`,
-      `  hash: ${pool.hash}`,
-      '  distribution: ketama',
-      '  redis: true',
-      ...(pool.autoEject === undefined
-        ? ['  auto_eject_hosts: false']
-        : ['  auto_eject_hosts: true', `  server_failure_limit: ${pool.autoEject.failureLimit}`, `  server_retry_timeout: ${pool.autoEject.retryTimeoutMs}`]),
-      ...(pool.hashTag === undefined ? [] : [`  hash_tag: "${pool.hashTag}"`]),
-      '  servers:',
-      ...pool.servers.map((s) => `   - ${s}`),
-      '',
-    ];
     const file = path.join(dir, 'nutcracker.yml');
-    await fsp.writeFile(file, lines.join('\n'));
+    await fsp.writeFile(file, nutcrackerYaml(pool, `127.0.0.1:${port}`));
     const proc = ManagedProcess.start(Nutcracker.bin(), ['-c', file, '-s', String(statsPort), '-a', '127.0.0.1', '-o', path.join(dir, 'nutcracker.log')]);
     const nc = new Nutcracker(port, proc, dir);
     const deadline = Date.now() + 10_000;

@@ -1,14 +1,16 @@
 // Ring mode places every key exactly where twemproxy (a real nutcracker) places it: keys written
 // through one are read through the other, for many hashes, weights, named and unnamed servers,
-// hash tags and binary keys.
+// hash tags and binary keys, with distribution ketama and modula; with distribution random, both
+// send every request to a live server.
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { isListening } from '../../cmd/sandbox/ports';
-import { HashName } from '../../config/schema';
-import { Nutcracker } from './ring-nutcracker';
+import { DistributionName, HashName } from '../../config/schema';
+import { convertTwemproxy } from '../../config/twemproxy';
+import { Nutcracker, NutcrackerPool, nutcrackerYaml } from './ring-nutcracker';
 import { Ring } from '../../sharding/ring';
 import { xorshift32 } from '../helpers/random';
 
@@ -65,11 +67,19 @@ function connect(port: number): Redis {
   return new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, enableReadyCheck: false, disableClientInfo: true });
 }
 
-async function checkScenario(nodes: StandaloneNodes | RedisNode[], hash: HashName, servers: Server[], hashTag: string | undefined, seed: number): Promise<{ fromNutcracker: number; fromSlotproxy: number; perNode: number[] }> {
+async function checkScenario(
+  nodes: StandaloneNodes | RedisNode[],
+  hash: HashName,
+  servers: Server[],
+  hashTag: string | undefined,
+  seed: number,
+  distribution: DistributionName = 'ketama',
+): Promise<{ fromNutcracker: number; fromSlotproxy: number; perNode: number[] }> {
   const all = Array.isArray(nodes) ? nodes : nodes.nodes;
   await Promise.all(all.map((n) => n.command('FLUSHALL')));
   const nc = await Nutcracker.start({
     hash,
+    distribution,
     hashTag,
     servers: servers.map((s) => `${s.addr}:${s.weight}${s.name === undefined ? '' : ` ${s.name}`}`),
   });
@@ -77,7 +87,7 @@ async function checkScenario(nodes: StandaloneNodes | RedisNode[], hash: HashNam
   const clients: Redis[] = [];
   try {
     proxy = await ProxyServer.start(
-      parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring: { hash, hashTag: hashTag ?? '', nodes: servers }, log: { level: 'silent' } }),
+      parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring: { hash, hashTag: hashTag ?? '', distribution, nodes: servers }, log: { level: 'silent' } }),
     );
     const viaNc = connect(nc.port);
     const viaSp = connect(proxy.address.port);
@@ -132,11 +142,35 @@ describe('ring mode is byte-for-byte compatible with twemproxy', () => {
     else expect(r.perNode.filter((n) => n > 0).length).toBeGreaterThanOrEqual(1);
   }, 30_000);
 
-  test('auto_eject_hosts: with a node down, both eject it and place its keys on the same live nodes; both take it back', async () => {
+  // distribution: modula, every hash: hash % total weight over the servers in config order.
+  const MODULA_SCENARIOS: [HashName, string, () => Server[], string | undefined][] = [
+    ['md5', 'named, weights 1,2,3,1, {} tag', named([1, 2, 3, 1]), '{}'],
+    ['fnv1a_64', 'unnamed, equal weights, {} tag', unnamed([1, 1, 1, 1]), '{}'],
+    ['murmur', 'named, weights 3,1,2,5', named([3, 1, 2, 5]), undefined],
+    ['crc32a', 'unnamed, weights 2,1', unnamed([2, 1]), undefined],
+    ['one_at_a_time', 'named, weights 1,1,4', named([1, 1, 4]), '{}'],
+    ['hsieh', 'unnamed, weights 1,2,3', unnamed([1, 2, 3]), '::'],
+    ['jenkins', 'named, weights 1,3,1,2', named([1, 3, 1, 2]), '{}'],
+    ['crc16', 'named, equal weights', named([1, 1, 1]), undefined],
+    ['crc32', 'unnamed, weights 5,3,1', unnamed([5, 3, 1]), '{}'],
+    ['fnv1_64', 'named, weights 1,2', named([1, 2]), '::'],
+    ['fnv1_32', 'unnamed, weights 4,1,1,1', unnamed([4, 1, 1, 1]), undefined],
+    ['fnv1a_32', 'named, weights 7,1,1,1', named([7, 1, 1, 1]), '{}'],
+  ];
+
+  test.each(MODULA_SCENARIOS)('modula, %s, %s', async (hash, _what, servers, tag) => {
+    const r = await checkScenario(nodes!, hash, servers(), tag, hash.length * 37, 'modula');
+    expect({ fromNutcracker: r.fromNutcracker, fromSlotproxy: r.fromSlotproxy }).toEqual({ fromNutcracker: 0, fromSlotproxy: 0 });
+    // Every server holds keys (crc32's 15-bit values spread too: modulo, not a continuum).
+    for (let i = 0; i < servers().length; i++) expect(r.perNode[i]).toBeGreaterThan(0);
+  }, 30_000);
+
+  test.each(['ketama', 'modula'] as const)('auto_eject_hosts, %s: with a node down, both eject it and place its keys on the same live nodes; both take it back', async (distribution) => {
     const servers: Server[] = [0, 1, 2].map((i) => ({ name: `n${i}`, addr: nodes!.addresses[i], weight: i + 1 }));
     await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
     const nc = await Nutcracker.start({
       hash: 'fnv1a_64',
+      distribution,
       hashTag: '{}',
       servers: servers.map((s) => `${s.addr}:${s.weight} ${s.name}`),
       autoEject: { failureLimit: 1, retryTimeoutMs: 4000 },
@@ -149,7 +183,7 @@ describe('ring mode is byte-for-byte compatible with twemproxy', () => {
         parseConfig({
           listen: '127.0.0.1:0',
           mode: 'ring',
-          ring: { hash: 'fnv1a_64', hashTag: '{}', nodes: servers, autoEjectHosts: true, serverFailureLimit: 1, serverRetryTimeoutMs: 4000 },
+          ring: { hash: 'fnv1a_64', hashTag: '{}', distribution, nodes: servers, autoEjectHosts: true, serverFailureLimit: 1, serverRetryTimeoutMs: 4000 },
           log: { level: 'silent' },
         }),
       );
@@ -158,7 +192,7 @@ describe('ring mode is byte-for-byte compatible with twemproxy', () => {
       clients.push(viaNc, viaSp);
       await down.stop();
       // A key of the dead node: each proxy fails it until it has ejected the node, then serves it elsewhere.
-      const full = new Ring({ hash: 'fnv1a_64', hashTag: '{}', nodes: servers });
+      const full = new Ring({ hash: 'fnv1a_64', hashTag: '{}', distribution, nodes: servers });
       let probe = 0;
       while (full.indexOf(Buffer.from(`probe${probe}`)) !== 2) probe++;
       for (const c of [viaNc, viaSp]) {
@@ -195,6 +229,70 @@ describe('ring mode is byte-for-byte compatible with twemproxy', () => {
       await writeAll(viaSp, b2, 'sp:');
       expect({ fromNutcracker: await missing(viaSp, a2, 'nc:'), fromSlotproxy: await missing(viaNc, b2, 'sp:') }).toEqual({ fromNutcracker: 0, fromSlotproxy: 0 });
       expect(Number(await down.command('DBSIZE'))).toBeGreaterThan(500);
+    } finally {
+      for (const c of clients) c.disconnect();
+      await proxy?.close(200);
+      await nc.stop();
+      if (!down.running) await down.restart();
+    }
+  }, 60_000);
+
+  test('random: a nutcracker.yml pool is imported as it is; both send every request to a live server, also with one ejected', async () => {
+    const pool: NutcrackerPool = {
+      hash: 'fnv1a_64',
+      distribution: 'random',
+      hashTag: '{}',
+      // Weights are ignored by random, in nutcracker as here.
+      servers: [0, 1, 2].map((i) => `${nodes!.addresses[i]}:${[1, 5, 1][i]}`),
+      autoEject: { failureLimit: 1, retryTimeoutMs: 60_000 },
+    };
+    const imported = convertTwemproxy(nutcrackerYaml(pool, '127.0.0.1:0'));
+    expect(imported[0].config.ring).toMatchObject({ distribution: 'random', autoEjectHosts: true });
+    await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+    const nc = await Nutcracker.start(pool);
+    let proxy: ProxyServer | undefined;
+    const clients: Redis[] = [];
+    const down = nodes!.nodes[2];
+    const sizes = (): Promise<number[]> => Promise.all(nodes!.nodes.slice(0, 3).map(async (n) => (n.running ? Number(await n.command('DBSIZE')) : 0)));
+    try {
+      proxy = await ProxyServer.start(parseConfig({ ...imported[0].config, log: { level: 'silent' } }));
+      const viaNc = connect(nc.port);
+      const viaSp = connect(proxy.address.port);
+      clients.push(viaNc, viaSp);
+      const KEYS = 900;
+      for (const [c, name] of [[viaNc, 'nc'], [viaSp, 'sp']] as const) {
+        const before = await sizes();
+        const keys = Array.from({ length: KEYS }, (_, i) => Buffer.from(`${name}:random:${i}`));
+        await writeAll(c, keys, `${name}:`);
+        const after = await sizes();
+        const added = after.map((n, i) => n - before[i]);
+        // Every request reached a server, each server about a third of them (weights ignored).
+        expect(added.reduce((a, b) => a + b, 0)).toBe(KEYS);
+        for (const n of added) expect(n).toBeGreaterThan(KEYS / 6);
+        for (const n of added) expect(n).toBeLessThan(KEYS / 2);
+        // Read back through a random server: some found, some missed.
+        const misses = await missing(c, keys, `${name}:`);
+        expect(misses).toBeGreaterThan(0);
+        expect(misses).toBeLessThan(KEYS);
+      }
+
+      // One server down: each proxy ejects it at its first failure, then every request succeeds on the two others.
+      await down.stop();
+      for (const c of [viaNc, viaSp]) {
+        const deadline = Date.now() + 15_000;
+        for (let ok = 0, i = 0; ok < 50; i++) {
+          ok = (await c.set(`probe${i}`, 'x').then(() => true, () => false)) ? ok + 1 : 0;
+          if (Date.now() > deadline) throw new Error('the dead node was never ejected');
+        }
+      }
+      for (const [c, name] of [[viaNc, 'nc-ejected'], [viaSp, 'sp-ejected']] as const) {
+        const before = await sizes();
+        const keys = Array.from({ length: 300 }, (_, i) => Buffer.from(`${name}:${i}`));
+        await writeAll(c, keys, `${name}:`);
+        const added = (await sizes()).map((n, i) => n - before[i]);
+        expect(added[0] + added[1]).toBe(300);
+        expect(Math.min(added[0], added[1])).toBeGreaterThan(50);
+      }
     } finally {
       for (const c of clients) c.disconnect();
       await proxy?.close(200);

@@ -135,6 +135,15 @@ describe('defaults', () => {
     });
   });
 
+  test('ring.distribution: absent is ketama (nothing added); modula and random are kept; migration.to keeps its own', () => {
+    expect(parseConfig(RING_MIN).ring).not.toHaveProperty('distribution');
+    for (const distribution of ['ketama', 'modula', 'random'] as const) {
+      expect(parseConfig({ ...RING_MIN, ring: { ...RING_MIN.ring, distribution } }).ring?.distribution).toBe(distribution);
+    }
+    const cfg = parseConfig({ ...RING_MIN, ring: { ...RING_MIN.ring, distribution: 'modula' }, migration: { phase: 'done', to: { distribution: 'ketama', nodes: [{ addr: 'h:2' }] } } });
+    expect(cfg.mode === 'ring' && cfg.migration !== undefined && 'nodes' in cfg.migration.to && cfg.migration.to.distribution).toBe('ketama');
+  });
+
   test('an explicit migration.to.hash is kept', () => {
     const cfg = parseConfig({
       ...RING_MIN,
@@ -274,6 +283,10 @@ describe('bad configs name the field and the reason', () => {
     ['ring duplicate addr', ring({ nodes: [node('h:1'), node('h:2'), node('h:1')] }), 'ring.nodes[2].addr: duplicate addr "h:1" (already used by nodes[0])'],
     ['ring duplicate name', ring({ nodes: [node('h:1', { name: 'a' }), node('h:2', { name: 'a' })] }), 'ring.nodes[1].name: duplicate name "a" (already used by nodes[0])'],
     ['ring hash unknown', ring({ hash: 'sha1' }), 'ring.hash: expected one of one_at_a_time | md5 | crc16 | crc32 | crc32a | fnv1_64 | fnv1a_64 | fnv1_32 | fnv1a_32 | hsieh | murmur | jenkins, got "sha1"'],
+    ['ring distribution unknown', ring({ distribution: 'consistent' }), 'ring.distribution: expected one of ketama | modula | random, got "consistent"'],
+    ['migration from a random ring', { mode: 'ring', ring: { distribution: 'random', nodes: [node('h:1')] }, migration: { phase: 'double-write', to: { distribution: 'ketama', nodes: [node('h:2')] } } }, 'ring.distribution: a random ring cannot be migrated from: it places no key on a node of its own (use ketama or modula)'],
+    ['migration to a random ring', { ...RING_MIN, migration: { phase: 'double-write', to: { distribution: 'random', nodes: [node('h:2')] } } }, 'migration.to.distribution: a migration cannot go to a random ring: it places no key on a node of its own (use ketama or modula)'],
+    ['migration to a cluster with a distribution', { ...RING_MIN, migration: { phase: 'double-write', to: { distribution: 'modula', cluster: { seeds: ['h:1'] } } } }, 'migration.to.distribution: only for a ring (a Redis Cluster hashes keys to slots)'],
     ['hashTag one character', ring({ hashTag: '{' }), 'ring.hashTag: expected 2 ASCII characters like "{}", got "{"'],
     ['hashTag non-ASCII', ring({ hashTag: '«»' }), 'ring.hashTag: expected 2 ASCII characters like "{}", got "«»"'],
     ['hashTag a mapping (unquoted {} in YAML)', ring({ hashTag: {} }), 'ring.hashTag: expected 2 characters like "{}", got a mapping'],

@@ -32,6 +32,17 @@ describe('import-twemproxy', () => {
     for (const p of pools) expect(() => parseConfig(p.config)).not.toThrow();
   });
 
+  test('modula and random pools keep their distribution; ketama, the default, is not written', () => {
+    const pool = (distribution: string) => convertTwemproxy(`p:\n  listen: 127.0.0.1:1\n  redis: true\n  distribution: ${distribution}\n  servers: ["127.0.0.1:2:1", "127.0.0.1:3:2"]\n`)[0];
+    expect(pool('modula').config.ring).toEqual({ hash: 'fnv1a_64', hashTag: '', distribution: 'modula', nodes: [{ addr: '127.0.0.1:2', weight: 1 }, { addr: '127.0.0.1:3', weight: 2 }] });
+    expect(pool('modula').notes).toEqual([]);
+    const random = pool('random');
+    expect(random.config.ring).toMatchObject({ distribution: 'random' });
+    expect(random.notes.join('\n')).toContain('distribution random: every request goes to a live server picked at random');
+    expect(pool('ketama').config.ring).not.toHaveProperty('distribution');
+    for (const d of ['modula', 'random', 'ketama']) expect(parseConfig(pool(d).config).ring?.distribution).toBe(d === 'ketama' ? undefined : d);
+  });
+
   test('redis_auth is read as text, as twemproxy reads it: 12345 and 0x10 are passwords, not numbers', () => {
     const pool = (auth: string) => convertTwemproxy(`p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_auth: ${auth}\n  servers: ["127.0.0.1:2:1"]\n`)[0];
     for (const [auth, password] of [['12345', '12345'], ['0x10', '0x10'], ['true', 'true'], ['"quoted pw"', 'quoted pw']]) {
@@ -50,7 +61,7 @@ describe('import-twemproxy', () => {
 
   test.each([
     ['a memcached pool', 'p:\n  listen: 127.0.0.1:1\n  servers: ["127.0.0.1:2:1"]\n', 'only redis pools'],
-    ['modula distribution', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  distribution: modula\n  servers: ["127.0.0.1:2:1"]\n', 'distribution modula'],
+    ['an unknown distribution', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  distribution: vnode\n  servers: ["127.0.0.1:2:1"]\n', 'pool p: unknown distribution vnode (twemproxy has ketama, modula, random)'],
     ['an unknown hash', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  hash: sha1\n  servers: ["127.0.0.1:2:1"]\n', 'unknown hash'],
     ['another database', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n  redis_db: 2\n  servers: ["127.0.0.1:2:1"]\n', 'redis_db 2'],
     ['no servers', 'p:\n  listen: 127.0.0.1:1\n  redis: true\n', 'servers must be'],

@@ -101,7 +101,7 @@ describe('ketama continuum', () => {
 // twemproxy's binary search finds (the first at or above the hash, wrapping past the last).
 describe('continuum lookup', () => {
   function binarySearchOwner(ring: Ring, hash: number): number {
-    const { values, owners } = ring as unknown as { values: Uint32Array; owners: Uint16Array };
+    const { values, owners } = (ring as unknown as { lookup: { values: Uint32Array; owners: Uint16Array } }).lookup;
     let left = 0;
     let right = values.length;
     while (left < right) {
@@ -122,7 +122,7 @@ describe('continuum lookup', () => {
 
   for (const [name, ring] of Object.entries(rings)) {
     test(`${name}: every point, its neighbours, the ends and random hashes`, () => {
-      const { values } = ring as unknown as { values: Uint32Array };
+      const { values } = (ring as unknown as { lookup: { values: Uint32Array } }).lookup;
       const hashes = [0, 1, 0xffffffff, 0xfffffffe, 2 ** 31, 2 ** 31 - 1];
       for (const v of values) hashes.push(v, Math.max(0, v - 1), Math.min(0xffffffff, v + 1));
       let x = 12345;

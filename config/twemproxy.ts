@@ -78,6 +78,8 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
   const config: Record<string, unknown> = {
     listen: p.listen,
     mode: 'ring',
+    // nutcracker splits MGET, MSET, DEL, UNLINK, EXISTS and TOUCH over the servers of their keys.
+    crossSlot: 'split',
     ring: {
       hash,
       hashTag,

@@ -301,6 +301,63 @@ describe('ring mode is byte-for-byte compatible with twemproxy', () => {
     }
   }, 60_000);
 
+  test('an imported pool splits MGET, MSET, DEL, UNLINK, EXISTS and TOUCH over its servers as nutcracker does', async () => {
+    const pool: NutcrackerPool = { hash: 'fnv1a_64', hashTag: '{}', servers: [0, 1, 2].map((i) => `${nodes!.addresses[i]}:1 s${i}`) };
+    const imported = convertTwemproxy(nutcrackerYaml(pool, '127.0.0.1:0'));
+    expect(imported[0].config.crossSlot).toBe('split');
+    // Ten keys, at least two on each server.
+    const ring = new Ring({ hash: 'fnv1a_64', hashTag: '{}', nodes: [0, 1, 2].map((i) => ({ addr: nodes!.addresses[i], weight: 1, name: `s${i}` })) });
+    const keys: string[] = [];
+    const perServer = [0, 0, 0];
+    for (let i = 0; keys.length < 10; i++) {
+      const node = ring.indexOf(Buffer.from(`multi:${i}`));
+      if (perServer[node] < 4) {
+        perServer[node]++;
+        keys.push(`multi:${i}`);
+      }
+    }
+    const script: (string | number)[][] = [
+      ['MSET', ...keys.flatMap((k, i) => [k, `v${i}`])],
+      ['MGET', ...keys, 'multi:none'],
+      ['EXISTS', ...keys, 'multi:none', keys[0]],
+      ['TOUCH', ...keys, 'multi:none'],
+      ['DEL', ...keys.slice(0, 4), 'multi:none'],
+      ['UNLINK', ...keys.slice(4)],
+      ['MGET', ...keys],
+    ];
+    const run = async (port: number): Promise<unknown[]> => {
+      await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+      const c = connect(port);
+      try {
+        const replies: unknown[] = [];
+        for (const [name, ...args] of script) {
+          replies.push(await c.call(String(name), ...args));
+          if (name === 'MSET') replies.push(await Promise.all(nodes!.nodes.slice(0, 3).map((n) => n.command('DBSIZE'))));
+        }
+        return replies;
+      } finally {
+        c.disconnect();
+      }
+    };
+    const nc = await Nutcracker.start(pool);
+    let proxy: ProxyServer | undefined;
+    try {
+      proxy = await ProxyServer.start(parseConfig({ ...imported[0].config, log: { level: 'silent' } }));
+      const fromNutcracker = await run(nc.port);
+      const fromSlotproxy = await run(proxy.address.port);
+      // The keys are on every server, and each answer is nutcracker's, except EXISTS: nutcracker
+      // 0.5.0 sends it whole to its first key's server (here 5); slotproxy answers as one Redis.
+      expect((fromNutcracker[1] as unknown[]).every((n) => Number(n) >= 2)).toBe(true);
+      const exists = 3;
+      expect(fromSlotproxy.filter((_, i) => i !== exists)).toEqual(fromNutcracker.filter((_, i) => i !== exists));
+      expect(fromSlotproxy[2]).toEqual([...keys.map((_, i) => `v${i}`), null]);
+      expect(fromSlotproxy.slice(3, 7)).toEqual([11, 10, 4, 6]);
+    } finally {
+      await proxy?.close(200);
+      await nc.stop();
+    }
+  }, 30_000);
+
   test('an unnamed server on port 11211 is named by its host alone', async () => {
     // Port 11211 may be taken on 127.0.0.1 (memcached): any free loopback address will do.
     let host: string | undefined;

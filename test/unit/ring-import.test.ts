@@ -22,6 +22,7 @@ describe('import-twemproxy', () => {
     expect(pools[0].config).toEqual({
       listen: '127.0.0.1:22121',
       mode: 'ring',
+      crossSlot: 'split',
       ring: { hash: 'murmur', hashTag: '{}', nodes: [{ addr: '127.0.0.1:6379', weight: 1, name: 'a' }, { addr: '127.0.0.1:6380', weight: 2 }], autoEjectHosts: true, serverRetryTimeoutMs: 2000 },
       backend: { password: 'pw', commandTimeoutMs: 400, connectionsPerNode: 4 },
       auth: { password: 'pw' },

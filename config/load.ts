@@ -159,6 +159,11 @@ function parseJson(file: string, text: string): unknown {
  * whatever directory the proxy starts in.
  */
 export function loadConfigFile(file: string): Config {
+  return configFromSource(file, readConfigSource(file).raw);
+}
+
+/** A config file's text and its parsed data (YAML, or JSON for `.json`), not validated yet. */
+export function readConfigSource(file: string): { text: string; raw: unknown } {
   let text: string;
   try {
     text = readFileSync(file, 'utf8');
@@ -169,6 +174,11 @@ export function loadConfigFile(file: string): Config {
   if (raw === null || raw === undefined) {
     throw new ConfigError([`${file}: the file is empty`], file);
   }
+  return { text, raw };
+}
+
+/** loadConfigFile's second half: validates data read from `file` and resolves its paths. */
+export function configFromSource(file: string, raw: unknown): Config {
   const cfg = validate(raw, file);
   const dir = path.dirname(path.resolve(file));
   const within = <T extends { cert?: string; key?: string; ca?: string }>(files: T | undefined): T | undefined => (files === undefined ? undefined : resolveFiles(dir, files));

@@ -12,10 +12,15 @@ export const BIN = path.resolve(__dirname, '..', '..', 'dist', 'cmd', 'slotproxy
 
 export class ProxyProcess {
   log = '';
+  /** What it printed on stdout (the start banner, `-D`...). */
+  out = '';
   private readonly exited: Promise<number | null>;
   private readonly waiters = new Set<() => void>();
 
   private constructor(readonly child: ChildProcess) {
+    child.stdout?.on('data', (d: Buffer) => {
+      this.out += d.toString();
+    });
     child.stderr?.on('data', (d: Buffer) => {
       this.log += d.toString();
       for (const w of this.waiters) w();
@@ -28,9 +33,14 @@ export class ProxyProcess {
 
   /** Starts `slotproxy start -c file`; does not wait for it to listen (see waitForLog). */
   static start(file: string, extraArgs: string[] = []): ProxyProcess {
+    return ProxyProcess.run(['start', '-c', file, ...extraArgs]);
+  }
+
+  /** Starts `slotproxy ARGS...` (any command); stopped by killAllProxies() too. */
+  static run(args: string[]): ProxyProcess {
     if (!fs.existsSync(BIN)) throw new Error(`${BIN} is missing: run \`npm run build\` (npm test does)`);
     // The V8 flags of the bin's shebang, which spawning node directly would skip.
-    const child = spawn(process.execPath, [...NODE_FLAGS, BIN, 'start', '-c', file, ...extraArgs], { stdio: ['ignore', 'ignore', 'pipe'] });
+    const child = spawn(process.execPath, [...NODE_FLAGS, BIN, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
     const p = new ProxyProcess(child);
     live.add(p);
     return p;

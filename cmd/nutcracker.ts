@@ -1,0 +1,136 @@
+/**
+ * `slotproxy nutcracker [flags]`: nutcracker's own flags, so that a service file only changes the
+ * binary's name. It serves the file as `slotproxy start -c FILE` does (cmd/serve.ts).
+ * - `-c FILE` (default conf/nutcracker.yml, as nutcracker), `-t` (check and exit 0/1, in
+ *   nutcracker's words), `-o FILE` (the log file), `-v N` (nutcracker's 0-11 onto the log levels),
+ *   `-p FILE` (the pid, removed on exit), `-V`, `-h`, `-D` (nutcracker's stats, described).
+ * - `-d`: refused (run it under a service manager).
+ * - `-s`, `-a`, `-i`, `-m`: accepted; nutcracker's stats JSON is not served yet, which one warning
+ *   line on stderr says.
+ */
+import fs from 'node:fs';
+import path from 'node:path';
+import { Command, InvalidArgumentError } from 'commander';
+import { ConfigError, ConfigOverrides } from '../config/load';
+import { loadServedFile } from '../config/served-file';
+import { VERSION } from '../proxy/server/version';
+import { fail } from './fail';
+import { NUTCRACKER_STATS_DESCRIPTION } from './nutcracker-stats';
+import { startFromFile } from './serve';
+
+interface NutcrackerFlags {
+  confFile: string;
+  testConf?: true;
+  output?: string;
+  verbose?: number;
+  pidFile?: string;
+  daemonize?: true;
+  describeStats?: true;
+  statsPort?: string;
+  statsAddr?: string;
+  statsInterval?: string;
+  mbufSize?: string;
+}
+
+/** nutcracker's log levels (nc_log.h: LOG_EMERG 0 ... LOG_PVERB 11; default 5, LOG_NOTICE) as slotproxy's. */
+export function nutcrackerLogLevel(verbosity: number): string {
+  if (verbosity <= 2) return 'fatal';
+  if (verbosity === 3) return 'error';
+  if (verbosity === 4) return 'warn';
+  if (verbosity <= 6) return 'info';
+  if (verbosity === 7) return 'debug';
+  return 'trace';
+}
+
+function verbosity(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 11) throw new InvalidArgumentError('expected a level from 0 to 11');
+  return n;
+}
+
+/** The one line saying which of nutcracker's stats flags were given and that nothing serves them yet. */
+function statsWarning(opts: NutcrackerFlags): string | null {
+  const flags: [string, string | undefined][] = [
+    ['-s', opts.statsPort],
+    ['-a', opts.statsAddr],
+    ['-i', opts.statsInterval],
+    ['-m', opts.mbufSize],
+  ];
+  const given = flags.flatMap(([flag, value]) => (value === undefined ? [] : [`${flag} ${value}`]));
+  if (given.length === 0) return null;
+  const why = ["nutcracker's stats JSON is not served yet (Prometheus /metrics is, with metrics.listen in a slotproxy config)"];
+  if (opts.mbufSize !== undefined) why.push('slotproxy has no mbufs');
+  return `slotproxy nutcracker: warning: ${given.join(', ')} accepted but not used: ${why.join('; ')}\n`;
+}
+
+/** Writes the pid to `file` and removes it when the process exits (only if it still holds this pid). */
+function writePidFile(file: string): void {
+  const pid = String(process.pid);
+  try {
+    fs.writeFileSync(file, `${pid}\n`);
+  } catch (err) {
+    throw new Error(`cannot write the pid file ${file}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+  process.on('exit', () => {
+    try {
+      if (fs.readFileSync(file, 'utf8').trim() === pid) fs.unlinkSync(file);
+    } catch {
+      // Already gone.
+    }
+  });
+}
+
+function testConf(file: string, overrides: ConfigOverrides): never {
+  try {
+    loadServedFile(file, overrides);
+  } catch (err) {
+    process.stderr.write(`slotproxy: configuration file '${file}' syntax is invalid\n`);
+    const problems = err instanceof ConfigError ? err.problems : [err instanceof Error ? err.message : String(err)];
+    for (const p of problems) process.stderr.write(`  ${p}\n`);
+    process.exit(1);
+  }
+  process.stderr.write(`slotproxy: configuration file '${file}' syntax is ok\n`);
+  process.exit(0);
+}
+
+export function registerNutcracker(program: Command): void {
+  program
+    .command('nutcracker')
+    .description("serve a nutcracker.yml with nutcracker's flags (a service file changes only the binary's name)")
+    .version(`slotproxy ${VERSION} (nutcracker's flags)`, '-V, --version', 'show version and exit')
+    .helpOption('-h, --help', 'this help')
+    .option('-c, --conf-file <file>', 'set configuration file', 'conf/nutcracker.yml')
+    .option('-t, --test-conf', 'test configuration for syntax errors and exit')
+    .option('-o, --output <file>', 'set logging file (default: stderr); SIGUSR1 and SIGHUP reopen it')
+    .option('-v, --verbose <n>', 'set logging level 0-11, as nutcracker (default: 5, info)', verbosity)
+    .option('-p, --pid-file <file>', 'write the pid here; removed on exit')
+    .option('-d, --daemonize', 'run as a daemon: refused, run it under a service manager')
+    .option('-D, --describe-stats', "print nutcracker's stats description and exit")
+    .option('-s, --stats-port <port>', 'accepted; the stats port is not served yet')
+    .option('-a, --stats-addr <addr>', 'accepted; the stats port is not served yet')
+    .option('-i, --stats-interval <ms>', 'accepted; the stats port is not served yet')
+    .option('-m, --mbuf-size <bytes>', 'accepted; slotproxy has no mbufs')
+    .action(async (opts: NutcrackerFlags) => {
+      try {
+        if (opts.describeStats === true) {
+          process.stdout.write(`${NUTCRACKER_STATS_DESCRIPTION}\nNote: slotproxy does not serve these on a stats port yet; its Prometheus /metrics (metrics.listen) has its own counters.\n`);
+          return;
+        }
+        if (opts.daemonize === true) {
+          process.stderr.write('slotproxy nutcracker: -d/--daemonize is not supported: run it in the foreground under a service manager (systemd Type=simple) or with nohup ... &\n');
+          process.exit(2);
+        }
+        const warning = statsWarning(opts);
+        if (warning !== null) process.stderr.write(warning);
+        const overrides: ConfigOverrides = {
+          logFile: opts.output === undefined ? undefined : path.resolve(opts.output),
+          logLevel: opts.verbose === undefined ? undefined : nutcrackerLogLevel(opts.verbose),
+        };
+        if (opts.testConf === true) testConf(opts.confFile, overrides);
+        if (opts.pidFile !== undefined) writePidFile(path.resolve(opts.pidFile));
+        await startFromFile(opts.confFile, overrides);
+      } catch (err) {
+        fail(err);
+      }
+    });
+}

@@ -1,0 +1,138 @@
+/**
+ * `slotproxy start -c FILE` (and `slotproxy nutcracker`): the file's proxies started and its signals
+ * wired. A slotproxy config is one proxy; a nutcracker.yml is one proxy per pool, each on its own
+ * `listen`, all in this process (config/served-file.ts).
+ * - SIGTERM/SIGINT: every proxy drains, then exit 0.
+ * - SIGHUP: reopen the log file, re-read the file and apply to each proxy what it can change live;
+ *   a pool the file adds or removes is refused with a log line (a restart serves it), and a pool
+ *   whose change cannot be applied keeps its running configuration, the other pools reloading.
+ * - the others as nutcracker (cmd/signals.ts); the log level is process-wide.
+ */
+import { ConfigError, ConfigOverrides } from '../config/load';
+import { Config, parseHostPort } from '../config/schema';
+import { ServedConfig, loadServedFile } from '../config/served-file';
+import { ProxyServer } from '../proxy/server/server';
+import { VERSION } from '../proxy/server/version';
+import { log, logTo, reopenLogFile, setLogLevel } from '../proxy/telemetry/log';
+import { fail } from './fail';
+import { handleNutcrackerSignals } from './signals';
+import { isWorkerProcess, superviseWorkers } from './workers';
+
+interface Running {
+  pool: string | null;
+  server: ProxyServer;
+}
+
+/** Loads `file`, then serves it (or, with `workers` > 1, supervises worker processes that do). */
+export async function startFromFile(file: string, overrides: ConfigOverrides): Promise<void> {
+  const served = loadServedFile(file, overrides);
+  const first = served[0].config;
+  if (first.workers > 1 && !isWorkerProcess()) {
+    setLogLevel(first.log.level);
+    openLogFile(first.log.file);
+    superviseWorkers(first.workers, first.metrics?.listen);
+    return;
+  }
+  await serve(served, file, overrides);
+}
+
+async function serve(served: ServedConfig[], file: string, overrides: ConfigOverrides): Promise<void> {
+  // Level and log file are process-wide, and the same in every pool (from the flags).
+  setLogLevel(served[0].config.log.level);
+  openLogFile(served[0].config.log.file);
+  // Before the start, which may wait for the back end: SIGTTIN would stop the process, SIGUSR2 end it.
+  handleNutcrackerSignals();
+  const running: Running[] = [];
+  let stopping = false;
+  const stop = (signal: string): void => {
+    if (stopping) return;
+    stopping = true;
+    log.info({ signal }, 'shutting down: draining in-flight replies');
+    Promise.all(running.map((r) => r.server.close())).then(() => process.exit(0), fail);
+  };
+  process.on('SIGTERM', () => stop('SIGTERM'));
+  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGHUP', () => reload(running, file, overrides));
+  for (const { pool, config } of served) {
+    if (stopping) break;
+    running.push({ pool, server: await ProxyServer.start(config) });
+  }
+  // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
+  // A worker prints nothing: N workers would print it N times.
+  if (!isWorkerProcess()) for (const r of running) process.stdout.write(startBanner(r));
+}
+
+function problems(err: unknown): string[] | string {
+  return err instanceof ConfigError ? err.problems : String(err);
+}
+
+/** SIGHUP: everything that can fail is checked, pool by pool, before anything is applied. */
+function reload(running: Running[], file: string, overrides: ConfigOverrides): void {
+  let next: ServedConfig[];
+  try {
+    next = loadServedFile(file, overrides);
+  } catch (err) {
+    reopenLogFile('SIGHUP');
+    log.error({ file, err: problems(err) }, 'reload refused; the running configuration stays');
+    return;
+  }
+  const applies: { pool: string | null; apply: () => void }[] = [];
+  // Said once the log file is settled, so that they are in the file that follows.
+  const refusals: (() => void)[] = [];
+  for (const { pool, server } of running) {
+    const config = next.find((n) => n.pool === pool)?.config;
+    if (config === undefined) {
+      refusals.push(() => log.error({ file, pool }, 'reload: this pool is no longer in the file; it keeps serving until a restart stops it'));
+      continue;
+    }
+    try {
+      const apply = server.prepareReload(config);
+      server.reloadRing(config);
+      applies.push({ pool, apply });
+    } catch (err) {
+      refusals.push(() => log.error({ file, ...(pool === null ? {} : { pool }), err: problems(err) }, 'reload refused; the running configuration stays'));
+    }
+  }
+  for (const { pool } of next) {
+    if (!running.some((r) => r.pool === pool)) refusals.push(() => log.error({ file, pool }, 'reload: a pool added to the file is not started; restart to serve it'));
+  }
+  // The log file first (reopened, or the one the file now names), so that what follows is in it.
+  if (applies.length === 0) reopenLogFile('SIGHUP');
+  else switchLogFile(next[0].config.log.file);
+  for (const r of refusals) r();
+  for (const { pool, apply } of applies) {
+    apply();
+    log.info({ file, ...(pool === null ? {} : { pool }) }, 'configuration reloaded (limits, log level, log file, auth and permissions, TLS certificate, back-end credentials, scripts, ring and migration applied)');
+  }
+}
+
+/** `log.file` at start: logs go there from now on; exit 1 when it cannot be opened. */
+export function openLogFile(logFile: string | undefined): void {
+  try {
+    logTo(logFile ?? null);
+  } catch (err) {
+    throw new Error(`cannot open the log file ${logFile ?? ''}: ${err instanceof Error ? err.message : String(err)}`);
+  }
+}
+
+/** `log.file` on SIGHUP: reopened under its name, or switched to the file the config now names. A file that cannot be opened keeps the logs where they went. */
+function switchLogFile(logFile: string | undefined): void {
+  try {
+    logTo(logFile ?? null);
+    if (logFile !== undefined) log.info({ signal: 'SIGHUP', file: logFile }, 'log file reopened');
+  } catch (err) {
+    log.error({ signal: 'SIGHUP', file: logFile, err: err instanceof Error ? err.message : String(err) }, 'cannot open the log file; logging on to the old one');
+  }
+}
+
+/** What `slotproxy start` prints on stdout once a proxy serves: where clients and Prometheus connect. */
+function startBanner({ pool, server }: Running): string {
+  const { host, port } = server.address;
+  const config: Config = server.config;
+  const lines = [`slotproxy ${VERSION} listening on ${host}:${port} (${config.mode} mode${pool === null ? '' : `, twemproxy pool ${pool}`})`];
+  const metricsPort = server.metricsPort;
+  if (config.metrics !== undefined && metricsPort !== null) {
+    lines.push(`metrics at http://${parseHostPort(config.metrics.listen).host}:${metricsPort}/metrics`);
+  }
+  return `${lines.join('\n')}\n`;
+}

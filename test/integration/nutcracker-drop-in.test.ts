@@ -1,0 +1,247 @@
+// slotproxy as a drop-in for nutcracker, on real processes (dist/, built by `npm test`): one
+// `slotproxy start -c nutcracker.yml` serves every pool of a two-pool file, each on its listen, with
+// keys where a real nutcracker over the same nodes puts them; SIGHUP reloads each pool and refuses an
+// added one; SIGTERM stops them all with exit 0. `slotproxy nutcracker` takes nutcracker's flags:
+// -t (ok and error), -p (pid file written and removed), -D, -d, and the stats flags' warning.
+import { SpawnSyncReturns, spawnSync } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import Redis from 'ioredis';
+import { ManagedProcess } from '../../bench/children';
+import { freePorts } from '../../cmd/sandbox/ports';
+import { sendCommand } from '../../cmd/sandbox/resp-client';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { NODE_FLAGS } from '../../cmd/node-flags';
+import { BIN, ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { Nutcracker } from './ring-nutcracker';
+
+const KEYS = 300;
+
+let nodes: StandaloneNodes | undefined;
+let dir: string;
+const clients: Redis[] = [];
+const nutcrackers: ManagedProcess[] = [];
+
+beforeAll(async () => {
+  dir = tempDir('slotproxy-nc-drop-in-');
+  nodes = await StandaloneNodes.start(2);
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of clients) if (c.status !== 'end') c.disconnect();
+  killAllProxies();
+  await Promise.all(nutcrackers.map((n) => n.stop()));
+  await nodes?.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+}, 30_000);
+
+function client(port: number): Redis {
+  const c = new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 5000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null });
+  clients.push(c);
+  return c;
+}
+
+/**
+ * Two pools over the same two nodes, placed differently: alpha ketama/fnv1a_64 with named,
+ * weighted servers; beta modula/murmur with a hash tag. `extra` appends a third pool.
+ */
+function twoPools(alphaPort: number, betaPort: number, extra = ''): string {
+  const [a, b] = nodes!.addresses;
+  return [
+    'alpha:',
+    `  listen: 127.0.0.1:${alphaPort}`,
+    '  hash: fnv1a_64',
+    '  distribution: ketama',
+    '  redis: true',
+    '  servers:',
+    `   - ${a}:1 first`,
+    `   - ${b}:3 second`,
+    'beta:',
+    `  listen: 127.0.0.1:${betaPort}`,
+    '  hash: murmur',
+    '  distribution: modula',
+    '  hash_tag: "{}"',
+    '  redis: true',
+    '  servers:',
+    `   - ${a}:1`,
+    `   - ${b}:1`,
+    extra,
+  ].join('\n');
+}
+
+function write(name: string, text: string): string {
+  const file = path.join(dir, name);
+  fs.writeFileSync(file, text);
+  return file;
+}
+
+function keys(prefix: string): string[] {
+  return Array.from({ length: KEYS }, (_, i) => (i % 5 === 0 ? `${prefix}:{tag${i % 17}}:${i}` : `${prefix}:${i}`));
+}
+
+async function writeAll(c: Redis, ks: string[]): Promise<void> {
+  const results = (await ks.reduce((p, k) => p.set(k, `v-${k}`), c.pipeline()).exec()) ?? [];
+  for (const [err] of results) if (err !== null) throw err;
+}
+
+/** The keys whose value does not come back through `c`. */
+async function missing(c: Redis, ks: string[]): Promise<string[]> {
+  const results = (await ks.reduce((p, k) => p.get(k), c.pipeline()).exec()) ?? [];
+  return ks.filter((k, i) => results[i][1] !== `v-${k}`);
+}
+
+/** How many of `ks` each node holds, read on the nodes themselves. */
+async function perNode(ks: string[]): Promise<number[]> {
+  return Promise.all(
+    nodes!.addresses.map(async (addr) => {
+      const n = client(Number(addr.split(':')[1]));
+      const results = (await ks.reduce((p, k) => p.exists(k), n.pipeline()).exec()) ?? [];
+      return results.filter(([, v]) => v === 1).length;
+    }),
+  );
+}
+
+/** A real nutcracker serving `file` (its pools on their own listens); resolves once each answers PING. */
+async function startNutcracker(file: string, ports: number[]): Promise<ManagedProcess> {
+  const [statsPort] = await freePorts(1);
+  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', file, '-s', String(statsPort), '-a', '127.0.0.1', '-o', path.join(dir, 'nutcracker.log')]);
+  nutcrackers.push(nc);
+  const deadline = Date.now() + 10_000;
+  for (const port of ports) {
+    for (;;) {
+      try {
+        if ((await sendCommand(port, ['PING'], { timeoutMs: 500 })) === 'PONG') break;
+      } catch {
+        // Not listening yet.
+      }
+      if (!nc.running || Date.now() > deadline) throw new Error(`nutcracker did not serve ${port}: ${nc.describeExit()} ${nc.stderr}`);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  }
+  return nc;
+}
+
+/** Resolves true when something accepts a connection on `port`. */
+function accepts(port: number): Promise<boolean> {
+  return new Promise((resolve) => {
+    const s = net.connect({ host: '127.0.0.1', port }, () => {
+      s.destroy();
+      resolve(true);
+    });
+    s.on('error', () => resolve(false));
+  });
+}
+
+/** `slotproxy ARGS...` to its end (for the flags that exit at once). */
+function runToEnd(args: string[]): SpawnSyncReturns<string> {
+  return spawnSync(process.execPath, [...NODE_FLAGS, BIN, ...args], { encoding: 'utf8', timeout: 30_000 });
+}
+
+test('start -c nutcracker.yml: both pools from one process, keys where nutcracker puts them; SIGHUP reloads each, refuses an added pool; SIGTERM stops all, exit 0', async () => {
+  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  const [alphaPort, betaPort, ncAlpha, ncBeta, gammaPort] = await freePorts(5);
+  const file = write('nutcracker.yml', twoPools(alphaPort, betaPort));
+  const proxy = ProxyProcess.start(file);
+  await proxy.waitForLog(/slotproxy is listening/, 30_000, 2);
+  // One banner line per pool, once both serve.
+  for (let i = 0; i < 100 && proxy.out.split('\n').length < 3; i++) await new Promise((r) => setTimeout(r, 20));
+  expect(proxy.out).toContain(`listening on 127.0.0.1:${alphaPort} (ring mode, twemproxy pool alpha)`);
+  expect(proxy.out).toContain(`listening on 127.0.0.1:${betaPort} (ring mode, twemproxy pool beta)`);
+
+  const nc = await startNutcracker(write('nutcracker-real.yml', twoPools(ncAlpha, ncBeta)), [ncAlpha, ncBeta]);
+  const pools = [
+    { name: 'alpha', ours: client(alphaPort), theirs: client(ncAlpha) },
+    { name: 'beta', ours: client(betaPort), theirs: client(ncBeta) },
+  ];
+  for (const { name, ours, theirs } of pools) {
+    // Written through nutcracker, read through slotproxy; and the other way round.
+    const viaNutcracker = keys(`${name}-nc`);
+    await writeAll(theirs, viaNutcracker);
+    expect(await missing(ours, viaNutcracker)).toEqual([]);
+    const viaSlotproxy = keys(`${name}-sp`);
+    await writeAll(ours, viaSlotproxy);
+    expect(await missing(theirs, viaSlotproxy)).toEqual([]);
+    // Both nodes hold some: a placement that put everything on one node would not prove much.
+    const counts = await perNode([...viaNutcracker, ...viaSlotproxy]);
+    expect(counts.reduce((a, b) => a + b, 0)).toBe(2 * KEYS);
+    for (const n of counts) expect(n).toBeGreaterThan(20);
+  }
+  // The two pools place the same keys differently (else reading through the wrong one would pass).
+  expect(await missing(pools[1].ours, keys('alpha-nc'))).not.toEqual([]);
+  await nc.stop();
+
+  // SIGHUP: each pool reloads; a pool added to the file is refused with a log line, not started.
+  fs.writeFileSync(file, twoPools(alphaPort, betaPort, ['gamma:', `  listen: 127.0.0.1:${gammaPort}`, '  redis: true', '  servers:', `   - ${nodes!.addresses[0]}:1`, ''].join('\n')));
+  proxy.kill('SIGHUP');
+  await proxy.waitForLog(/"pool":"gamma"[^\n]*a pool added to the file is not started/);
+  await proxy.waitForLog(/"pool":"alpha"[^\n]*configuration reloaded/);
+  await proxy.waitForLog(/"pool":"beta"[^\n]*configuration reloaded/);
+  expect(await accepts(gammaPort)).toBe(false);
+  expect(await pools[0].ours.ping()).toBe('PONG');
+
+  proxy.kill('SIGTERM');
+  expect(await proxy.exitCode()).toBe(0);
+  expect(await accepts(alphaPort)).toBe(false);
+  expect(await accepts(betaPort)).toBe(false);
+}, 90_000);
+
+test('nutcracker -t: "syntax is ok" and exit 0; an error names the pool and exits 1; a missing file too', () => {
+  const ok = write('ok.yml', twoPools(22121, 22122));
+  const good = runToEnd(['nutcracker', '-c', ok, '-t']);
+  expect(good.status).toBe(0);
+  expect(good.stderr).toBe(`slotproxy: configuration file '${ok}' syntax is ok\n`);
+
+  const badFile = write('bad.yml', twoPools(22121, 22122).replace('hash: murmur', 'hash: nope'));
+  const bad = runToEnd(['nutcracker', '--conf-file', badFile, '--test-conf']);
+  expect(bad.status).toBe(1);
+  expect(bad.stderr).toBe(`slotproxy: configuration file '${badFile}' syntax is invalid\n  pool beta: unknown hash nope\n`);
+
+  const gone = path.join(dir, 'missing.yml');
+  const none = runToEnd(['nutcracker', '-c', gone, '-t']);
+  expect(none.status).toBe(1);
+  expect(none.stderr).toContain(`${gone}: no such file`);
+}, 60_000);
+
+test('nutcracker -D describes the stats with a note; -d is refused; -V names slotproxy', () => {
+  const d = runToEnd(['nutcracker', '-D']);
+  expect(d.status).toBe(0);
+  expect(d.stdout).toMatch(/^pool stats:\n {2}client_eof {10}"# eof on client connections"\n/);
+  expect(d.stdout).toContain('  out_queue_bytes     "current request bytes in outgoing queue"\n');
+  expect(d.stdout).toContain('does not serve these on a stats port yet');
+
+  const daemon = runToEnd(['nutcracker', '-d', '-c', 'whatever.yml']);
+  expect(daemon.status).toBe(2);
+  expect(daemon.stderr).toContain('-d/--daemonize is not supported');
+
+  expect(runToEnd(['nutcracker', '-V']).stdout).toMatch(/^slotproxy \d+\.\d+\.\d+ \(nutcracker's flags\)\n$/);
+}, 60_000);
+
+test('nutcracker -c -p -o -v -s -a: pid file written and removed, logs in the file at the level, one stats warning; SIGTERM exits 0', async () => {
+  const [alphaPort, betaPort] = await freePorts(2);
+  const file = write('served.yml', twoPools(alphaPort, betaPort));
+  const pidFile = path.join(dir, 'nutcracker.pid');
+  const logFile = path.join(dir, 'served.log');
+  const proxy = ProxyProcess.run(['nutcracker', '-c', file, '-p', pidFile, '-o', logFile, '-v', '4', '-s', '22222', '-a', '127.0.0.1']);
+  for (let i = 0; i < 1500 && !/listening[^\n]*pool beta/.test(proxy.out); i++) {
+    if (!proxy.running) throw new Error(`exited: ${proxy.log}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  expect(proxy.out).toMatch(/pool beta/);
+  expect(fs.readFileSync(pidFile, 'utf8')).toBe(`${proxy.pid}\n`);
+  // The only stderr line: the warning (logs go to the file).
+  expect(proxy.log).toBe("slotproxy nutcracker: warning: -s 22222, -a 127.0.0.1 accepted but not used: nutcracker's stats JSON is not served yet (Prometheus /metrics is, with metrics.listen in a slotproxy config)\n");
+  const c = client(betaPort);
+  expect(await c.set('k', 'v')).toBe('OK');
+  expect(await client(alphaPort).ping()).toBe('PONG');
+  // -v 4 is nutcracker's LOG_WARN: the info lines of the start are not written; SIGTTIN steps to info.
+  proxy.kill('SIGTTIN');
+  for (let i = 0; i < 500 && !/log level raised to info/.test(fs.readFileSync(logFile, 'utf8')); i++) await new Promise((r) => setTimeout(r, 20));
+  const logged = fs.readFileSync(logFile, 'utf8');
+  expect(logged).toMatch(/"level":30,[^\n]*"msg":"log level raised to info"/);
+  expect(logged).not.toContain('slotproxy is listening');
+
+  proxy.kill('SIGTERM');
+  expect(await proxy.exitCode()).toBe(0);
+  expect(fs.existsSync(pidFile)).toBe(false);
+}, 60_000);

@@ -38,7 +38,7 @@ import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply,
 import { CopyTarget, copyTargets } from './copy-keys';
 import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
 import { sideRequest } from './side-request';
-import { ACK_SCRIPT, closingCall, closingPlace } from './closing';
+import { ACK_SCRIPT, CLOSING_TTL_MS, closingCall, closingPlace } from './closing';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
@@ -264,9 +264,11 @@ export class ChangeCopier implements MigrationChanges {
         this.ring.releaseWrites();
         return;
       }
+      // The switch may have happened while the hash was read: then there is nothing to hold.
+      if (!this.ring.placement.converges) return;
       if (!this.holding) log.info({ by: String(by) }, 'migration: side A is closing for done; writes are held until this proxy switches');
       this.holding = true;
-      this.ring.holdWrites();
+      this.ring.holdWrites(CLOSING_TTL_MS);
       if (acked !== null && acked !== undefined) return;
       await this.ring.drained();
       await this.settle();

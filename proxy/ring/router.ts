@@ -43,11 +43,15 @@ export class RingRouter implements Router {
    * Side A is closing for `done` (migration/closing.ts): writes dispatched from now on wait, to go
    * where the placement sends them once the hold ends (side B after this proxy's switch to done).
    */
-  holdWrites(): void {
-    if (this.held !== null) return;
+  holdWrites(untilMs: number): void {
+    // Already switched to done (a check that raced the switch): B takes the writes, nothing to hold.
+    if (this.held !== null || !this.current.converges) return;
     let release: () => void = () => undefined;
     const promise = new Promise<void>((resolve) => (release = resolve));
-    this.held = { promise, release };
+    // At the latest when the closing would have expired, should nothing else end the hold.
+    const timer = setTimeout(() => this.releaseWrites(), untilMs);
+    timer.unref();
+    this.held = { promise, release: () => (clearTimeout(timer), release()) };
   }
 
   releaseWrites(): void {

@@ -5,8 +5,11 @@
  *   nutcracker's words), `-o FILE` (the log file), `-v N` (nutcracker's 0-11 onto the log levels),
  *   `-p FILE` (the pid, removed on exit), `-V`, `-h`, `-D` (nutcracker's stats, described).
  * - `-d`: refused (run it under a service manager).
- * - `-s`, `-a`, `-i`, `-m`: accepted; nutcracker's stats JSON is not served yet, which one warning
- *   line on stderr says.
+ * - `-s PORT`, `-a ADDR`, `-i MS`: nutcracker's stats port (proxy/telemetry/nutcracker-stats.ts).
+ *   Served only when -s or -a is given, then with nutcracker's defaults for the other (port 22222,
+ *   address 0.0.0.0): slotproxy binds nothing beyond loopback unless told. -i (default 30000 ms)
+ *   alone changes nothing. Without them, the file's `stats` section (a slotproxy config) applies.
+ * - `-m`: accepted, with one warning line on stderr (slotproxy has no mbufs).
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -48,19 +51,38 @@ function verbosity(value: string): number {
   return n;
 }
 
-/** The one line saying which of nutcracker's stats flags were given and that nothing serves them yet. */
-function statsWarning(opts: NutcrackerFlags): string | null {
-  const flags: [string, string | undefined][] = [
-    ['-s', opts.statsPort],
-    ['-a', opts.statsAddr],
-    ['-i', opts.statsInterval],
-    ['-m', opts.mbufSize],
-  ];
-  const given = flags.flatMap(([flag, value]) => (value === undefined ? [] : [`${flag} ${value}`]));
-  if (given.length === 0) return null;
-  const why = ["nutcracker's stats JSON is not served yet (Prometheus /metrics is, with metrics.listen in a slotproxy config)"];
-  if (opts.mbufSize !== undefined) why.push('slotproxy has no mbufs');
-  return `slotproxy nutcracker: warning: ${given.join(', ')} accepted but not used: ${why.join('; ')}\n`;
+/** nutcracker's stats defaults (nc_core.h: STATS_PORT, STATS_ADDR, STATS_INTERVAL). */
+export const NUTCRACKER_STATS_PORT = 22222;
+export const NUTCRACKER_STATS_ADDR = '0.0.0.0';
+export const NUTCRACKER_STATS_INTERVAL_MS = 30_000;
+
+function statsPort(value: string): string {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 0 || n > 65535) throw new InvalidArgumentError('expected a port from 0 to 65535');
+  return value;
+}
+
+function statsInterval(value: string): string {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a number of milliseconds, at least 1');
+  return value;
+}
+
+/** The stats port the flags ask for: only with -s or -a, nutcracker's default for the one not given. */
+export function statsFromFlags(opts: Pick<NutcrackerFlags, 'statsPort' | 'statsAddr' | 'statsInterval'>): { listen: string; intervalMs: number } | undefined {
+  if (opts.statsPort === undefined && opts.statsAddr === undefined) return undefined;
+  const addr = opts.statsAddr ?? NUTCRACKER_STATS_ADDR;
+  const host = addr.includes(':') && !addr.startsWith('[') ? `[${addr}]` : addr;
+  return {
+    listen: `${host}:${opts.statsPort ?? NUTCRACKER_STATS_PORT}`,
+    intervalMs: opts.statsInterval === undefined ? NUTCRACKER_STATS_INTERVAL_MS : Number(opts.statsInterval),
+  };
+}
+
+/** The one line saying that -m is accepted and not used. */
+function mbufWarning(opts: NutcrackerFlags): string | null {
+  if (opts.mbufSize === undefined) return null;
+  return `slotproxy nutcracker: warning: -m ${opts.mbufSize} accepted but not used: slotproxy has no mbufs\n`;
 }
 
 /** Writes the pid to `file` and removes it when the process exits (only if it still holds this pid). */
@@ -106,25 +128,26 @@ export function registerNutcracker(program: Command): void {
     .option('-p, --pid-file <file>', 'write the pid here; removed on exit')
     .option('-d, --daemonize', 'run as a daemon: refused, run it under a service manager')
     .option('-D, --describe-stats', "print nutcracker's stats description and exit")
-    .option('-s, --stats-port <port>', 'accepted; the stats port is not served yet')
-    .option('-a, --stats-addr <addr>', 'accepted; the stats port is not served yet')
-    .option('-i, --stats-interval <ms>', 'accepted; the stats port is not served yet')
+    .option('-s, --stats-port <port>', `serve nutcracker's stats JSON on this port (with -a alone: ${NUTCRACKER_STATS_PORT})`, statsPort)
+    .option('-a, --stats-addr <addr>', `on this address (with -s alone: ${NUTCRACKER_STATS_ADDR}); neither: no stats port`)
+    .option('-i, --stats-interval <ms>', `rebuild the stats JSON this often (default: ${NUTCRACKER_STATS_INTERVAL_MS} ms)`, statsInterval)
     .option('-m, --mbuf-size <bytes>', 'accepted; slotproxy has no mbufs')
     .action(async (opts: NutcrackerFlags) => {
       try {
         if (opts.describeStats === true) {
-          process.stdout.write(`${NUTCRACKER_STATS_DESCRIPTION}\nNote: slotproxy does not serve these on a stats port yet; its Prometheus /metrics (metrics.listen) has its own counters.\n`);
+          process.stdout.write(`${NUTCRACKER_STATS_DESCRIPTION}\nNote: slotproxy serves these on its stats port with -s/-a (or stats.listen in a slotproxy config); its Prometheus /metrics (metrics.listen) has its own counters.\n`);
           return;
         }
         if (opts.daemonize === true) {
           process.stderr.write('slotproxy nutcracker: -d/--daemonize is not supported: run it in the foreground under a service manager (systemd Type=simple) or with nohup ... &\n');
           process.exit(2);
         }
-        const warning = statsWarning(opts);
+        const warning = mbufWarning(opts);
         if (warning !== null) process.stderr.write(warning);
         const overrides: ConfigOverrides = {
           logFile: opts.output === undefined ? undefined : path.resolve(opts.output),
           logLevel: opts.verbose === undefined ? undefined : nutcrackerLogLevel(opts.verbose),
+          stats: statsFromFlags(opts),
         };
         if (opts.testConf === true) testConf(opts.confFile, overrides);
         if (opts.pidFile !== undefined) writePidFile(path.resolve(opts.pidFile));

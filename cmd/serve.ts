@@ -14,6 +14,7 @@ import { ServedConfig, loadServedFile } from '../config/served-file';
 import { ProxyServer } from '../proxy/server/server';
 import { VERSION } from '../proxy/server/version';
 import { log, logTo, reopenLogFile, setLogLevel } from '../proxy/telemetry/log';
+import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
 import { fail } from './fail';
 import { handleNutcrackerSignals } from './signals';
 import { isWorkerProcess, superviseWorkers } from './workers';
@@ -43,12 +44,13 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
   // Before the start, which may wait for the back end: SIGTTIN would stop the process, SIGUSR2 end it.
   handleNutcrackerSignals();
   const running: Running[] = [];
+  let statsServer: NutcrackerStatsServer | null = null;
   let stopping = false;
   const stop = (signal: string): void => {
     if (stopping) return;
     stopping = true;
     log.info({ signal }, 'shutting down: draining in-flight replies');
-    Promise.all(running.map((r) => r.server.close())).then(() => process.exit(0), fail);
+    Promise.all([...running.map((r) => r.server.close()), statsServer?.close()]).then(() => process.exit(0), fail);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
   process.on('SIGINT', () => stop('SIGINT'));
@@ -57,9 +59,18 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
     if (stopping) break;
     running.push({ pool, server: await ProxyServer.start(config) });
   }
+  // One stats port for every pool (the flags set it alike in each), each pool under its name.
+  const stats = served[0].config.stats;
+  if (stats !== undefined && !stopping) {
+    const pools = running.map((r) => ({ name: r.pool ?? stats.pool, read: () => r.server.nutcrackerPool() }));
+    statsServer = await NutcrackerStatsServer.start({ listen: stats.listen, intervalMs: stats.intervalMs, version: VERSION }, pools);
+  }
   // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
   // A worker prints nothing: N workers would print it N times.
-  if (!isWorkerProcess()) for (const r of running) process.stdout.write(startBanner(r));
+  if (!isWorkerProcess()) {
+    for (const r of running) process.stdout.write(startBanner(r));
+    if (stats !== undefined && statsServer !== null) process.stdout.write(`nutcracker stats at ${parseHostPort(stats.listen).host}:${statsServer.port}\n`);
+  }
 }
 
 function problems(err: unknown): string[] | string {

@@ -33,6 +33,8 @@ export interface ConfigOverrides {
   logFile?: string;
   seeds?: string[];
   workers?: number;
+  /** nutcracker's stats port (`slotproxy nutcracker -s/-a/-i`): replaces the file's `stats`. */
+  stats?: { listen: string; intervalMs: number };
 }
 
 // valibot's schema types whose wrong-type problems are worded here; the others (mappings, integers,
@@ -207,6 +209,7 @@ export function applyOverrides(cfg: Config, o: ConfigOverrides): Config {
   if (o.logLevel !== undefined) merged.log = { ...cfg.log, level: o.logLevel };
   if (o.logFile !== undefined) merged.log = { ...(merged.log as Config['log']), file: o.logFile };
   if (o.workers !== undefined) merged.workers = o.workers;
+  if (o.stats !== undefined) merged.stats = { ...cfg.stats, ...o.stats };
   if (o.seeds !== undefined) {
     if (cfg.mode !== 'cluster') {
       throw new ConfigError([`cluster.seeds: seeds only apply in cluster mode (mode is "${cfg.mode}")`]);

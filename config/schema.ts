@@ -50,6 +50,14 @@ const flatSchema = strictObject({
   /** Prometheus `/metrics` endpoint. Optional: absent, no endpoint. */
   metrics: v.optional(strictObject({ listen: listenAddr })),
   /**
+   * nutcracker's stats port: every connection gets nutcracker's stats JSON and is closed
+   * (proxy/telemetry/nutcracker-stats.ts). `listen`: required, host:port. `intervalMs`: how often the
+   * JSON is rebuilt, as nutcracker's -i; default 30000. `pool`: the pool's name in the JSON for a
+   * slotproxy config (a nutcracker.yml's pools keep their names); default "slotproxy".
+   * Optional: absent, no stats port (`slotproxy nutcracker -s/-a` sets it).
+   */
+  stats: v.optional(strictObject({ listen: listenAddr, intervalMs: v.optional(int(1, 3_600_000), 30_000), pool: v.optional(nonEmpty, 'slotproxy') })),
+  /**
    * Structured logging. Default: all defaults. `file`: append JSON lines to this file instead of
    * stderr, reopened on SIGUSR1 and SIGHUP (logrotate); relative to the config file's folder.
    * Optional: absent, stderr.

@@ -24,6 +24,7 @@ import { OutputBuffer } from './output-buffer';
 import { BackendTls, backendSocket } from '../security/tls';
 import * as errors from '../resp/errors';
 import { connectTimeoutText, socketErrorText } from './socket-error';
+import { NodeCounters } from './node-counters';
 
 export interface BackendRequest {
   /** The request's RESP bytes. */
@@ -31,6 +32,8 @@ export interface BackendRequest {
   onReply(frame: Buffer): void;
   /** No reply will come. `written`: the request was on the wire, so it may have run. */
   onFailure(message: string, written: boolean): void;
+  /** The proxy's own request (topology, registration...): not in the node's nutcracker counts. */
+  readonly internal?: boolean;
 }
 
 export interface ConnectionOptions {
@@ -43,6 +46,8 @@ export interface ConnectionOptions {
   handshake: Buffer[];
   /** TLS to the node (backend.tls); null: plain TCP. */
   tls: BackendTls | null;
+  /** The node's counters (nutcracker's server stats); null: not counted. */
+  counters?: NodeCounters | null;
 }
 
 type State = 'connecting' | 'ready' | 'closed';
@@ -65,8 +70,15 @@ export class BackendConnection {
   private connectTimer: NodeJS.Timeout | null = null;
   private closeListeners: ((reason: string) => void)[] = [];
   private readyListeners: (() => void)[] = [];
+  private readonly counters: NodeCounters | null;
+  /** Handshake replies still to come: not counted as responses. */
+  private handshakeLeft = 0;
+  /** Bytes of the requests in `queued` and in `inflight` (nutcracker's in_queue_bytes / out_queue_bytes). */
+  private queuedBytes = 0;
+  private inflightBytes = 0;
 
   constructor(readonly address: string, private readonly options: ConnectionOptions) {
+    this.counters = options.counters ?? null;
     const [host, port] = splitAddress(address);
     const opened = backendSocket(host, options.tls, (chunk) => this.onData(chunk));
     this.socket = opened.socket;
@@ -76,8 +88,14 @@ export class BackendConnection {
       this.blocked = false;
       this.flush();
     });
-    this.socket.on('error', (err: Error) => this.fail(errors.nodeUnreachable(address, socketErrorText(err))));
-    this.socket.on('close', () => this.fail(errors.connectionLost(address)));
+    this.socket.on('error', (err: Error) => {
+      if (this.counters !== null && this.state !== 'closed') this.counters.err++;
+      this.fail(errors.nodeUnreachable(address, socketErrorText(err)));
+    });
+    this.socket.on('close', () => {
+      if (this.counters !== null && this.state !== 'closed') this.counters.eof++;
+      this.fail(errors.connectionLost(address));
+    });
     const connect = (): void => {
       this.connectTimer = setTimeout(
         () => this.fail(errors.nodeUnreachable(address, connectTimeoutText(options.connectTimeoutMs))),
@@ -105,6 +123,11 @@ export class BackendConnection {
     return this.queued.length + this.inflight.length;
   }
 
+  /** nutcracker's in_queue, in_queue_bytes, out_queue, out_queue_bytes: waiting to be written, and written awaiting a reply. */
+  get queues(): { inQueue: number; inQueueBytes: number; outQueue: number; outQueueBytes: number } {
+    return { inQueue: this.queued.length, inQueueBytes: this.queuedBytes, outQueue: this.inflight.length, outQueueBytes: this.inflightBytes };
+  }
+
   /**
    * How long requests in flight have waited with no reply at all (0 when none is in flight): a
    * connection stuck behind a script that runs on (pool.ts sends new requests elsewhere then).
@@ -128,6 +151,11 @@ export class BackendConnection {
     }
     this.queued.push(request);
     this.output.append(request.payload);
+    this.queuedBytes += request.payload.length;
+    if (this.counters !== null && request.internal !== true) {
+      this.counters.requests++;
+      this.counters.requestBytes += request.payload.length;
+    }
     if (!this.flushScheduled && this.state === 'ready') {
       this.flushScheduled = true;
       setImmediate(this.flushNow);
@@ -148,6 +176,8 @@ export class BackendConnection {
     if (this.state !== 'ready' || this.blocked || this.queued.length === 0) return;
     if (this.inflight.length === 0) this.lastProgressAt = Date.now();
     for (let r = this.queued.shift(); r !== undefined; r = this.queued.shift()) this.inflight.push(r);
+    this.inflightBytes += this.queuedBytes;
+    this.queuedBytes = 0;
     if (!this.output.writeTo(this.socket)) this.blocked = true;
   }
 
@@ -171,6 +201,7 @@ export class BackendConnection {
       });
     }
     if (this.options.handshake.length > 0) this.socket.write(Buffer.concat(this.options.handshake));
+    this.handshakeLeft = this.options.handshake.length;
     this.state = 'ready';
     for (const l of this.readyListeners) l();
     this.flush();
@@ -195,6 +226,15 @@ export class BackendConnection {
     if (request === undefined) {
       throw new ReplyFramingError('a reply nobody asked for');
     }
+    if (this.handshakeLeft > 0) {
+      this.handshakeLeft--;
+    } else {
+      this.inflightBytes -= request.payload.length;
+      if (this.counters !== null && request.internal !== true) {
+        this.counters.responses++;
+        this.counters.responseBytes += frame.length;
+      }
+    }
     request.onReply(frame);
   };
 
@@ -206,6 +246,7 @@ export class BackendConnection {
       return;
     }
     this.staleChecks++;
+    if (this.staleChecks >= 4 && this.counters !== null) this.counters.timedOut++;
     if (this.staleChecks >= 4) this.fail(errors.commandTimeout(this.address, this.options.commandTimeoutMs));
   }
 
@@ -215,6 +256,8 @@ export class BackendConnection {
     if (this.connectTimer !== null) clearTimeout(this.connectTimer);
     if (this.watchdog !== null) clearInterval(this.watchdog);
     this.socket.destroy();
+    this.queuedBytes = 0;
+    this.inflightBytes = 0;
     const inflight = this.inflight.drain();
     const queued = this.queued.drain();
     for (const r of inflight) r.onFailure(message, true);

@@ -9,6 +9,7 @@
 import { BackendConnection, ConnectionOptions } from './connection';
 import { BackendTls } from '../security/tls';
 import { ConnectLimiter } from './connect-limiter';
+import { NodeCounters } from './node-counters';
 import * as encode from '../resp/encode';
 
 export interface PoolOptions {
@@ -37,6 +38,18 @@ interface NodeState {
   spares: BackendConnection[];
   resp3Spares: BackendConnection[];
   failures: number;
+  counters: NodeCounters;
+}
+
+/** One node's nutcracker server stats, read when the stats JSON is built. */
+export interface NodeStats {
+  counters: NodeCounters;
+  /** Open shared connections to the node. */
+  connections: number;
+  inQueue: number;
+  inQueueBytes: number;
+  outQueue: number;
+  outQueueBytes: number;
 }
 
 /** Sent last in the handshake of connections that serve RESP3 clients, so replies come in RESP3. */
@@ -49,6 +62,8 @@ const BACKOFF_CAP_MS = 1000;
 
 export class BackendPool {
   private readonly nodes = new Map<string, NodeState>();
+  /** Per node, kept when a node leaves the topology (its counts stay, as nutcracker's do). */
+  private readonly counters = new Map<string, NodeCounters>();
   private lostListeners: ((address: string, reason: string) => void)[] = [];
   private readyListeners: ((address: string) => void)[] = [];
   private closed = false;
@@ -100,6 +115,7 @@ export class BackendPool {
         spares: [],
         resp3Spares: [],
         failures: 0,
+        counters: this.countersOf(address),
       };
       this.nodes.set(address, node);
     }
@@ -135,7 +151,34 @@ export class BackendPool {
    * the caller closes it. `commandTimeoutMs` 0 suits blocking commands.
    */
   dedicated(address: string, commandTimeoutMs: number, protocol: 2 | 3 = 2): BackendConnection {
-    return new BackendConnection(address, { ...this.linkOptions(protocol), commandTimeoutMs });
+    return new BackendConnection(address, { ...this.linkOptions(protocol), commandTimeoutMs, counters: this.countersOf(address) });
+  }
+
+  /** The counters of `address` (created on first use; Map lookups only when a connection opens or stats are read). */
+  countersOf(address: string): NodeCounters {
+    let c = this.counters.get(address);
+    if (c === undefined) {
+      c = new NodeCounters();
+      this.counters.set(address, c);
+    }
+    return c;
+  }
+
+  /** `address`'s nutcracker server stats now: its counters, and its shared connections' queues. */
+  nodeStats(address: string): NodeStats {
+    const out: NodeStats = { counters: this.countersOf(address), connections: 0, inQueue: 0, inQueueBytes: 0, outQueue: 0, outQueueBytes: 0 };
+    const node = this.nodes.get(address);
+    if (node === undefined) return out;
+    for (const c of sharedConnections(node)) {
+      if (c === null || c.isClosed) continue;
+      out.connections++;
+      const q = c.queues;
+      out.inQueue += q.inQueue;
+      out.inQueueBytes += q.inQueueBytes;
+      out.outQueue += q.outQueue;
+      out.outQueueBytes += q.outQueueBytes;
+    }
+    return out;
   }
 
   /**
@@ -178,7 +221,7 @@ export class BackendPool {
   /** `toBusyNode`: a spare for a node running a busy script, whose handshake leaves out READONLY (refused with -BUSY). */
   private open(address: string, node: NodeState, protocol: 2 | 3, toBusyNode = false): BackendConnection {
     const delay = node.failures === 0 ? 0 : Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (node.failures - 1)) * (0.5 + Math.random() / 2);
-    const options = this.connectionOptions(this.connectDelay(delay), protocol);
+    const options = { ...this.connectionOptions(this.connectDelay(delay), protocol), counters: node.counters };
     if (toBusyNode) options.handshake = options.handshake.filter((h) => !h.equals(READONLY));
     const conn = new BackendConnection(address, options);
     let connected = false;

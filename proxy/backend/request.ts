@@ -2,13 +2,13 @@
 import { BackendConnection } from './connection';
 import { command } from '../resp/encode';
 
-/** Resolves with the raw reply frame (an error reply is a frame too); rejects when no reply came. */
+/** The proxy's own request (not in nutcracker's counts). Resolves with the raw reply frame (an error reply is a frame too); rejects when no reply came. */
 export function request(conn: BackendConnection, args: readonly (Buffer | string)[], timeoutMs = 0): Promise<Buffer> {
-  return requestRaw(conn, command(args), timeoutMs, String(args[0]));
+  return requestRaw(conn, command(args), timeoutMs, String(args[0]), true);
 }
 
-/** The same for a request already encoded (a client's own bytes, sent as they are). */
-export function requestRaw(conn: BackendConnection, payload: Buffer, timeoutMs = 0, what = 'the request'): Promise<Buffer> {
+/** The same for a request already encoded (a client's own bytes, sent as they are: counted for the node unless `internal`). */
+export function requestRaw(conn: BackendConnection, payload: Buffer, timeoutMs = 0, what = 'the request', internal = false): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     let timer: NodeJS.Timeout | null = null;
     if (timeoutMs > 0) {
@@ -16,6 +16,7 @@ export function requestRaw(conn: BackendConnection, payload: Buffer, timeoutMs =
     }
     conn.send({
       payload,
+      internal,
       onReply: (frame) => {
         if (timer !== null) clearTimeout(timer);
         resolve(frame);

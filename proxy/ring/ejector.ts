@@ -20,7 +20,7 @@ export class NodeEjector {
   private readonly failureLimit: number;
   private readonly retryTimeoutMs: number;
 
-  constructor(private readonly ring: RingConfig, private readonly router: RingRouter, pool: BackendPool) {
+  constructor(private readonly ring: RingConfig, private readonly router: RingRouter, private readonly pool: BackendPool) {
     this.failureLimit = ring.serverFailureLimit ?? DEFAULT_FAILURE_LIMIT;
     this.retryTimeoutMs = ring.serverRetryTimeoutMs ?? DEFAULT_RETRY_TIMEOUT_MS;
     pool.onConnectionLost((addr) => this.failed(addr));
@@ -36,6 +36,9 @@ export class NodeEjector {
     // The last live node stays: with none, every key would get an error anyway.
     if (this.ejected.size + 1 >= this.ring.nodes.length) return;
     this.ejected.add(index);
+    const counters = this.pool.countersOf(addr);
+    counters.ejects++;
+    counters.ejectedAtUs = Date.now() * 1000;
     this.rebuild();
     log.warn({ node: addr, failures: count, retryInMs: this.retryTimeoutMs }, 'node ejected from the ring');
     // Unref'd: a pending retry never keeps a closing proxy alive.

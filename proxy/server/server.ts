@@ -32,6 +32,7 @@ import { VERSION } from './version';
 import { ClientAuth } from '../security/auth';
 import { backendTls, clientTlsOptions } from '../security/tls';
 import type { MetricsServer } from '../telemetry/metrics';
+import type { NutcrackerPoolSource } from '../telemetry/nutcracker-stats';
 import { restartOnlyChanges } from './reload';
 import { RingRouter } from '../ring/router';
 import { CLUSTER_RETRY_WINDOW_MS, applyRingReload } from './ring-reload';
@@ -183,6 +184,25 @@ export class ProxyServer {
     return this.ctx.stats;
   }
 
+  /**
+   * This proxy as a nutcracker pool in the stats JSON (telemetry/nutcracker-stats.ts), read now:
+   * its servers are the ring's nodes, keyed as nutcracker keys them (the name, else host:port).
+   */
+  nutcrackerPool(): NutcrackerPoolSource {
+    const s = this.ctx.stats;
+    const nodes = this.config.mode === 'ring' ? this.config.ring.nodes.map((n) => ({ key: n.name ?? n.addr, addr: n.addr })) : [];
+    const servers = nodes.map(({ key, addr }) => ({ key, ...this.ctx.pool.nodeStats(addr) }));
+    return {
+      clientEof: s.clientEof,
+      clientErr: s.clientErr,
+      clientConnections: s.connectedClients,
+      totalClients: s.totalConnections,
+      forwardErrors: s.backendErrors,
+      backendConnectsStarted: this.ctx.pool.connectsStarted,
+      servers,
+    };
+  }
+
   /** The /metrics endpoint's port, or null without `metrics.listen`. */
   get metricsPort(): number | null {
     return this.metricsServer?.port ?? null;
@@ -288,6 +308,9 @@ export class ProxyServer {
     }
     stats.totalConnections++;
     stats.connectedClients++;
+    // nutcracker's client_eof and client_err: once per connection, nothing per command.
+    socket.once('end', () => stats.clientEof++);
+    socket.once('error', () => stats.clientErr++);
     const session = new Session(socket, this.dispatcher, this.ctx.caching, stats, this.limits, (s) => {
       stats.connectedClients--;
       this.sessions.delete(s);

@@ -9,6 +9,9 @@ export class ProxyStats {
   connectedClients = 0;
   totalConnections = 0;
   rejectedConnections = 0;
+  /** Client connections ended by the client (EOF), and ended by a socket error (nutcracker's client_eof, client_err). */
+  clientEof = 0;
+  clientErr = 0;
   commands = 0;
   protocolErrors = 0;
   crossSlotErrors = 0;

@@ -208,7 +208,7 @@ test('nutcracker -D describes the stats with a note; -d is refused; -V names slo
   expect(d.status).toBe(0);
   expect(d.stdout).toMatch(/^pool stats:\n {2}client_eof {10}"# eof on client connections"\n/);
   expect(d.stdout).toContain('  out_queue_bytes     "current request bytes in outgoing queue"\n');
-  expect(d.stdout).toContain('does not serve these on a stats port yet');
+  expect(d.stdout).toContain('slotproxy serves these on its stats port with -s/-a');
 
   const daemon = runToEnd(['nutcracker', '-d', '-c', 'whatever.yml']);
   expect(daemon.status).toBe(2);
@@ -217,20 +217,26 @@ test('nutcracker -D describes the stats with a note; -d is refused; -V names slo
   expect(runToEnd(['nutcracker', '-V']).stdout).toMatch(/^slotproxy \d+\.\d+\.\d+ \(nutcracker's flags\)\n$/);
 }, 60_000);
 
-test('nutcracker -c -p -o -v -s -a: pid file written and removed, logs in the file at the level, one stats warning; SIGTERM exits 0', async () => {
-  const [alphaPort, betaPort] = await freePorts(2);
+test('nutcracker -c -p -o -v -s -a -m: pid file written and removed, logs in the file at the level, one -m warning, stats served; SIGTERM exits 0', async () => {
+  const [alphaPort, betaPort, statsPort] = await freePorts(3);
   const file = write('served.yml', twoPools(alphaPort, betaPort));
   const pidFile = path.join(dir, 'nutcracker.pid');
   const logFile = path.join(dir, 'served.log');
-  const proxy = ProxyProcess.run(['nutcracker', '-c', file, '-p', pidFile, '-o', logFile, '-v', '4', '-s', '22222', '-a', '127.0.0.1']);
-  for (let i = 0; i < 1500 && !/listening[^\n]*pool beta/.test(proxy.out); i++) {
+  const proxy = ProxyProcess.run(['nutcracker', '-c', file, '-p', pidFile, '-o', logFile, '-v', '4', '-s', String(statsPort), '-a', '127.0.0.1', '-m', '512']);
+  for (let i = 0; i < 1500 && !/nutcracker stats at/.test(proxy.out); i++) {
     if (!proxy.running) throw new Error(`exited: ${proxy.log}`);
     await new Promise((r) => setTimeout(r, 20));
   }
   expect(proxy.out).toMatch(/pool beta/);
   expect(fs.readFileSync(pidFile, 'utf8')).toBe(`${proxy.pid}\n`);
-  // The only stderr line: the warning (logs go to the file).
-  expect(proxy.log).toBe("slotproxy nutcracker: warning: -s 22222, -a 127.0.0.1 accepted but not used: nutcracker's stats JSON is not served yet (Prometheus /metrics is, with metrics.listen in a slotproxy config)\n");
+  expect(proxy.out).toContain(`nutcracker stats at 127.0.0.1:${statsPort}\n`);
+  // The only stderr line: the -m warning (logs go to the file).
+  expect(proxy.log).toBe('slotproxy nutcracker: warning: -m 512 accepted but not used: slotproxy has no mbufs\n');
+  const stats = JSON.parse(await new Promise<string>((resolve, reject) => {
+    let text = '';
+    net.connect(statsPort, '127.0.0.1').on('data', (d: Buffer) => (text += d.toString())).on('end', () => resolve(text)).on('error', reject);
+  })) as Record<string, unknown>;
+  expect(Object.keys(stats)).toEqual(['service', 'source', 'version', 'uptime', 'timestamp', 'total_connections', 'curr_connections', 'alpha', 'beta']);
   const c = client(betaPort);
   expect(await c.set('k', 'v')).toBe('OK');
   expect(await client(alphaPort).ping()).toBe('PONG');

@@ -1,0 +1,162 @@
+// nutcracker's stats JSON on real processes (dist/, built by `npm test`): the same traffic (10 SET,
+// 10 GET, an MGET over keys on both servers, split in two) through a real nutcracker and through
+// `slotproxy nutcracker -s -a -i` over the same two nodes; the JSON's field names are nutcracker's
+// (top level, pool, servers keyed by name or host:port) and requests/responses per server equal its.
+import fs from 'node:fs';
+import net from 'node:net';
+import path from 'node:path';
+import Redis from 'ioredis';
+import { ManagedProcess } from '../../bench/children';
+import { freePorts } from '../../cmd/sandbox/ports';
+import { sendCommand } from '../../cmd/sandbox/resp-client';
+import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
+import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { Nutcracker } from './ring-nutcracker';
+
+type Json = Record<string, unknown>;
+
+let nodes: StandaloneNodes | undefined;
+let dir: string;
+const clients: Redis[] = [];
+const nutcrackers: ManagedProcess[] = [];
+
+beforeAll(async () => {
+  dir = tempDir('slotproxy-nc-stats-');
+  nodes = await StandaloneNodes.start(2);
+}, 60_000);
+
+afterAll(async () => {
+  for (const c of clients) if (c.status !== 'end') c.disconnect();
+  killAllProxies();
+  await Promise.all(nutcrackers.map((n) => n.stop()));
+  await nodes?.stop();
+  fs.rmSync(dir, { recursive: true, force: true });
+}, 30_000);
+
+function poolYaml(listenPort: number): string {
+  const [a, b] = nodes!.addresses;
+  return ['alpha:', `  listen: 127.0.0.1:${listenPort}`, '  hash: md5', '  distribution: ketama', '  redis: true', '  servers:', `   - ${a}:1 first`, `   - ${b}:1`, ''].join('\n');
+}
+
+/** Everything the stats port writes before it closes. */
+function readStats(port: number): Promise<Json> {
+  return new Promise((resolve, reject) => {
+    let text = '';
+    net
+      .connect(port, '127.0.0.1')
+      .on('data', (d: Buffer) => (text += d.toString()))
+      .on('end', () => resolve(JSON.parse(text) as Json))
+      .on('error', reject);
+  });
+}
+
+async function waitForPing(port: number, running: () => boolean): Promise<void> {
+  for (let i = 0; i < 500; i++) {
+    if (!running()) throw new Error('exited before serving');
+    try {
+      if ((await sendCommand(port, ['PING'], { timeoutMs: 500 })) === 'PONG') return;
+    } catch {
+      // Not listening yet.
+    }
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  throw new Error(`nothing answers PING on ${port}`);
+}
+
+/** 10 SET, 10 GET and one MGET over `mget` (a key of each node), on one connection. */
+async function traffic(port: number, mget: [string, string]): Promise<void> {
+  const c = new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 5000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null });
+  clients.push(c);
+  for (let i = 0; i < 10; i++) expect(await c.set(`k${i}`, `v${i}`)).toBe('OK');
+  for (let i = 0; i < 10; i++) expect(await c.get(`k${i}`)).toBe(`v${i}`);
+  expect(await c.mget(...mget)).toEqual(mget);
+  c.disconnect();
+}
+
+/** Writes m0..m49 (value: the key) through `port`, then returns one stored on each node (asked of the nodes themselves). */
+async function keysOnEachNode(port: number): Promise<[string, string]> {
+  for (let i = 0; i < 50; i++) await sendCommand(port, ['SET', `m${i}`, `m${i}`]);
+  const found: string[] = [];
+  for (const node of nodes!.addresses.map((addr) => Number(addr.split(':')[1]))) {
+    for (let i = 0; i < 50; i++) {
+      if ((await sendCommand(node, ['EXISTS', `m${i}`])) === 1) {
+        found.push(`m${i}`);
+        break;
+      }
+    }
+  }
+  if (found.length !== 2) throw new Error(`m0..m49 are not on both nodes: ${found.join(' ')} ${nodes!.addresses.join(' ')} ${JSON.stringify(await Promise.all(nodes!.addresses.map((a) => sendCommand(Number(a.split(':')[1]), ['DBSIZE']))))}`);
+  return [found[0], found[1]];
+}
+
+function serverKeys(pool: Json): string[] {
+  return Object.keys(pool).filter((k) => typeof pool[k] === 'object');
+}
+
+test('the same traffic gives the same stats JSON fields and the same requests/responses per server as nutcracker', async () => {
+  const [ncPort, ncStats, spPort, spStats] = await freePorts(4);
+  const ncFile = path.join(dir, 'nc.yml');
+  const spFile = path.join(dir, 'sp.yml');
+  fs.writeFileSync(ncFile, poolYaml(ncPort));
+  fs.writeFileSync(spFile, poolYaml(spPort));
+  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', ncFile, '-s', String(ncStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(dir, 'nc.log')]);
+  nutcrackers.push(nc);
+  const sp = ProxyProcess.run(['nutcracker', '-c', spFile, '-s', String(spStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(dir, 'sp.log')]);
+  await waitForPing(ncPort, () => nc.running);
+  await waitForPing(spPort, () => sp.running);
+
+  // The counts before the traffic (the PINGs and these SETs) are subtracted below.
+  const mget = await keysOnEachNode(ncPort);
+  await new Promise((r) => setTimeout(r, 300));
+  const [ncBefore, spBefore] = await Promise.all([readStats(ncStats), readStats(spStats)]);
+  expect(spBefore.service).toBe('nutcracker');
+
+  await traffic(ncPort, mget);
+  await traffic(spPort, mget);
+  await new Promise((r) => setTimeout(r, 400));
+  const [ncAfter, spAfter] = await Promise.all([readStats(ncStats), readStats(spStats)]);
+
+  // Field names: the same sets (and order) at the top, in the pool, in each server.
+  expect(Object.keys(spAfter)).toEqual(Object.keys(ncAfter));
+  const ncPool = ncAfter.alpha as Json;
+  const spPool = spAfter.alpha as Json;
+  expect(Object.keys(spPool)).toEqual(Object.keys(ncPool));
+  const servers = serverKeys(ncPool);
+  expect(servers).toEqual(['first', nodes!.addresses[1]]);
+  expect(serverKeys(spPool)).toEqual(servers);
+  for (const s of servers) expect(Object.keys(spPool[s] as Json)).toEqual(Object.keys(ncPool[s] as Json));
+
+  // Requests and responses per server: what the traffic added, the same in both.
+  const added = (after: Json, before: Json, server: string, field: string): number =>
+    ((after.alpha as Json)[server] as Json)[field] as number - (((before.alpha as Json)[server] as Json)[field] as number);
+  let total = 0;
+  for (const s of servers) {
+    for (const field of ['requests', 'responses']) {
+      const theirs = added(ncAfter, ncBefore, s, field);
+      expect({ server: s, field, count: added(spAfter, spBefore, s, field) }).toEqual({ server: s, field, count: theirs });
+    }
+    total += added(spAfter, spBefore, s, 'requests');
+  }
+  // 10 SET + 10 GET + the MGET as two fragments, one per server.
+  expect(total).toBe(22);
+  for (const s of servers) expect(added(spAfter, spBefore, s, 'requests')).toBeGreaterThanOrEqual(1);
+  // nutcracker 0.5.0 never counts fragments; neither does slotproxy.
+  expect(spPool.fragments).toBe(ncPool.fragments);
+  for (const s of servers) expect((spPool[s] as Json).server_connections).toBeGreaterThanOrEqual(1);
+
+  sp.kill('SIGTERM');
+  expect(await sp.exitCode()).toBe(0);
+}, 60_000);
+
+test('without -s/-a no stats port is opened (-i alone changes nothing)', async () => {
+  const [listen] = await freePorts(1);
+  const file = path.join(dir, 'plain.yml');
+  fs.writeFileSync(file, poolYaml(listen));
+  const sp = ProxyProcess.run(['nutcracker', '-c', file, '-i', '100']);
+  await waitForPing(listen, () => sp.running);
+  for (let i = 0; i < 100 && !sp.out.includes('pool alpha'); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(sp.out).not.toContain('nutcracker stats at');
+  expect(sp.log).not.toContain('warning');
+  sp.kill('SIGTERM');
+  expect(await sp.exitCode()).toBe(0);
+}, 60_000);

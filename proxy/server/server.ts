@@ -37,7 +37,6 @@ import { restartOnlyChanges } from './reload';
 import { RingRouter } from '../ring/router';
 import { CLUSTER_RETRY_WINDOW_MS, applyRingReload } from './ring-reload';
 import { fenceRingB } from '../migration/fence';
-import { targetRefusalSummary } from '../migration/target-refusals';
 import { readinessProblem } from './readiness';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
@@ -45,6 +44,7 @@ import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
 import { carryToTarget } from '../migration/carry';
 import { ChangeCopier } from '../migration/change-copier';
+import { proxyInfoSection } from './info-section';
 import { coverStartGap } from '../migration/start-gap';
 import { ClientCaching } from '../tracking/client-caching';
 import { readNodes, watchPlacement } from './caching-watch';
@@ -76,7 +76,7 @@ export class ProxyServer {
   private constructor(readonly config: Config, private readonly ctx: ProxyContext, sessions: ClientList<Session>) {
     this.sessions = sessions;
     this.dispatcher = new Dispatcher(ctx, {
-      proxySection: () => this.infoSection(),
+      proxySection: () => proxyInfoSection(this.ctx, this.config),
       maxClients: () => this.limits.maxClients,
       blockedClients: () => {
         let n = 0;
@@ -317,68 +317,6 @@ export class ProxyServer {
     });
     this.sessions.add(session);
   }
-
-  private infoSection(): string {
-    const s = this.ctx.stats;
-    const map = this.ctx.topology?.current;
-    const lines = [
-      '# Proxy',
-      `proxy_name:slotproxy`,
-      `proxy_version:${VERSION}`,
-      `proxy_mode:${this.ctx.mode}`,
-      `process_id:${process.pid}`,
-      `uptime_in_seconds:${Math.floor((Date.now() - s.startedAt) / 1000)}`,
-      `connected_clients:${s.connectedClients}`,
-      `total_connections_received:${s.totalConnections}`,
-      `rejected_connections:${s.rejectedConnections}`,
-      `total_commands_processed:${s.commands}`,
-      `protocol_errors:${s.protocolErrors}`,
-      `crossslot_errors:${s.crossSlotErrors}`,
-      `split_commands:${s.splitCommands}`,
-      `migration_target_refused:${targetRefusalSummary(s.targetRefusals)}`,
-      `redirections_moved:${s.moved}`,
-      `redirections_ask:${s.ask}`,
-      `retries:${s.retries}`,
-      `backend_errors:${s.backendErrors}`,
-      `reply_errors:${s.replyErrors}`,
-      `auth_failures:${s.authFailures}`,
-      `noauth_errors:${s.noauthErrors}`,
-      `acl_denied:${s.aclDenied.command + s.aclDenied.key + s.aclDenied.channel}`,
-      `acl_denied_cmd:${s.aclDenied.command}`,
-      `acl_denied_key:${s.aclDenied.key}`,
-      `acl_denied_channel:${s.aclDenied.channel}`,
-      `tls_handshake_errors:${s.tlsHandshakeErrors}`,
-      `backend_connections:${this.ctx.pool.openConnections}`,
-      `backend_connects_started:${this.ctx.pool.connectsStarted}`,
-      `command_table:${this.ctx.table.source}`,
-      ...memoryLines(),
-      ...this.ctx.scripts.infoLines(),
-      ...(this.ctx.changes?.infoLines() ?? []),
-      `tracking_clients:${this.ctx.caching.trackingClients}`,
-      `tracking_total_keys:${this.ctx.caching.trackedKeys}`,
-      `tracking_evicted_keys:${this.ctx.caching.evictedKeys}`,
-      `tracking_invalidations_sent:${this.ctx.caching.invalidationsSent}`,
-      `tracking_flushes_sent:${this.ctx.caching.flushesSent}`,
-    ];
-    if (map !== undefined) {
-      lines.push(`cluster_masters:${map.masters.length}`, `cluster_slots_served:${map.servedSlots}`);
-    }
-    const replicas = this.ctx.replicaReads;
-    if (replicas !== null) {
-      lines.push(
-        `read_from:${this.config.mode === 'cluster' ? this.config.cluster.readFrom : 'master'}`,
-        `healthy_replicas:${replicas.healthyCount}`,
-        `replica_reads:${replicas.replicaReads}`,
-        `replica_master_fallbacks:${replicas.masterFallbacks}`,
-      );
-    }
-    return lines.join('\r\n');
-  }
-}
-
-function memoryLines(): string[] {
-  const m = process.memoryUsage();
-  return [`used_memory_rss:${m.rss}`, `used_memory_heap:${m.heapUsed}`, `used_memory_buffers:${m.arrayBuffers}`];
 }
 
 /** What routing needs in one mode: the context's mode-specific fields, and what to await before serving. */

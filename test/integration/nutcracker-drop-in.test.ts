@@ -11,34 +11,18 @@ import Redis from 'ioredis';
 import { ManagedProcess } from '../../bench/children';
 import { freePorts } from '../../cmd/sandbox/ports';
 import { sendCommand } from '../../cmd/sandbox/resp-client';
-import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { NODE_FLAGS } from '../../cmd/node-flags';
-import { BIN, ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { BIN, ProxyProcess } from '../helpers/cli';
 import { Nutcracker } from './ring-nutcracker';
+import { useNutcrackerEnv } from '../helpers/nutcracker-env';
 
 const KEYS = 300;
 
-let nodes: StandaloneNodes | undefined;
-let dir: string;
-const clients: Redis[] = [];
-const nutcrackers: ManagedProcess[] = [];
-
-beforeAll(async () => {
-  dir = tempDir('slotproxy-nc-drop-in-');
-  nodes = await StandaloneNodes.start(2);
-}, 60_000);
-
-afterAll(async () => {
-  for (const c of clients) if (c.status !== 'end') c.disconnect();
-  killAllProxies();
-  await Promise.all(nutcrackers.map((n) => n.stop()));
-  await nodes?.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
-}, 30_000);
+const env = useNutcrackerEnv('slotproxy-nc-drop-in-');
 
 function client(port: number): Redis {
   const c = new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 5000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null });
-  clients.push(c);
+  env.keep(c);
   return c;
 }
 
@@ -47,7 +31,7 @@ function client(port: number): Redis {
  * weighted servers; beta modula/murmur with a hash tag. `extra` appends a third pool.
  */
 function twoPools(alphaPort: number, betaPort: number, extra = ''): string {
-  const [a, b] = nodes!.addresses;
+  const [a, b] = env.nodes().addresses;
   return [
     'alpha:',
     `  listen: 127.0.0.1:${alphaPort}`,
@@ -71,7 +55,7 @@ function twoPools(alphaPort: number, betaPort: number, extra = ''): string {
 }
 
 function write(name: string, text: string): string {
-  const file = path.join(dir, name);
+  const file = path.join(env.dir(), name);
   fs.writeFileSync(file, text);
   return file;
 }
@@ -94,7 +78,7 @@ async function missing(c: Redis, ks: string[]): Promise<string[]> {
 /** How many of `ks` each node holds, read on the nodes themselves. */
 async function perNode(ks: string[]): Promise<number[]> {
   return Promise.all(
-    nodes!.addresses.map(async (addr) => {
+    env.nodes().addresses.map(async (addr) => {
       const n = client(Number(addr.split(':')[1]));
       const results = (await ks.reduce((p, k) => p.exists(k), n.pipeline()).exec()) ?? [];
       return results.filter(([, v]) => v === 1).length;
@@ -105,8 +89,8 @@ async function perNode(ks: string[]): Promise<number[]> {
 /** A real nutcracker serving `file` (its pools on their own listens); resolves once each answers PING. */
 async function startNutcracker(file: string, ports: number[]): Promise<ManagedProcess> {
   const [statsPort] = await freePorts(1);
-  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', file, '-s', String(statsPort), '-a', '127.0.0.1', '-o', path.join(dir, 'nutcracker.log')]);
-  nutcrackers.push(nc);
+  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', file, '-s', String(statsPort), '-a', '127.0.0.1', '-o', path.join(env.dir(), 'nutcracker.log')]);
+  env.keepNutcracker(nc);
   const deadline = Date.now() + 10_000;
   for (const port of ports) {
     for (;;) {
@@ -139,7 +123,7 @@ function runToEnd(args: string[]): SpawnSyncReturns<string> {
 }
 
 test('start -c nutcracker.yml: both pools from one process, keys where nutcracker puts them; SIGHUP reloads each, refuses an added pool; SIGTERM stops all, exit 0', async () => {
-  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  await Promise.all(env.nodes().nodes.map((n) => n.command('FLUSHALL')));
   const [alphaPort, betaPort, ncAlpha, ncBeta, gammaPort] = await freePorts(5);
   const file = write('nutcracker.yml', twoPools(alphaPort, betaPort));
   const proxy = ProxyProcess.start(file);
@@ -172,7 +156,7 @@ test('start -c nutcracker.yml: both pools from one process, keys where nutcracke
   await nc.stop();
 
   // SIGHUP: each pool reloads; a pool added to the file is refused with a log line, not started.
-  fs.writeFileSync(file, twoPools(alphaPort, betaPort, ['gamma:', `  listen: 127.0.0.1:${gammaPort}`, '  redis: true', '  servers:', `   - ${nodes!.addresses[0]}:1`, ''].join('\n')));
+  fs.writeFileSync(file, twoPools(alphaPort, betaPort, ['gamma:', `  listen: 127.0.0.1:${gammaPort}`, '  redis: true', '  servers:', `   - ${env.nodes().addresses[0]}:1`, ''].join('\n')));
   proxy.kill('SIGHUP');
   await proxy.waitForLog(/"pool":"gamma"[^\n]*a pool added to the file is not started/);
   await proxy.waitForLog(/"pool":"alpha"[^\n]*configuration reloaded/);
@@ -197,7 +181,7 @@ test('nutcracker -t: "syntax is ok" and exit 0; an error names the pool and exit
   expect(bad.status).toBe(1);
   expect(bad.stderr).toBe(`slotproxy: configuration file '${badFile}' syntax is invalid\n  pool beta: unknown hash nope\n`);
 
-  const gone = path.join(dir, 'missing.yml');
+  const gone = path.join(env.dir(), 'missing.yml');
   const none = runToEnd(['nutcracker', '-c', gone, '-t']);
   expect(none.status).toBe(1);
   expect(none.stderr).toContain(`${gone}: no such file`);
@@ -220,8 +204,8 @@ test('nutcracker -D describes the stats with a note; -d is refused; -V names slo
 test('nutcracker -c -p -o -v -s -a -m: pid file written and removed, logs in the file at the level, one -m warning, stats served; SIGTERM exits 0', async () => {
   const [alphaPort, betaPort, statsPort] = await freePorts(3);
   const file = write('served.yml', twoPools(alphaPort, betaPort));
-  const pidFile = path.join(dir, 'nutcracker.pid');
-  const logFile = path.join(dir, 'served.log');
+  const pidFile = path.join(env.dir(), 'nutcracker.pid');
+  const logFile = path.join(env.dir(), 'served.log');
   const proxy = ProxyProcess.run(['nutcracker', '-c', file, '-p', pidFile, '-o', logFile, '-v', '4', '-s', String(statsPort), '-a', '127.0.0.1', '-m', '512']);
   for (let i = 0; i < 1500 && !/nutcracker stats at/.test(proxy.out); i++) {
     if (!proxy.running) throw new Error(`exited: ${proxy.log}`);

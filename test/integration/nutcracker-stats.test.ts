@@ -9,32 +9,16 @@ import Redis from 'ioredis';
 import { ManagedProcess } from '../../bench/children';
 import { freePorts } from '../../cmd/sandbox/ports';
 import { sendCommand } from '../../cmd/sandbox/resp-client';
-import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
-import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { ProxyProcess } from '../helpers/cli';
 import { Nutcracker } from './ring-nutcracker';
+import { useNutcrackerEnv } from '../helpers/nutcracker-env';
 
 type Json = Record<string, unknown>;
 
-let nodes: StandaloneNodes | undefined;
-let dir: string;
-const clients: Redis[] = [];
-const nutcrackers: ManagedProcess[] = [];
-
-beforeAll(async () => {
-  dir = tempDir('slotproxy-nc-stats-');
-  nodes = await StandaloneNodes.start(2);
-}, 60_000);
-
-afterAll(async () => {
-  for (const c of clients) if (c.status !== 'end') c.disconnect();
-  killAllProxies();
-  await Promise.all(nutcrackers.map((n) => n.stop()));
-  await nodes?.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
-}, 30_000);
+const env = useNutcrackerEnv('slotproxy-nc-stats-');
 
 function poolYaml(listenPort: number): string {
-  const [a, b] = nodes!.addresses;
+  const [a, b] = env.nodes().addresses;
   return ['alpha:', `  listen: 127.0.0.1:${listenPort}`, '  hash: md5', '  distribution: ketama', '  redis: true', '  servers:', `   - ${a}:1 first`, `   - ${b}:1`, ''].join('\n');
 }
 
@@ -66,7 +50,7 @@ async function waitForPing(port: number, running: () => boolean): Promise<void> 
 /** 10 SET, 10 GET and one MGET over `mget` (a key of each node), on one connection. */
 async function traffic(port: number, mget: [string, string]): Promise<void> {
   const c = new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 5000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null });
-  clients.push(c);
+  env.keep(c);
   for (let i = 0; i < 10; i++) expect(await c.set(`k${i}`, `v${i}`)).toBe('OK');
   for (let i = 0; i < 10; i++) expect(await c.get(`k${i}`)).toBe(`v${i}`);
   expect(await c.mget(...mget)).toEqual(mget);
@@ -77,7 +61,7 @@ async function traffic(port: number, mget: [string, string]): Promise<void> {
 async function keysOnEachNode(port: number): Promise<[string, string]> {
   for (let i = 0; i < 50; i++) await sendCommand(port, ['SET', `m${i}`, `m${i}`]);
   const found: string[] = [];
-  for (const node of nodes!.addresses.map((addr) => Number(addr.split(':')[1]))) {
+  for (const node of env.nodes().addresses.map((addr) => Number(addr.split(':')[1]))) {
     for (let i = 0; i < 50; i++) {
       if ((await sendCommand(node, ['EXISTS', `m${i}`])) === 1) {
         found.push(`m${i}`);
@@ -85,7 +69,7 @@ async function keysOnEachNode(port: number): Promise<[string, string]> {
       }
     }
   }
-  if (found.length !== 2) throw new Error(`m0..m49 are not on both nodes: ${found.join(' ')} ${nodes!.addresses.join(' ')} ${JSON.stringify(await Promise.all(nodes!.addresses.map((a) => sendCommand(Number(a.split(':')[1]), ['DBSIZE']))))}`);
+  if (found.length !== 2) throw new Error(`m0..m49 are not on both nodes: ${found.join(' ')} ${env.nodes().addresses.join(' ')} ${JSON.stringify(await Promise.all(env.nodes().addresses.map((a) => sendCommand(Number(a.split(':')[1]), ['DBSIZE']))))}`);
   return [found[0], found[1]];
 }
 
@@ -95,13 +79,13 @@ function serverKeys(pool: Json): string[] {
 
 test('the same traffic gives the same stats JSON fields and the same requests/responses per server as nutcracker', async () => {
   const [ncPort, ncStats, spPort, spStats] = await freePorts(4);
-  const ncFile = path.join(dir, 'nc.yml');
-  const spFile = path.join(dir, 'sp.yml');
+  const ncFile = path.join(env.dir(), 'nc.yml');
+  const spFile = path.join(env.dir(), 'sp.yml');
   fs.writeFileSync(ncFile, poolYaml(ncPort));
   fs.writeFileSync(spFile, poolYaml(spPort));
-  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', ncFile, '-s', String(ncStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(dir, 'nc.log')]);
-  nutcrackers.push(nc);
-  const sp = ProxyProcess.run(['nutcracker', '-c', spFile, '-s', String(spStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(dir, 'sp.log')]);
+  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', ncFile, '-s', String(ncStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(env.dir(), 'nc.log')]);
+  env.keepNutcracker(nc);
+  const sp = ProxyProcess.run(['nutcracker', '-c', spFile, '-s', String(spStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(env.dir(), 'sp.log')]);
   await waitForPing(ncPort, () => nc.running);
   await waitForPing(spPort, () => sp.running);
 
@@ -122,7 +106,7 @@ test('the same traffic gives the same stats JSON fields and the same requests/re
   const spPool = spAfter.alpha as Json;
   expect(Object.keys(spPool)).toEqual(Object.keys(ncPool));
   const servers = serverKeys(ncPool);
-  expect(servers).toEqual(['first', nodes!.addresses[1]]);
+  expect(servers).toEqual(['first', env.nodes().addresses[1]]);
   expect(serverKeys(spPool)).toEqual(servers);
   for (const s of servers) expect(Object.keys(spPool[s] as Json)).toEqual(Object.keys(ncPool[s] as Json));
 
@@ -150,7 +134,7 @@ test('the same traffic gives the same stats JSON fields and the same requests/re
 
 test('without -s/-a no stats port is opened (-i alone changes nothing)', async () => {
   const [listen] = await freePorts(1);
-  const file = path.join(dir, 'plain.yml');
+  const file = path.join(env.dir(), 'plain.yml');
   fs.writeFileSync(file, poolYaml(listen));
   const sp = ProxyProcess.run(['nutcracker', '-c', file, '-i', '100']);
   await waitForPing(listen, () => sp.running);

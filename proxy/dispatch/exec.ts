@@ -96,7 +96,8 @@ export class ExecCommand extends ReplySlot {
       convergeExec(ctx, this.session, burst, targets, (frame) => {
         // A cluster side A redirected a queued command: nothing ran, send it all again (bounded).
         if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.mayRetry()) return;
-        this.finishExec(link !== null && (isClusterDown(frame) || (redirected && isExecAbort(frame))) ? this.notRun() : frame, address);
+        // convergeExec already waited for the node's changes before its APPLYs.
+        this.finishExec(link !== null && (isClusterDown(frame) || (redirected && isExecAbort(frame))) ? this.notRun() : frame, address, true);
       });
       return this.hold();
     }
@@ -180,8 +181,8 @@ export class ExecCommand extends ReplySlot {
   }
 
   /** EXEC's reply from the transaction's node at `address`; commands that reach several nodes run on the others now. */
-  private finishExec(frame: Buffer, address: string): void {
-    if (this.txn.writesUndeclared && mustWaitForCopy(this.ctx)) {
+  private finishExec(frame: Buffer, address: string, copied = false): void {
+    if (!copied && this.txn.writesUndeclared && mustWaitForCopy(this.ctx)) {
       // A script inside: EXEC's reply waits until the node's changes are on side B.
       void afterCopy(this.ctx, address, frame).then((held) => this.finishExecNow(held, address));
       return;

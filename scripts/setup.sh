@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Idempotent machine setup for slotproxy on Debian, run before the sandbox and
 # the tests: installs redis-server and redis-cli (and nutcracker when
-# SLOTPROXY_NEED_NUTCRACKER=1, python3-redis when SLOTPROXY_NEED_PYREDIS=1) if
-# missing, then node_modules if stale.
+# SLOTPROXY_NEED_NUTCRACKER=1, redis-sentinel when SLOTPROXY_NEED_SENTINEL=1,
+# python3-redis when SLOTPROXY_NEED_PYREDIS=1) if missing, then node_modules if
+# stale.
 # Everything it prints goes to stderr, so callers' stdout stays clean.
 set -euo pipefail
 
@@ -39,6 +40,10 @@ fi
 if [ "${SLOTPROXY_NEED_NUTCRACKER:-0}" = 1 ] && ! have nutcracker; then
   packages+=(nutcracker)
 fi
+# The Sentinel failover tests run redis-sentinel processes (Debian's redis-sentinel package).
+if [ "${SLOTPROXY_NEED_SENTINEL:-0}" = 1 ] && ! have redis-sentinel; then
+  packages+=(redis-sentinel)
+fi
 # redis-py for the other-language client test: Debian's python3-redis, for Debian's python3.
 if [ "${SLOTPROXY_NEED_PYREDIS:-0}" = 1 ] && ! /usr/bin/python3 -c 'import redis' >/dev/null 2>&1; then
   packages+=(python3-redis)
@@ -61,6 +66,7 @@ if [ ${#packages[@]} -gt 0 ]; then
     case $pkg in
       redis-server) stop_service redis-server /run/redis/redis-server.pid ;;
       nutcracker) stop_service nutcracker /run/nutcracker/nutcracker.pid ;;
+      redis-sentinel) stop_service redis-sentinel /run/sentinel/redis-sentinel.pid ;;
     esac
   done
 fi

@@ -141,7 +141,7 @@ function tail(text: string, lines = 6): string {
  * Starts a proxy on a fresh free port (`launch` builds its command for that port) and waits for
  * PONG. An early exit throws with the proxy's own output; a lost port race is retried.
  */
-async function startProxy(
+export async function startProxy(
   name: string,
   launch: (port: number) => Promise<{ bin: string; args: string[] }>,
   readLog: () => Promise<string>,

@@ -10,7 +10,7 @@ import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY
 import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
 import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, firstNonNil, killMerge, sumIntegers } from './fanout';
 import { FollowedFanout } from './followed-fanout';
-import { InfoServer, infoMerge, onlyProxySection } from './info';
+import { InfoServer, infoFanout, infoMerge, onlyProxySection } from './info';
 import { RandomKeyCommand } from './random-key';
 import { EveryNodeCommand, everyNode } from './every-node';
 import { answerLocally } from './local';
@@ -401,8 +401,8 @@ export class Dispatcher {
         return;
       case 'info': {
         if (onlyProxySection(args)) return session.replyNow(encode.bulk(`${this.server.proxySection()}\r\n`));
-        const merge = infoMerge(ctx, this.server, args);
-        session.track(new FanoutCommand(session, masters, merge)).start(ctx, raw ?? encode.command(args));
+        const { merge, after } = infoFanout(ctx, this.server, args);
+        session.track(new FanoutCommand(session, masters, merge)).start(ctx, raw ?? encode.command(args), false, after);
         return;
       }
     }

@@ -11,46 +11,57 @@ import * as errors from '../resp/errors';
 import { decodeReply, errorText, asArray, isNullReply } from '../resp/decode-reply';
 import { ReplyError } from 'redis-errors';
 
-/** Merges the replies of every master, in the order of the masters. */
-export type Merge = (frames: Buffer[]) => Buffer;
+/**
+ * Merges the replies of every master, in the order of the masters; `after`: their replies to the
+ * request sent right behind it on the same connection, when there was one (INFO's SCRIPT EXISTS).
+ */
+export type Merge = (frames: Buffer[], after?: Buffer[]) => Buffer;
 
 /** A request to every master whose replies are merged once all are in. */
 export class FanoutCommand extends ReplySlot {
   private readonly frames: Buffer[];
+  private readonly afterFrames: Buffer[];
   private missing: number;
 
   constructor(owner: ReplyOwner, private readonly masters: readonly string[], private readonly merge: Merge) {
     super(owner);
     this.frames = new Array<Buffer>(masters.length);
+    this.afterFrames = new Array<Buffer>(masters.length);
     this.missing = masters.length;
   }
 
   /**
    * `outOfLane`: each master gets the request on a connection of its own, closed after the reply,
    * instead of the client's lane (SCRIPT KILL must not wait behind the busy script it kills).
+   * `after`: a request sent right behind `payload` on each lane, its replies given to the merge.
    */
-  start(ctx: ProxyContext, payload: Buffer, outOfLane = false): void {
+  start(ctx: ProxyContext, payload: Buffer, outOfLane = false, after: Buffer | null = null): void {
     if (this.masters.length === 0) {
       this.complete(encode.error(errors.PROXY_NOT_READY));
       return;
     }
+    const behind = outOfLane ? null : after; // an out-of-lane connection closes after its one reply
+    if (behind !== null) this.missing *= 2;
     this.masters.forEach((address, i) => {
       const conn = outOfLane ? ctx.pool.outOfLane(address) : ctx.pool.connection(address, this.owner.id);
       const done = (frame: Buffer): void => {
         if (outOfLane) conn.close('request done');
-        this.collect(i, frame);
+        this.collect(this.frames, i, frame);
       };
       const part: BackendRequest = { payload, onReply: done, onFailure: (message) => done(encode.error(message)) };
       conn.send(part);
+      if (behind === null) return;
+      const collectAfter = (frame: Buffer): void => this.collect(this.afterFrames, i, frame);
+      conn.send({ payload: behind, internal: true, onReply: collectAfter, onFailure: (message) => collectAfter(encode.error(message)) });
     });
   }
 
-  private collect(i: number, frame: Buffer): void {
-    this.frames[i] = frame;
+  private collect(into: Buffer[], i: number, frame: Buffer): void {
+    into[i] = frame;
     if (--this.missing > 0) return;
     let merged: Buffer;
     try {
-      merged = this.merge(this.frames);
+      merged = this.merge(this.frames, this.afterFrames[0] === undefined ? undefined : this.afterFrames);
     } catch (err) {
       merged = encode.error(`ERR slotproxy: cannot merge replies: ${(err as Error).message}`);
     }

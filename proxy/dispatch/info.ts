@@ -11,7 +11,8 @@
  *   `usec_per_call` is recomputed from the sums, `avg_ttl` is the average weighted by `expires`.
  * - `# Memory`: the additive byte counts summed (`used_memory`, `used_memory_rss`,
  *   `used_memory_dataset` ...: the cluster's memory), their `_human` forms and the ratios made from
- *   them recomputed; per-node settings and allocator details are the first master's.
+ *   them recomputed; per-node settings and allocator details are the first master's. The counts of
+ *   scripts, functions and libraries are one server's, never a sum (cachedScripts, FUNCTION_COUNTS).
  * - `# Persistence`: `rdb_changes_since_last_save` summed (tools wait for it to reach 0), the
  *   in-progress flags and `loading` the largest (1 while any master is at it), the last save time
  *   the oldest, a last status `err` when any master's is; the rest the first master's.
@@ -19,7 +20,7 @@
  *   maxmemory_policy), and a `# Proxy` section about the proxy itself ends the reply.
  */
 import { ProxyContext } from '../context';
-import { decodeReply } from '../resp/decode-reply';
+import { asArray, decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import { Merge } from './fanout';
 
@@ -55,17 +56,40 @@ interface Section {
   readonly lines: string[];
 }
 
-/** The merge of every master's INFO reply into one server's. */
-export function infoMerge(ctx: ProxyContext, server: InfoServer, args: readonly Buffer[]): Merge {
+/** At most this many of the store's SHAs are checked on each master behind INFO (40 bytes each). */
+const CHECKED_SCRIPTS_MAX = 4096;
+
+/** What each master got right behind INFO to count the script cache: SCRIPT EXISTS of the store's SHAs. */
+interface ScriptCheck {
+  /** Scripts in the proxy's store when INFO was sent. */
+  readonly stored: number;
+  /** How many of them were checked (the most recently used). */
+  readonly checked: number;
+}
+
+/** INFO to every master: the merge, and the SCRIPT EXISTS sent behind INFO on each lane (null: none needed). */
+export function infoFanout(ctx: ProxyContext, server: InfoServer, args: readonly Buffer[]): { merge: Merge; after: Buffer | null } {
+  const shas = wantsSection(args, 'memory') ? ctx.scripts.recentShas(CHECKED_SCRIPTS_MAX) : [];
+  const check = { stored: ctx.scripts.size, checked: shas.length };
+  return { merge: infoMerge(ctx, server, args, check), after: shas.length === 0 ? null : encode.command(['SCRIPT', 'EXISTS', ...shas]) };
+}
+
+/**
+ * The merge of every master's INFO reply into one server's. `check`: what was sent behind INFO to
+ * count the scripts (none inside MULTI: no stored script is then known to be on any master).
+ */
+export function infoMerge(ctx: ProxyContext, server: InfoServer, args: readonly Buffer[], check: ScriptCheck | null = null): Merge {
   const proxy = wantsSection(args, 'proxy');
-  return (frames) => {
+  return (frames, after) => {
     const err = frames.find((f) => f[0] === 45);
     if (err !== undefined) return err;
     const parsed = frames.map((f) => parseSections(String(decodeReply(f))));
+    const held = frames.map((_, m) => heldCount(after?.[m]));
+    const scripts = { stored: check?.stored ?? ctx.scripts.size, checked: after === undefined ? 0 : (check?.checked ?? 0), held };
     const sections = parsed[0].map(({ title }) => {
       if (title === 'Clients') return { title, lines: clientLines(ctx, server) };
       const all = parsed.map((p) => p.find((s) => s.title === title)?.lines ?? []);
-      const lines = mergeSection(title, all);
+      const lines = title === 'Memory' ? mergeMemory(all, scripts) : mergeSection(title, all);
       return { title, lines: title === 'Stats' ? withProxyTracking(ctx, lines) : lines };
     });
     const text = sections.map((s) => `${[`# ${s.title}`, ...s.lines].join('\r\n')}\r\n`).join('\r\n');
@@ -87,8 +111,6 @@ function mergeSection(title: string, all: string[][]): string[] {
   switch (title) {
     case 'Stats':
       return mergeStats(all);
-    case 'Memory':
-      return mergeMemory(all);
     case 'Persistence':
       return mergePersistence(all);
     case 'Keyspace':
@@ -144,18 +166,60 @@ function mergeStats(all: string[][]): string[] {
   });
 }
 
-/** # Memory fields that add up over the masters: bytes held, and counts of scripts and functions. */
+/** # Memory fields that add up over the masters: bytes held. */
 const MEMORY_SUMS = new Set([
   'used_memory', 'used_memory_rss', 'used_memory_peak', 'used_memory_overhead', 'used_memory_startup', 'used_memory_dataset',
   'used_memory_lua', 'used_memory_vm_eval', 'used_memory_scripts_eval', 'used_memory_vm_functions', 'used_memory_vm_total',
-  'used_memory_functions', 'used_memory_scripts', 'number_of_cached_scripts', 'number_of_functions', 'number_of_libraries',
+  'used_memory_functions', 'used_memory_scripts',
   'allocator_allocated', 'allocator_active', 'allocator_resident', 'mem_fragmentation_bytes', 'mem_not_counted_for_evict',
   'mem_replication_backlog', 'mem_total_replication_buffers', 'mem_clients_slaves', 'mem_clients_normal', 'mem_cluster_links',
   'mem_aof_buffer', 'lazyfree_pending_objects', 'lazyfreed_objects',
 ]);
 
-function mergeMemory(all: string[][]): string[] {
+/**
+ * The libraries and their functions, as one server's: the largest master's. Every change to them
+ * goes to every master (FUNCTION LOAD, DELETE, FLUSH, RESTORE fan out; a migration copies them),
+ * and a master keeps them through restarts and failovers (RDB, AOF, replication), so each master
+ * holds the same libraries and any one's count is one server's; the largest, so that a master
+ * that missed a change (unreachable at the time, or new) does not hide them. Not FUNCTION LIST's
+ * union: a master busy with a function answers FUNCTION STATS but refuses FUNCTION LIST, and both
+ * must give the same counts (function-stats.ts).
+ */
+const FUNCTION_COUNTS = new Set(['number_of_functions', 'number_of_libraries']);
+
+/** What the masters' script caches hold of the proxy's store: `held[m]`, how many of the `checked` master m has. */
+interface ScriptsOnMasters {
+  stored: number;
+  checked: number;
+  held: number[];
+}
+
+/**
+ * number_of_cached_scripts as one server's: the scripts a client of the proxy can run by SHA, each
+ * once. Those are every script in the proxy's store (it loads one on any master that misses it,
+ * and SCRIPT EXISTS answers 1 for it) and the others that every master holds (loaded past this
+ * proxy). Not a sum (100 SCRIPT LOADs are on every master: 100, not 300) nor the largest master's
+ * (100 EVALs of different scripts spread over 3 masters: 100, not 34). A master's scripts outside
+ * the store are its count less the stored ones it has (SCRIPT EXISTS behind INFO); those on every
+ * master are the smallest of these, less the stored scripts not checked (taken to be everywhere).
+ */
+function cachedScripts(counts: number[], s: ScriptsOnMasters): number {
+  const outside = Math.min(...counts.map((c, m) => c - s.held[m]));
+  return s.stored + Math.max(0, outside - (s.stored - s.checked));
+}
+
+/** How many 1s a SCRIPT EXISTS reply holds (0 for an error or no reply). */
+function heldCount(frame: Buffer | undefined): number {
+  if (frame === undefined || frame[0] === 45) return 0;
+  return (asArray(decodeReply(frame)) as number[]).filter((x) => x === 1).length;
+}
+
+function mergeMemory(all: string[][], scripts: ScriptsOnMasters): string[] {
   const values = fieldsOfEach(all);
+  const counts = (name: string): number[] | null => {
+    const each = values.map((v) => v.get(name) ?? '');
+    return each.every((v) => NUMBER.test(v)) ? each.map(Number) : null;
+  };
   const sums = new Map<string, number>();
   for (const name of MEMORY_SUMS) {
     const each = values.map((v) => v.get(name));
@@ -166,6 +230,8 @@ function mergeMemory(all: string[][]): string[] {
     const [name, first] = splitField(line, ':');
     const total = sums.get(name);
     if (total !== undefined) return `${name}:${total}`;
+    const each = name === 'number_of_cached_scripts' || FUNCTION_COUNTS.has(name) ? counts(name) : null;
+    if (each !== null) return `${name}:${FUNCTION_COUNTS.has(name) ? Math.max(...each) : cachedScripts(each, scripts)}`;
     // A `_human` form of a summed field, and the ratios Redis makes from the summed fields.
     const base = name.endsWith('_human') ? sums.get(name.slice(0, -'_human'.length)) : undefined;
     if (base !== undefined) return `${name}:${bytesToHuman(base)}`;

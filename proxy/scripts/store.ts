@@ -107,6 +107,12 @@ export class ScriptStore {
     return [...this.scripts].map(([sha, s]) => [sha, s.body]);
   }
 
+  /** The SHAs of the `limit` scripts used last (all when fewer), without counting as a use. */
+  recentShas(limit: number): string[] {
+    const shas = [...this.scripts.keys()];
+    return shas.length <= limit ? shas : shas.slice(shas.length - limit);
+  }
+
   infoLines(): string[] {
     return [
       `scripts_stored:${this.scripts.size}`,

@@ -46,17 +46,31 @@ export type HashName = (typeof HASH_NAMES)[number];
 export const DISTRIBUTIONS = ['ketama', 'modula', 'random'] as const;
 export type DistributionName = (typeof DISTRIBUTIONS)[number];
 
-export const ringNodeSchema = strictObject({
-  /**
-   * The node's identity on the ketama continuum. Absent: twemproxy's rule applies (the address),
-   * so keep names when replacing a twemproxy pool that had them, or keys move. Optional.
-   */
-  name: v.optional(nonEmpty),
-  /** A standalone Redis. Required. */
-  addr: remoteAddr,
-  /** Share of the continuum relative to the other nodes. Default 1. */
-  weight: v.optional(int(1), 1),
-});
+export const ringNodeSchema = v.pipe(
+  strictObject({
+    /**
+     * The node's identity on the ketama continuum. Absent: twemproxy's rule applies (the address),
+     * so keep names when replacing a twemproxy pool that had them, or keys move. For a node given
+     * by `master`, absent means the master name (as in twemproxy's Sentinel patch). Optional.
+     */
+    name: v.optional(nonEmpty),
+    /** A standalone Redis. Required unless `master` is given; with `master`, where it is looked for while no sentinel answers. */
+    addr: v.optional(remoteAddr),
+    /**
+     * The node's Sentinel master name (`sentinel monitor NAME ...`): its address is asked of
+     * `ring.sentinels` and followed through failovers; keys stay where the name puts them.
+     * Optional: absent, `addr` is the node for good.
+     */
+    master: v.optional(nonEmpty),
+    /** Share of the continuum relative to the other nodes. Default 1. */
+    weight: v.optional(int(1), 1),
+  }),
+  refine((node, report) => {
+    if (node.addr === undefined && node.master === undefined) report('required (or master: the Sentinel master name of the node)', 'addr');
+  }),
+  // A Sentinel-managed node's identity must not be its address, which a failover changes.
+  v.transform((node) => (node.master !== undefined && node.name === undefined ? { ...node, name: node.master } : node)),
+);
 export type RingNode = v.InferOutput<typeof ringNodeSchema>;
 
 export const ringNodesSchema = v.pipe(
@@ -64,9 +78,9 @@ export const ringNodesSchema = v.pipe(
   v.minLength(1),
   emptyOfWrongType(),
   refine((nodes, report) => {
-    // Two entries with one address would double a server's share; two with one name would
-    // collide on the continuum. Both are always typos.
-    for (const field of ['addr', 'name'] as const) {
+    // Two entries with one address (or one master) would double a server's share; two with one
+    // name would collide on the continuum. All are always typos.
+    for (const field of ['addr', 'master', 'name'] as const) {
       const first = new Map<string, number>();
       nodes.forEach((node, i) => {
         const value = node[field];
@@ -108,15 +122,50 @@ function ringShape<H extends v.GenericSchema>(hash: H) {
   };
 }
 
-export const ringSchema = strictObject({
-  ...ringShape(v.optional(oneOf(HASH_NAMES), 'md5')),
-  /** twemproxy's auto_eject_hosts: a node failing `serverFailureLimit` times in a row leaves the ring (its keys go to the others) for `serverRetryTimeoutMs`. Optional: absent or false, a down node's keys get an error. Not applied during a migration. */
-  autoEjectHosts: v.optional(v.boolean()),
-  /** Consecutive connection failures that eject a node (twemproxy's server_failure_limit). Optional: 2. */
-  serverFailureLimit: v.optional(int(1)),
-  /** How long an ejected node stays out before it is tried again (twemproxy's server_retry_timeout). Optional: 30000. */
-  serverRetryTimeoutMs: v.optional(int(1)),
-});
+/**
+ * How the proxy talks to `ring.sentinels` and follows their masters (proxy/sentinel/). Every field
+ * is optional.
+ */
+export const sentinelSchema = v.pipe(
+  strictObject({
+    /** ACL user for the sentinels (needs `password`). Optional. */
+    username: v.optional(nonEmpty),
+    /** The sentinels' own password (their `requirepass`), not the nodes'. Optional: absent, no AUTH. */
+    password: v.optional(nonEmpty),
+    /** TLS to the sentinels, with backend.tls's CA and certificate. Optional: absent, as the nodes (TLS when backend.tls is set). */
+    tls: v.optional(v.boolean()),
+    /** How long a request for a master that is down waits for Sentinel to promote a replica, before it gets an error. Default 10000. */
+    failoverWaitMs: v.optional(int(0), 10_000),
+    /** How often every master is asked of the sentinels again, besides +switch-master, reconnects and READONLY. Default 5000. */
+    refreshIntervalMs: v.optional(int(100), 5_000),
+  }),
+  refine((s, report) => {
+    if (s.username !== undefined && s.password === undefined) report('required when ring.sentinel.username is set (AUTH needs both)', 'password');
+  }),
+);
+
+export const ringSchema = v.pipe(
+  strictObject({
+    ...ringShape(v.optional(oneOf(HASH_NAMES), 'md5')),
+    /** twemproxy's auto_eject_hosts: a node failing `serverFailureLimit` times in a row leaves the ring (its keys go to the others) for `serverRetryTimeoutMs`. Optional: absent or false, a down node's keys get an error. Not applied during a migration. */
+    autoEjectHosts: v.optional(v.boolean()),
+    /** Consecutive connection failures that eject a node (twemproxy's server_failure_limit). Optional: 2. */
+    serverFailureLimit: v.optional(int(1)),
+    /** How long an ejected node stays out before it is tried again (twemproxy's server_retry_timeout). Optional: 30000. */
+    serverRetryTimeoutMs: v.optional(int(1)),
+    /** Redis Sentinels asked where the nodes given by `master` are (any one that answers will do). Required when a node has `master`. */
+    sentinels: v.optional(v.pipe(v.array(remoteAddr), v.minLength(1), emptyOfWrongType())),
+    /** Talking to the sentinels, and how long a failover is waited for. Optional: all defaults. */
+    sentinel: v.optional(sentinelSchema),
+  }),
+  refine((ring, report) => {
+    if (ring.sentinels !== undefined) return;
+    ring.nodes.forEach((node, i) => {
+      if (node.master !== undefined) report('needs ring.sentinels (the sentinels that know this master)', 'nodes', i, 'master');
+    });
+    if (ring.sentinel !== undefined) report('only with ring.sentinels', 'sentinel');
+  }),
+);
 
 export const MIGRATION_PHASES = ['double-write', 'read-new', 'done'] as const;
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number];

@@ -163,12 +163,31 @@ function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingMo
     }
     target = { phase: migration.phase, to };
   }
+  if (!sentinelsMatch(ring, target, report)) return undefined;
   const withMigration = target === undefined ? {} : { migration: target };
   if (mode === 'cluster' && cluster !== undefined) return { ...common, mode, cluster, ...withMigration };
   if (mode === 'ring' && ring !== undefined) return { ...common, mode, ring, ...withMigration };
   // checkSections has reported this already, and a pipe does not run its transform after issues.
   report(`${mode} mode needs a "${mode}" section`, 'mode');
   return undefined;
+}
+
+/** Nodes given by their Sentinel master name need `ring.sentinels`, and sentinels need such a node. */
+function sentinelsMatch(ring: RingConfig | undefined, migration: MigrationConfig | undefined, report: Report): boolean {
+  const targetNodes = migration !== undefined && 'nodes' in migration.to ? migration.to.nodes : [];
+  const managed = [...(ring?.nodes ?? []), ...targetNodes].some((n) => n.master !== undefined);
+  let ok = true;
+  if (ring?.sentinels === undefined) {
+    targetNodes.forEach((n, i) => {
+      if (n.master === undefined) return;
+      report('needs ring.sentinels (the sentinels that know this master)', 'migration', 'to', 'nodes', i, 'master');
+      ok = false;
+    });
+  } else if (!managed) {
+    report('no ring node is given by its Sentinel master name (master: NAME) in ring.nodes or migration.to.nodes', 'ring', 'sentinels');
+    ok = false;
+  }
+  return ok;
 }
 
 export const configSchema = v.pipe(

@@ -37,6 +37,33 @@ export function parseServerLine(line: string): { addr: string; weight: number; n
   return { addr: `${m[1]}:${m[2]}`, weight, ...(name !== undefined && name !== '' ? { name } : {}) };
 }
 
+/**
+ * A pool's `sentinels:` entry in twemproxy's Sentinel patch (twitter/twemproxy#324 and its forks):
+ * `host:port:weight` like a server line (the weight means nothing there), or `host:port`.
+ */
+export function parseSentinelLine(line: string): string {
+  const m = /^(.+?):(\d+)(?::\d+)?$/.exec(line.trim());
+  if (m === null) throw new TwemproxyConfigError(`sentinel "${line}": expected host:port:weight or host:port`);
+  return `${m[1]}:${m[2]}`;
+}
+
+/**
+ * The servers of a pool: with `sentinels:` (the Sentinel patch) each server's name is its Sentinel
+ * master name, and its address only where to look while no sentinel answers.
+ */
+function serversOf(where: string, servers: unknown[], sentinels: unknown): { nodes: Record<string, unknown>[]; sentinels?: string[] } {
+  const nodes = servers.map((s) => parseServerLine(String(s)));
+  if (sentinels === undefined || sentinels === null) return { nodes };
+  if (!Array.isArray(sentinels) || sentinels.length === 0) throw new TwemproxyConfigError(`${where}: sentinels must be a non-empty list`);
+  return {
+    nodes: nodes.map(({ name, addr, weight }) => {
+      if (name === undefined) throw new TwemproxyConfigError(`${where}: server "${addr}": a pool with sentinels names each server by its Sentinel master name (host:port:weight NAME)`);
+      return { master: name, addr, weight };
+    }),
+    sentinels: sentinels.map((s) => parseSentinelLine(String(s))),
+  };
+}
+
 const IGNORED: Record<string, string> = {
   preconnect: 'slotproxy connects on first use',
   backlog: 'the OS default is used',
@@ -74,6 +101,7 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
   if (typeof p.listen !== 'string' || p.listen.startsWith('/')) throw new TwemproxyConfigError(`${where}: listen must be host:port`);
   if (!Array.isArray(p.servers) || p.servers.length === 0) throw new TwemproxyConfigError(`${where}: servers must be a non-empty list`);
   const hashTag = p.hash_tag === undefined ? '' : String(p.hash_tag);
+  const { nodes, sentinels } = serversOf(where, p.servers, p.sentinels);
 
   const config: Record<string, unknown> = {
     listen: p.listen,
@@ -84,7 +112,8 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
       hash,
       hashTag,
       ...(distribution === 'ketama' ? {} : { distribution }),
-      nodes: p.servers.map((s) => parseServerLine(String(s))),
+      nodes,
+      ...(sentinels === undefined ? {} : { sentinels }),
       ...(p.auto_eject_hosts === true ? { autoEjectHosts: true } : {}),
       ...(typeof p.server_failure_limit === 'number' ? { serverFailureLimit: p.server_failure_limit } : {}),
       ...(typeof p.server_retry_timeout === 'number' ? { serverRetryTimeoutMs: p.server_retry_timeout } : {}),
@@ -101,6 +130,7 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
     config.auth = { password: redisAuth };
     notes.push('redis_auth: used for clients (auth.password) and for the nodes (backend.password), as twemproxy does');
   }
+  if (sentinels !== undefined) notes.push('sentinels: each server follows its Sentinel master (named by the server\'s name) through failovers; its address is used only while no sentinel answers');
   if (distribution === 'random') notes.push('distribution random: every request goes to a live server picked at random, as in twemproxy, so a key read back may be missed');
   for (const [field, why] of Object.entries(IGNORED)) if (p[field] !== undefined) notes.push(`${field}: not carried over (${why})`);
 

@@ -18,8 +18,8 @@
  * a shard on every side it touches (a node of a ring, a slot of a cluster; else CROSSSLOT), so
  * during a migration a key's shard is (node index in A) * (shards of B) + (its shard in B).
  */
-import { MigrationPhase, RingConfig, MigrationConfig } from '../config/schema';
-import { RING_SHARDS, Ring } from './ring';
+import { MigrationPhase, RingConfig, MigrationConfig, RingNode } from '../config/schema';
+import { RING_SHARDS, Ring, RingNodeSpec } from './ring';
 import { KeySpace, SlotOwners } from './key-space';
 import { ClusterKeySpace } from './cluster-key-space';
 
@@ -27,7 +27,15 @@ import { ClusterKeySpace } from './cluster-key-space';
 export const DEFAULT_HASH_TAG = '{}';
 
 export function ringFromConfig(ring: RingConfig, ejected?: ReadonlySet<number>): Ring {
-  return new Ring({ hash: ring.hash, hashTag: ring.hashTag ?? DEFAULT_HASH_TAG, distribution: ring.distribution, nodes: ring.nodes, ejected });
+  return new Ring({ hash: ring.hash, hashTag: ring.hashTag ?? DEFAULT_HASH_TAG, distribution: ring.distribution, nodes: nodeSpecs(ring.nodes), ejected });
+}
+
+/** Config nodes as a ring takes them: each with its address (a Sentinel-managed one's looked up first, see master-addresses.ts). */
+function nodeSpecs(nodes: readonly RingNode[]): RingNodeSpec[] {
+  return nodes.map((n) => {
+    if (n.addr === undefined) throw new Error(`ring node ${n.name ?? ''}: where Sentinel master ${n.master ?? ''} is is not known yet`);
+    return { ...(n.name === undefined ? {} : { name: n.name }), addr: n.addr, weight: n.weight };
+  });
 }
 
 /** The live slot map of a cluster named by its seeds (the proxy's, or a tool's own). */
@@ -37,7 +45,7 @@ export type ClusterOwnersFor = (seeds: readonly string[]) => SlotOwners;
 export function targetFromConfig(ring: RingConfig | null, migration: MigrationConfig, clusterFor: ClusterOwnersFor): KeySpace {
   const to = migration.to;
   if ('cluster' in to) return new ClusterKeySpace(to.cluster.seeds, clusterFor(to.cluster.seeds));
-  return new Ring({ hash: to.hash, hashTag: to.hashTag ?? ring?.hashTag ?? DEFAULT_HASH_TAG, distribution: to.distribution ?? ring?.distribution, nodes: to.nodes });
+  return new Ring({ hash: to.hash, hashTag: to.hashTag ?? ring?.hashTag ?? DEFAULT_HASH_TAG, distribution: to.distribution ?? ring?.distribution, nodes: nodeSpecs(to.nodes) });
 }
 
 /** For configs without a cluster side: asking for one is a programming error. */
@@ -77,6 +85,15 @@ export class Placement {
     const a = new ClusterKeySpace(seeds, owners);
     if (migration === undefined) return new Placement(a, null, null);
     return new Placement(a, targetFromConfig(null, migration, clusterFor), migration.phase);
+  }
+
+  /**
+   * The same placement with the ring node at `from` now at `to` on every ring side (a Sentinel
+   * failover; rings of a migration may share the node): same phase, and no key changes node.
+   */
+  readdressed(from: string, to: string): Placement {
+    const side = <S extends KeySpace>(s: S): S | Ring => (s instanceof Ring ? s.readdressed(from, to) : s);
+    return new Placement(side(this.from), this.to === null ? null : side(this.to), this.phase);
   }
 
   /** Same sides, another phase. */

@@ -91,6 +91,8 @@ export class Ring implements KeySpace {
   private readonly lookup: NodeLookup;
   /** Addresses of nodes in the ring (ejected nodes hold no keys). */
   private readonly liveAddresses: readonly string[];
+  /** What it was built from, for readdressed(). */
+  private readonly spec: RingSpec;
 
   constructor(spec: RingSpec) {
     if (spec.nodes.length === 0) throw new Error('a ring needs at least one node');
@@ -112,7 +114,19 @@ export class Ring implements KeySpace {
     );
     this.addresses = Object.freeze([...new Set(spec.nodes.map((n) => n.addr))]);
     this.liveAddresses = Object.freeze([...new Set(this.nodes.filter((n) => n.points > 0).map((n) => n.addr))]);
+    this.spec = spec;
     Object.freeze(this);
+  }
+
+  /**
+   * The same ring with the node at `from` now at `to` (a Sentinel failover): every node keeps its
+   * name, weight and place, so every key keeps its node. The ring itself when none is at `from`.
+   */
+  readdressed(from: string, to: string): Ring {
+    if (!this.addresses.includes(from)) return this;
+    // A node named by its address would change its points: such a node has no master to follow.
+    const nodes = this.spec.nodes.map((n) => (n.addr === from ? { name: continuumName(n), addr: to, weight: n.weight } : n));
+    return new Ring({ ...this.spec, nodes });
   }
 
   /**

@@ -40,6 +40,7 @@ import { fenceRingB } from '../migration/fence';
 import { readinessProblem } from './readiness';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
+import { Ring } from '../../sharding/ring';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
 import { carryToTarget } from '../migration/carry';
@@ -186,11 +187,14 @@ export class ProxyServer {
 
   /**
    * This proxy as a nutcracker pool in the stats JSON (telemetry/nutcracker-stats.ts), read now:
-   * its servers are the ring's nodes, keyed as nutcracker keys them (the name, else host:port).
+   * its servers are the ring's nodes, keyed as nutcracker keys them (the name, else host:port), each
+   * at its address now (a Sentinel-managed one's moves with its master).
    */
   nutcrackerPool(): NutcrackerPoolSource {
     const s = this.ctx.stats;
-    const nodes = this.config.mode === 'ring' ? this.config.ring.nodes.map((n) => ({ key: n.name ?? n.addr, addr: n.addr })) : [];
+    const live = this.ctx.ring?.placement.from;
+    const addrOf = (i: number, configured: string | undefined): string => (live instanceof Ring ? live.nodes[i]?.addr : undefined) ?? configured ?? '';
+    const nodes = this.config.mode === 'ring' ? this.config.ring.nodes.map((n, i) => ({ key: n.name ?? n.addr ?? '', addr: addrOf(i, n.addr) })) : [];
     const servers = nodes.map(({ key, addr }) => ({ key, ...this.ctx.pool.nodeStats(addr) }));
     return {
       clientEof: s.clientEof,

@@ -274,7 +274,7 @@ describe('bad configs name the field and the reason', () => {
     ['maxRedirects 101', cluster({ maxRedirects: 101 }), 'cluster.maxRedirects: must be at most 100'],
     ['retryWindowMs negative', cluster({ retryWindowMs: -1 }), 'cluster.retryWindowMs: must be at least 0'],
     ['ring nodes empty', ring({ nodes: [] }), 'ring.nodes: must not be empty'],
-    ['ring node without addr', ring({ nodes: [{ name: 'a' }] }), 'ring.nodes[0].addr: required'],
+    ['ring node without addr', ring({ nodes: [{ name: 'a' }] }), 'ring.nodes[0].addr: required (or master: the Sentinel master name of the node)'],
     ['ring node bad addr', ring({ nodes: [node('h')] }), 'ring.nodes[0].addr: expected host:port, got "h"'],
     ['ring node weight 0', ring({ nodes: [node('h:1', { weight: 0 })] }), 'ring.nodes[0].weight: must be at least 1'],
     ['ring node weight 1.5', ring({ nodes: [node('h:1', { weight: 1.5 })] }), 'ring.nodes[0].weight: expected an integer, got 1.5'],

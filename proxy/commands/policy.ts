@@ -101,7 +101,7 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['function|kill', fanout],
   ['function|list', anyMaster],
   ['function|dump', anyMaster],
-  ['function|stats', anyMaster],
+  ['function|stats', fanout],
   ['function|help', anyMaster],
   ['config|get', anyMaster],
   ['config|help', anyMaster],

@@ -10,6 +10,7 @@ import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY
 import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
 import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, firstNonNil, killMerge, sumIntegers } from './fanout';
 import { FollowedFanout } from './followed-fanout';
+import { functionStatsMerge } from './function-stats';
 import { InfoServer, infoFanout, infoMerge, onlyProxySection } from './info';
 import { RandomKeyCommand } from './random-key';
 import { EveryNodeCommand, everyNode } from './every-node';
@@ -59,6 +60,7 @@ const FANOUT_MERGES = new Map([
   ['function|flush', allOk],
   ['function|restore', allOk],
   ['function|kill', killMerge],
+  ['function|stats', functionStatsMerge],
   ['memory|purge', allOk],
   ['client|pause', allOk],
   ['client|unpause', allOk],
@@ -427,7 +429,8 @@ export class Dispatcher {
       session.track(new FollowedFanout(session, placement.from.masters(), remembering, follow)).start(ctx, raw ?? encode.command(args));
       return;
     }
-    session.track(new FanoutCommand(session, masters, remembering)).start(ctx, raw ?? encode.command(args), OUT_OF_LANE.has(name));
+    const protocol = name === 'function|stats' ? session.protocol : 2;
+    session.track(new FanoutCommand(session, masters, remembering, protocol)).start(ctx, raw ?? encode.command(args), OUT_OF_LANE.has(name));
   }
 }
 

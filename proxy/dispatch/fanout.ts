@@ -23,7 +23,8 @@ export class FanoutCommand extends ReplySlot {
   private readonly afterFrames: Buffer[];
   private missing: number;
 
-  constructor(owner: ReplyOwner, private readonly masters: readonly string[], private readonly merge: Merge) {
+  /** `protocol`: of the lanes asked (the client's, for a merge that keeps RESP3's types: FUNCTION STATS). */
+  constructor(owner: ReplyOwner, private readonly masters: readonly string[], private readonly merge: Merge, private readonly protocol: 2 | 3 = 2) {
     super(owner);
     this.frames = new Array<Buffer>(masters.length);
     this.afterFrames = new Array<Buffer>(masters.length);
@@ -43,7 +44,7 @@ export class FanoutCommand extends ReplySlot {
     const behind = outOfLane ? null : after; // an out-of-lane connection closes after its one reply
     if (behind !== null) this.missing *= 2;
     this.masters.forEach((address, i) => {
-      const conn = outOfLane ? ctx.pool.outOfLane(address) : ctx.pool.connection(address, this.owner.id);
+      const conn = outOfLane ? ctx.pool.outOfLane(address) : ctx.pool.connection(address, this.owner.id, this.protocol);
       const done = (frame: Buffer): void => {
         if (outOfLane) conn.close('request done');
         this.collect(this.frames, i, frame);

@@ -9,6 +9,9 @@ import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
+import net from 'node:net';
+import { encodeRequest } from '../helpers/raw-exchange';
+import { ReplyFramer } from '../../proxy/resp/reply-framer';
 
 // The default backend.commandTimeoutMs (10000): nothing set on purpose.
 const h = useProxy({}, { masters: 3, replicasPerMaster: 0 });
@@ -95,5 +98,123 @@ describe('INFO counts distinct scripts and libraries (item 4)', () => {
     const [p, one] = await counts('memory');
     expect(p).toEqual(one);
     expect(p[0]).toBe('number_of_cached_scripts:0');
+  });
+});
+
+// ---------------------------------------------------------------------------
+/** Scripts that run until killed (they write nothing, so SCRIPT KILL and FUNCTION KILL can). */
+const SPIN = 'local i = 0 while true do i = i + 1 end';
+const SPIN_LIB = "#!lua name=spinlib\nredis.register_function('spin', function() local i = 0 while true do i = i + 1 end end)\nredis.register_function('noop', function() return 1 end)";
+const BUSY_SCRIPT = 'BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.';
+
+/** Resolves once `node` answers BUSY (its script runs past busy-reply-threshold). */
+async function busy(node: RedisNode): Promise<void> {
+  await waitFor(
+    `${node.address} to be busy`,
+    async () => {
+      try {
+        await node.command('PING');
+        return false;
+      } catch (err) {
+        return (err as Error).message.startsWith('BUSY');
+      }
+    },
+    10_000,
+  );
+}
+
+/** A reply, or `{ err: text }` for an error reply. */
+async function outcome(p: Promise<unknown>): Promise<unknown> {
+  try {
+    return await p;
+  } catch (err) {
+    return { err: (err as Error).message };
+  }
+}
+
+/** The replies to `requests` on a new connection, every byte (no sentinel: a busy node would refuse it). */
+function rawReplies(port: number, requests: string[][]): Promise<string[]> {
+  return new Promise((resolve, reject) => {
+    const socket = net.connect(port, '127.0.0.1');
+    const frames: string[] = [];
+    const framer = new ReplyFramer();
+    const timer = setTimeout(() => {
+      socket.destroy();
+      reject(new Error(`${requests.length} replies not in within 10 s; got ${JSON.stringify(frames)}`));
+    }, 10_000);
+    socket.on('connect', () => socket.write(requests.map(encodeRequest).join('')));
+    socket.on('data', (chunk) =>
+      framer.push(chunk, (frame) => {
+        frames.push(frame.toString('latin1'));
+        if (frames.length < requests.length) return;
+        clearTimeout(timer);
+        socket.destroy();
+        resolve(frames);
+      }),
+    );
+    socket.on('error', reject);
+  });
+}
+
+/** The last reply of a raw exchange, every byte, with `duration_ms`'s value (a clock reading) masked. */
+async function lastReply(port: number, requests: string[][]): Promise<string> {
+  const frames = await rawReplies(port, requests);
+  return frames[frames.length - 1].replace(/(duration_ms\r\n:)\d+/, '$1<ms>');
+}
+
+describe('busy scripts as one Redis', () => {
+  beforeAll(async () => {
+    // A short busy threshold on every node (the proxy learns it from the CONFIG SET), and on one Redis.
+    for (const x of [c, r]) {
+      expect(await x.call('CONFIG', 'SET', 'busy-reply-threshold', '100')).toBe('OK');
+      expect(await x.call('FUNCTION', 'FLUSH')).toBe('OK');
+      expect(await x.call('FUNCTION', 'LOAD', SPIN_LIB)).toBe('spinlib');
+    }
+  });
+
+  describe('FUNCTION STATS merged over the masters (item 3)', () => {
+    const STATS = [['FUNCTION', 'STATS']];
+    const RESP3_STATS = [['HELLO', '3'], ['FUNCTION', 'STATS']];
+
+    test('nothing running: nil, and the engines counted as one server\'s, RESP2 and RESP3', async () => {
+      for (const requests of [STATS, RESP3_STATS]) {
+        expect(await lastReply(h.proxy().address.port, requests)).toBe(await lastReply(refNode().port, requests));
+      }
+      expect(await lastReply(h.proxy().address.port, STATS)).toBe(
+        '*4\r\n$14\r\nrunning_script\r\n$-1\r\n$7\r\nengines\r\n*2\r\n$3\r\nLUA\r\n*4\r\n$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:2\r\n',
+      );
+    });
+
+    test('a function running on one master: its name, command and duration, RESP2 and RESP3; an EVAL running: BUSY', async () => {
+      const [, { key, node }] = await keyPerMaster(h.cluster(), 'stats');
+      const sides = [
+        { port: h.proxy().address.port, node, runner: h.connect(), killer: h.connect() },
+        { port: refNode().port, node: refNode(), runner: refConnect(), killer: refConnect() },
+      ];
+      const seen: unknown[][] = [];
+      for (const side of sides) {
+        await Promise.all([side.runner.ping(), side.killer.ping()]);
+        const running = outcome(side.runner.call('FCALL', 'spin', '1', key));
+        await busy(side.node);
+        seen.push([await lastReply(side.port, STATS), await lastReply(side.port, RESP3_STATS)]);
+        expect(await side.killer.call('FUNCTION', 'KILL')).toBe('OK');
+        seen.push([await running]);
+
+        const evalRunning = outcome(side.runner.call('EVAL', SPIN, '1', key));
+        await busy(side.node);
+        seen.push([await lastReply(side.port, STATS), await lastReply(side.port, RESP3_STATS)]);
+        expect(await side.killer.call('SCRIPT', 'KILL')).toBe('OK');
+        seen.push([await evalRunning]);
+      }
+      expect(seen.slice(0, 4)).toEqual(seen.slice(4));
+      const [fcallViaProxy, fcallKilled, evalViaProxy] = seen;
+      // Redis 7.0's own words for a killed function.
+      expect(fcallKilled).toEqual([{ err: 'ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:2.' }]);
+      expect(fcallViaProxy[0]).toBe(
+        `*4\r\n$14\r\nrunning_script\r\n*6\r\n$4\r\nname\r\n$4\r\nspin\r\n$7\r\ncommand\r\n*4\r\n$5\r\nFCALL\r\n$4\r\nspin\r\n$1\r\n1\r\n$${key.length}\r\n${key}\r\n` +
+          '$11\r\nduration_ms\r\n:<ms>\r\n$7\r\nengines\r\n*2\r\n$3\r\nLUA\r\n*4\r\n$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:2\r\n',
+      );
+      expect(evalViaProxy).toEqual([`-${BUSY_SCRIPT}\r\n`, `-${BUSY_SCRIPT}\r\n`]);
+    });
   });
 });

@@ -6,7 +6,7 @@
  * first error (in key order) wins. Nothing else is split: MSETNX and the rest stay CROSSSLOT.
  *
  * A split MSET is not atomic across shards: a reader may see some parts before others, and a failed
- * part leaves the others written. The README says so.
+ * part leaves the others written. docs/commands.md says so.
  *
  * Each part runs through the dispatcher against a PartSession, a stand-in client whose only reply
  * slot feeds the SplitCommand; the SplitCommand holds the client's place in its reply order.

@@ -26,7 +26,7 @@ export interface CommandSpec {
 }
 
 export interface Case {
-  /** The command as the README table names it: `GET`, `CONFIG GET`. */
+  /** The command as docs/compatibility.md's table names it: `GET`, `CONFIG GET`. */
   command: string;
   /** `valid`, `no-args`, `extra-arg`, `all-options`, `wrongtype`, `not-integer <arg>`, `inf <arg>` ... or a corpus case's name. */
   kind: string;

@@ -1,8 +1,8 @@
 // The differential test: every command the back end's COMMAND DOCS lists, and a corpus of tricky
 // requests, sent to one Redis (a single-node Redis Cluster owning every slot: what a perfect proxy
 // would look like to its client) and through slotproxy in front of 3 masters; replies compared byte
-// for byte. A difference must be listed in the one table of README.md's "Compatibility" section,
-// and a listed row must still differ, so the table stays true.
+// for byte. A difference must be listed in the one table of docs/compatibility.md's "Commands that
+// answer differently" section, and a listed row must still differ, so the table stays true.
 
 import crypto from 'node:crypto';
 import fs from 'node:fs';
@@ -186,7 +186,7 @@ const CORPUS: CorpusCase[] = [
   c('EXPIRE', 'EXPIRE options and TTLs', [['EXPIRE', K.string, '100', 'NX'], ['EXPIRE', K.string, '50', 'GT'], ['TTL', K.string], ['PERSIST', K.string], ['TTL', K.string], ['PTTL', '{t}missing']]),
 ];
 
-/** The one table of README.md's "## Compatibility" section: every (command, case) it lists. */
+/** The one table of docs/compatibility.md's "## Commands that answer differently": every (command, case) it lists. */
 interface Row {
   line: number;
   commands: string[];
@@ -194,10 +194,13 @@ interface Row {
   cases: string[];
 }
 
+const COMPATIBILITY_PAGE = 'docs/compatibility.md';
+const COMPATIBILITY_SECTION = '## Commands that answer differently';
+
 function readCompatibilityTable(): Row[] {
-  const lines = fs.readFileSync(path.join(__dirname, '../../README.md'), 'utf8').split('\n');
-  const start = lines.findIndex((l) => l.trim() === '## Compatibility');
-  if (start < 0) throw new Error('README.md has no "## Compatibility" section');
+  const lines = fs.readFileSync(path.join(__dirname, '../..', COMPATIBILITY_PAGE), 'utf8').split('\n');
+  const start = lines.findIndex((l) => l.trim() === COMPATIBILITY_SECTION);
+  if (start < 0) throw new Error(`${COMPATIBILITY_PAGE} has no "${COMPATIBILITY_SECTION}" section`);
   const rows: Row[] = [];
   let headerSeen = false;
   for (let i = start + 1; i < lines.length && !lines[i].startsWith('## '); i++) {
@@ -208,7 +211,7 @@ function readCompatibilityTable(): Row[] {
     }
     const cells = line.slice(1, -1).split(/(?<!\\)\|/).map((s) => s.trim()); // `\|` is a | inside a cell
     if (!headerSeen) {
-      if (cells[0] !== 'Command' || cells[1] !== 'Case') throw new Error(`README.md:${i + 1}: the table must start with | Command | Case |`);
+      if (cells[0] !== 'Command' || cells[1] !== 'Case') throw new Error(`${COMPATIBILITY_PAGE}:${i + 1}: the table must start with | Command | Case |`);
       headerSeen = true;
       continue;
     }
@@ -271,7 +274,7 @@ function show(d: Difference): string {
   return `${d.test.command} | ${d.test.kind}\n  sent:      ${request}\n  redis:     ${side(d.want)}\n  slotproxy: ${side(d.got)}`;
 }
 
-test('every documented command and the corpus: through slotproxy as on one Redis, or listed in README', async () => {
+test('every documented command and the corpus: through slotproxy as on one Redis, or listed in docs/compatibility.md', async () => {
   const [docs, info] = await Promise.all([sendCommand(referencePort(), ['COMMAND', 'DOCS']), sendCommand(referencePort(), ['COMMAND', 'INFO'])]);
   const specs = commandSpecs(docs, info);
   const generated: CorpusCase[] = specs.flatMap(casesFor).map((t) => ({ ...t, byShape: !CALIBRATE && COMPARED_BY_SHAPE.has(t.command) }));
@@ -293,10 +296,10 @@ test('every documented command and the corpus: through slotproxy as on one Redis
   for (const r of rows) {
     const covered = differences.filter((d) => covers(r, d));
     for (const command of r.commands) {
-      if (!covered.some((d) => d.test.command === command)) stale.push(`README.md:${r.line}: ${command} answers as one Redis does`);
+      if (!covered.some((d) => d.test.command === command)) stale.push(`${COMPATIBILITY_PAGE}:${r.line}: ${command} answers as one Redis does`);
     }
     for (const kind of r.cases.filter((k) => k !== '*')) {
-      if (!covered.some((d) => d.test.kind === kind)) stale.push(`README.md:${r.line}: case ${kind} answers as one Redis does`);
+      if (!covered.some((d) => d.test.kind === kind)) stale.push(`${COMPATIBILITY_PAGE}:${r.line}: case ${kind} answers as one Redis does`);
     }
   }
   const commands = specs.filter((s) => s.words.length === 1).length;

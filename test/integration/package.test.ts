@@ -74,12 +74,16 @@ function stop(child: ChildProcess): Promise<number | null> {
   });
 }
 
-test('the tarball carries the built program, its example configs and README, and no tests, bench or CI script', async () => {
+test('the tarball carries the built program, its example configs, README, docs/ and BENCHMARKS.md, and no tests, bench or CI script', async () => {
   const listing = await run('tar', ['tzf', tarball], tmp);
   const files = listing.trim().split('\n').map((f) => f.replace(/^package\//, ''));
   expect(files).toContain('dist/cmd/slotproxy.js');
   expect(files).toContain('dist/proxy/commands/fallback-table.json');
   expect(files).toContain('config/examples/cluster.yaml');
+  // README links every docs page and BENCHMARKS.md, so the installed copy's links work too.
+  const pages = fs.readdirSync(path.join(ROOT, 'docs')).map((f) => `docs/${f}`);
+  expect(pages).toContain('docs/replacing-twemproxy.md');
+  expect(files).toEqual(expect.arrayContaining(['README.md', 'BENCHMARKS.md', ...pages]));
   expect(files.filter((f) => /^(test|bench|scripts|\.ci|dist\/bench|dist\/test)\//.test(f) || f.endsWith('.ts') || f.endsWith('.map'))).toEqual([]);
 });
 

@@ -1,6 +1,6 @@
 // The everyday Redis recipes of issue 5 (rate limiters, lock, flash sale, counters), run through the
 // proxy against a real 3-master, 3-replica cluster, each with its keys on more than one master.
-// The README's "Recipes" section shows the same code.
+// docs/recipes.md shows the same code.
 
 import Redis from 'ioredis';
 import { useProxy } from '../helpers/proxy';

@@ -1,7 +1,7 @@
-// The README's walkthrough "From twemproxy to Redis Cluster", run as a user would type it: its
-// shell block is read from README.md and run one step at a time with bash (the `slotproxy` on
-// PATH is the built binary, the ports replaced by free ones), while clients write, read and pop
-// through the proxy between the steps. At the end the new cluster, through the restarted
+// The walkthrough "From twemproxy to Redis Cluster" (docs/replacing-twemproxy.md), run as a user
+// would type it: its shell block is read from that page and run one step at a time with bash (the
+// `slotproxy` on PATH is the built binary, the ports replaced by free ones), while clients write,
+// read and pop through the proxy between the steps. At the end the new cluster, through the restarted
 // cluster-mode proxy, holds exactly what the clients were told.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -12,14 +12,14 @@ import { freeClusterPorts, freePort } from '../../cmd/sandbox/ports';
 import { NODE_FLAGS } from '../../cmd/node-flags';
 import { BIN, tempDir } from '../helpers/cli';
 
-const README = path.resolve(__dirname, '..', '..', 'README.md');
+const PAGE = path.resolve(__dirname, '..', '..', 'docs', 'replacing-twemproxy.md');
 
 /** The walkthrough's steps: the shell block after its marker, split at its `# N.` comments. */
 function walkthroughSteps(): string[] {
-  const text = fs.readFileSync(README, 'utf8');
+  const text = fs.readFileSync(PAGE, 'utf8');
   const at = text.indexOf('<!-- walkthrough:');
   const block = /```sh\n([\s\S]*?)```/.exec(text.slice(at))?.[1];
-  if (at < 0 || block === undefined) throw new Error('README.md has no walkthrough block');
+  if (at < 0 || block === undefined) throw new Error('docs/replacing-twemproxy.md has no walkthrough block');
   return block.split(/\n(?=# \d+\.)/).map((s) => s.trim());
 }
 
@@ -28,7 +28,7 @@ let dir = '';
 let clusterPorts: number[] = [];
 const clients: Redis[] = [];
 
-/** The step's text with the README's ports replaced by this run's. */
+/** The step's text with the page's ports replaced by this run's. */
 function localized(step: string, ports: Map<string, string>): string {
   let out = step;
   for (const [from, to] of ports) out = out.replaceAll(from, to);

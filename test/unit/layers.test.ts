@@ -1,4 +1,4 @@
-// The dependency rule, read from the code's own imports (README, "Architecture"):
+// The dependency rule, read from the code's own imports (docs/architecture.md):
 //   config <- sharding <- proxy <- cmd <- bench, and nothing points up;
 //   sharding is pure (no I/O module of Node);
 //   inside proxy/, each folder (and context.ts) imports only what it declares under "May import:",

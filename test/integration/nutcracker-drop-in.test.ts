@@ -1,19 +1,19 @@
 // slotproxy as a drop-in for nutcracker, on real processes (dist/, built by `npm test`): one
-// `slotproxy start -c nutcracker.yml` serves every pool of a two-pool file, each on its listen, with
-// keys where a real nutcracker over the same nodes puts them; SIGHUP reloads each pool and refuses an
-// added one; SIGTERM stops them all with exit 0. `slotproxy nutcracker` takes nutcracker's flags:
-// -t (ok and error), -p (pid file written and removed), -D, -d, and the stats flags' warning.
+// `slotproxy start -c nutcracker.yml` serves every pool of a three-pool file (ketama, modula,
+// random), each on its listen, beside a real nutcracker serving the same file over the same nodes:
+// keys where nutcracker puts them, random spread by both, the same answers to MGET, MSET, DEL,
+// UNLINK, TOUCH over several servers; SIGHUP reloads each pool and refuses an added one; SIGTERM
+// stops them all with exit 0. `slotproxy nutcracker` takes nutcracker's flags: -t (ok and error),
+// -p (pid file written and removed), -D, -d, and the stats flags' warning.
 import { SpawnSyncReturns, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import Redis from 'ioredis';
-import { ManagedProcess } from '../../bench/children';
 import { freePorts } from '../../cmd/sandbox/ports';
-import { sendCommand } from '../../cmd/sandbox/resp-client';
 import { NODE_FLAGS } from '../../cmd/node-flags';
 import { BIN, ProxyProcess } from '../helpers/cli';
-import { Nutcracker } from './ring-nutcracker';
+import { Ring } from '../../sharding/ring';
 import { useNutcrackerEnv } from '../helpers/nutcracker-env';
 
 const KEYS = 300;
@@ -27,10 +27,10 @@ function client(port: number): Redis {
 }
 
 /**
- * Two pools over the same two nodes, placed differently: alpha ketama/fnv1a_64 with named,
- * weighted servers; beta modula/murmur with a hash tag. `extra` appends a third pool.
+ * Three pools over the same two nodes, placed differently: alpha ketama/fnv1a_64 with named,
+ * weighted servers; beta modula/murmur with a hash tag; gamma random. `extra` appends a pool.
  */
-function twoPools(alphaPort: number, betaPort: number, extra = ''): string {
+function threePools([alphaPort, betaPort, gammaPort]: number[], extra = ''): string {
   const [a, b] = env.nodes().addresses;
   return [
     'alpha:',
@@ -50,15 +50,18 @@ function twoPools(alphaPort: number, betaPort: number, extra = ''): string {
     '  servers:',
     `   - ${a}:1`,
     `   - ${b}:1`,
+    'gamma:',
+    `  listen: 127.0.0.1:${gammaPort}`,
+    '  distribution: random',
+    '  redis: true',
+    '  servers:',
+    `   - ${a}:1`,
+    `   - ${b}:1`,
     extra,
   ].join('\n');
 }
 
-function write(name: string, text: string): string {
-  const file = path.join(env.dir(), name);
-  fs.writeFileSync(file, text);
-  return file;
-}
+const write = (name: string, text: string): string => env.write(name, text);
 
 function keys(prefix: string): string[] {
   return Array.from({ length: KEYS }, (_, i) => (i % 5 === 0 ? `${prefix}:{tag${i % 17}}:${i}` : `${prefix}:${i}`));
@@ -86,26 +89,6 @@ async function perNode(ks: string[]): Promise<number[]> {
   );
 }
 
-/** A real nutcracker serving `file` (its pools on their own listens); resolves once each answers PING. */
-async function startNutcracker(file: string, ports: number[]): Promise<ManagedProcess> {
-  const [statsPort] = await freePorts(1);
-  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', file, '-s', String(statsPort), '-a', '127.0.0.1', '-o', path.join(env.dir(), 'nutcracker.log')]);
-  env.keepNutcracker(nc);
-  const deadline = Date.now() + 10_000;
-  for (const port of ports) {
-    for (;;) {
-      try {
-        if ((await sendCommand(port, ['PING'], { timeoutMs: 500 })) === 'PONG') break;
-      } catch {
-        // Not listening yet.
-      }
-      if (!nc.running || Date.now() > deadline) throw new Error(`nutcracker did not serve ${port}: ${nc.describeExit()} ${nc.stderr}`);
-      await new Promise((r) => setTimeout(r, 20));
-    }
-  }
-  return nc;
-}
-
 /** Resolves true when something accepts a connection on `port`. */
 function accepts(port: number): Promise<boolean> {
   return new Promise((resolve) => {
@@ -122,18 +105,47 @@ function runToEnd(args: string[]): SpawnSyncReturns<string> {
   return spawnSync(process.execPath, [...NODE_FLAGS, BIN, ...args], { encoding: 'utf8', timeout: 30_000 });
 }
 
-test('start -c nutcracker.yml: both pools from one process, keys where nutcracker puts them; SIGHUP reloads each, refuses an added pool; SIGTERM stops all, exit 0', async () => {
+/** Each node's DBSIZE. */
+function sizes(): Promise<number[]> {
+  return Promise.all(env.nodes().nodes.map(async (n) => Number(await n.command('DBSIZE'))));
+}
+
+/** MGET, MSET, DEL, UNLINK, TOUCH, EXISTS over `ks` (on several servers) through `c`: every answer. */
+async function multiKey(c: Redis, ks: string[]): Promise<unknown[]> {
+  const script: string[][] = [
+    ['MSET', ...ks.flatMap((k, i) => [k, `v${i}`])],
+    ['MGET', ...ks, 'multi:none'],
+    ['TOUCH', ...ks, 'multi:none'],
+    ['EXISTS', ...ks, 'multi:none', ks[0]],
+    ['DEL', ...ks.slice(0, 4), 'multi:none'],
+    ['UNLINK', ...ks.slice(4)],
+    ['MGET', ...ks],
+  ];
+  const replies: unknown[] = [];
+  for (const [name, ...args] of script) {
+    replies.push(await c.call(name, ...args).catch((err: Error) => `error: ${err.message}`));
+    // Where MSET put them, read on the nodes.
+    if (name === 'MSET') replies.push(await perNode(ks));
+  }
+  return replies;
+}
+
+test('start -c nutcracker.yml: every pool from one process, beside nutcracker serving the same file: keys placed alike, random spread, multi-key answers alike; SIGHUP reloads each, refuses an added pool; SIGTERM stops all, exit 0', async () => {
   await Promise.all(env.nodes().nodes.map((n) => n.command('FLUSHALL')));
-  const [alphaPort, betaPort, ncAlpha, ncBeta, gammaPort] = await freePorts(5);
-  const file = write('nutcracker.yml', twoPools(alphaPort, betaPort));
+  const [alphaPort, betaPort, gammaPort, ncAlpha, ncBeta, ncGamma, ncStats, deltaPort] = await freePorts(8);
+  const file = write('nutcracker.yml', threePools([alphaPort, betaPort, gammaPort]));
   const proxy = ProxyProcess.start(file);
-  await proxy.waitForLog(/slotproxy is listening/, 30_000, 2);
-  // One banner line per pool, once both serve.
-  for (let i = 0; i < 100 && proxy.out.split('\n').length < 3; i++) await new Promise((r) => setTimeout(r, 20));
+  await proxy.waitForLog(/slotproxy is listening/, 30_000, 3);
+  // One banner line per pool, once all serve.
+  for (let i = 0; i < 100 && proxy.out.split('\n').length < 4; i++) await new Promise((r) => setTimeout(r, 20));
   expect(proxy.out).toContain(`listening on 127.0.0.1:${alphaPort} (ring mode, twemproxy pool alpha)`);
   expect(proxy.out).toContain(`listening on 127.0.0.1:${betaPort} (ring mode, twemproxy pool beta)`);
+  expect(proxy.out).toContain(`listening on 127.0.0.1:${gammaPort} (ring mode, twemproxy pool gamma)`);
 
-  const nc = await startNutcracker(write('nutcracker-real.yml', twoPools(ncAlpha, ncBeta)), [ncAlpha, ncBeta]);
+  // The same file, only its listens changed (both cannot listen on one port).
+  const ncFile = write('nutcracker-real.yml', threePools([ncAlpha, ncBeta, ncGamma]));
+  expect(fs.readFileSync(ncFile, 'utf8').replace(/listen: .*/g, '')).toBe(fs.readFileSync(file, 'utf8').replace(/listen: .*/g, ''));
+  const nc = await env.startNutcracker(['-c', ncFile], [ncAlpha, ncBeta, ncGamma], ncStats);
   const pools = [
     { name: 'alpha', ours: client(alphaPort), theirs: client(ncAlpha) },
     { name: 'beta', ours: client(betaPort), theirs: client(ncBeta) },
@@ -153,30 +165,55 @@ test('start -c nutcracker.yml: both pools from one process, keys where nutcracke
   }
   // The two pools place the same keys differently (else reading through the wrong one would pass).
   expect(await missing(pools[1].ours, keys('alpha-nc'))).not.toEqual([]);
+
+  // random: each write to either server, in both (about half each).
+  for (const [port, name] of [[ncGamma, 'gamma-nc'], [gammaPort, 'gamma-sp']] as const) {
+    const before = await sizes();
+    await writeAll(client(port), keys(name));
+    const added = (await sizes()).map((n, i) => n - before[i]);
+    expect(added[0] + added[1]).toBe(KEYS);
+    for (const n of added) expect(n).toBeGreaterThan(KEYS / 4);
+  }
+
+  // Multi-key commands over keys on both of alpha's servers: the same answers, but EXISTS, which
+  // nutcracker 0.5.0 sends whole to its first key's server and slotproxy splits (answering as one Redis).
+  const [a, b] = env.nodes().addresses;
+  const alphaRing = new Ring({ hash: 'fnv1a_64', hashTag: '', nodes: [{ addr: a, weight: 1, name: 'first' }, { addr: b, weight: 3, name: 'second' }] });
+  const multi: string[] = [];
+  const onEach = [0, 0];
+  for (let i = 0; multi.length < 10; i++) {
+    const node = alphaRing.indexOf(Buffer.from(`multi:${i}`));
+    if (onEach[node]++ < 5) multi.push(`multi:${i}`);
+  }
+  const fromNutcracker = await multiKey(pools[0].theirs, multi);
+  expect(fromNutcracker[1]).toEqual([5, 5]);
+  expect(fromNutcracker.slice(2, 4)).toEqual([[...multi.map((_, i) => `v${i}`), null], 10]);
+  const fromSlotproxy = await multiKey(pools[0].ours, multi);
+  const EXISTS = 4;
+  expect(fromSlotproxy.filter((_, i) => i !== EXISTS)).toEqual(fromNutcracker.filter((_, i) => i !== EXISTS));
+  expect(fromSlotproxy[EXISTS]).toBe(11);
   await nc.stop();
 
   // SIGHUP: each pool reloads; a pool added to the file is refused with a log line, not started.
-  fs.writeFileSync(file, twoPools(alphaPort, betaPort, ['gamma:', `  listen: 127.0.0.1:${gammaPort}`, '  redis: true', '  servers:', `   - ${env.nodes().addresses[0]}:1`, ''].join('\n')));
+  fs.writeFileSync(file, threePools([alphaPort, betaPort, gammaPort], ['delta:', `  listen: 127.0.0.1:${deltaPort}`, '  redis: true', '  servers:', `   - ${env.nodes().addresses[0]}:1`, ''].join('\n')));
   proxy.kill('SIGHUP');
-  await proxy.waitForLog(/"pool":"gamma"[^\n]*a pool added to the file is not started/);
-  await proxy.waitForLog(/"pool":"alpha"[^\n]*configuration reloaded/);
-  await proxy.waitForLog(/"pool":"beta"[^\n]*configuration reloaded/);
-  expect(await accepts(gammaPort)).toBe(false);
+  await proxy.waitForLog(/"pool":"delta"[^\n]*a pool added to the file is not started/);
+  for (const pool of ['alpha', 'beta', 'gamma']) await proxy.waitForLog(new RegExp(`"pool":"${pool}"[^\\n]*configuration reloaded`));
+  expect(await accepts(deltaPort)).toBe(false);
   expect(await pools[0].ours.ping()).toBe('PONG');
 
   proxy.kill('SIGTERM');
   expect(await proxy.exitCode()).toBe(0);
-  expect(await accepts(alphaPort)).toBe(false);
-  expect(await accepts(betaPort)).toBe(false);
+  for (const port of [alphaPort, betaPort, gammaPort]) expect(await accepts(port)).toBe(false);
 }, 90_000);
 
 test('nutcracker -t: "syntax is ok" and exit 0; an error names the pool and exits 1; a missing file too', () => {
-  const ok = write('ok.yml', twoPools(22121, 22122));
+  const ok = write('ok.yml', threePools([22121, 22122, 22123]));
   const good = runToEnd(['nutcracker', '-c', ok, '-t']);
   expect(good.status).toBe(0);
   expect(good.stderr).toBe(`slotproxy: configuration file '${ok}' syntax is ok\n`);
 
-  const badFile = write('bad.yml', twoPools(22121, 22122).replace('hash: murmur', 'hash: nope'));
+  const badFile = write('bad.yml', threePools([22121, 22122, 22123]).replace('hash: murmur', 'hash: nope'));
   const bad = runToEnd(['nutcracker', '--conf-file', badFile, '--test-conf']);
   expect(bad.status).toBe(1);
   expect(bad.stderr).toBe(`slotproxy: configuration file '${badFile}' syntax is invalid\n  pool beta: unknown hash nope\n`);
@@ -202,8 +239,8 @@ test('nutcracker -D describes the stats with a note; -d is refused; -V names slo
 }, 60_000);
 
 test('nutcracker -c -p -o -v -s -a -m: pid file written and removed, logs in the file at the level, one -m warning, stats served; SIGTERM exits 0', async () => {
-  const [alphaPort, betaPort, statsPort] = await freePorts(3);
-  const file = write('served.yml', twoPools(alphaPort, betaPort));
+  const [alphaPort, betaPort, gammaPort, statsPort] = await freePorts(4);
+  const file = write('served.yml', threePools([alphaPort, betaPort, gammaPort]));
   const pidFile = path.join(env.dir(), 'nutcracker.pid');
   const logFile = path.join(env.dir(), 'served.log');
   const proxy = ProxyProcess.run(['nutcracker', '-c', file, '-p', pidFile, '-o', logFile, '-v', '4', '-s', String(statsPort), '-a', '127.0.0.1', '-m', '512']);
@@ -220,7 +257,7 @@ test('nutcracker -c -p -o -v -s -a -m: pid file written and removed, logs in the
     let text = '';
     net.connect(statsPort, '127.0.0.1').on('data', (d: Buffer) => (text += d.toString())).on('end', () => resolve(text)).on('error', reject);
   })) as Record<string, unknown>;
-  expect(Object.keys(stats)).toEqual(['service', 'source', 'version', 'uptime', 'timestamp', 'total_connections', 'curr_connections', 'alpha', 'beta']);
+  expect(Object.keys(stats)).toEqual(['service', 'source', 'version', 'uptime', 'timestamp', 'total_connections', 'curr_connections', 'alpha', 'beta', 'gamma']);
   const c = client(betaPort);
   expect(await c.set('k', 'v')).toBe('OK');
   expect(await client(alphaPort).ping()).toBe('PONG');

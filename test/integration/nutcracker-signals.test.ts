@@ -1,45 +1,35 @@
 // nutcracker's signals on a real `slotproxy start` process (dist/, built by `npm test`): SIGTTIN and
 // SIGTTOU step the log level, SIGUSR1 and SIGHUP reopen log.file after a logrotate-style rename,
 // SIGUSR2 and SIGPIPE do nothing; none of them stops, freezes or kills the proxy, which answers PING
-// after each and still drains on SIGTERM. A ring node that is down answers with the OS's reason.
+// after each and still drains on SIGTERM. Beside a real nutcracker over the same nodes, each signal
+// sent under load loses no write in either. A ring node that is down answers with the OS's reason,
+// as nutcracker's does.
 import fs from 'node:fs';
 import path from 'node:path';
 import Redis from 'ioredis';
-import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { freePort, freePorts } from '../../cmd/sandbox/ports';
 import { Ring } from '../../sharding/ring';
-import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { ProxyProcess } from '../helpers/cli';
+import { useNutcrackerEnv, waitForFile, waitForPing } from '../helpers/nutcracker-env';
+import { WriteLoad } from '../helpers/write-load';
 
-let nodes: StandaloneNodes | undefined;
-let dir: string;
-const clients: Redis[] = [];
+const env = useNutcrackerEnv('slotproxy-nc-signals-');
+const loads: WriteLoad[] = [];
 
-beforeAll(async () => {
-  dir = tempDir('slotproxy-nc-signals-');
-  nodes = await StandaloneNodes.start(1);
-}, 60_000);
-
-afterAll(async () => {
-  for (const c of clients) if (c.status !== 'end') c.disconnect();
-  killAllProxies();
-  await nodes?.stop();
-  fs.rmSync(dir, { recursive: true, force: true });
-}, 30_000);
+afterAll(() => {
+  for (const l of loads) l.abandon();
+});
 
 /**
  * A client that gives up on a command after 2 s: a stopped (SIGTTIN-frozen) proxy fails the test
  * instead of hanging it. No ready check: its INFO goes to every ring node, a down one included.
  */
 function client(port: number): Redis {
-  const c = new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 2000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null });
-  clients.push(c);
-  return c;
+  return env.keep(new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 2000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null }));
 }
 
 function writeConfig(name: string, config: Record<string, unknown>): string {
-  const file = path.join(dir, name);
-  fs.writeFileSync(file, JSON.stringify(config));
-  return file;
+  return env.write(name, JSON.stringify(config));
 }
 
 /** A JSON log line at pino's numeric `level` with message `msg`. */
@@ -47,20 +37,9 @@ function line(level: number, msg: string): RegExp {
   return new RegExp(`"level":${level},[^\\n]*"msg":"${msg}"`);
 }
 
-/** Resolves once `file` holds `pattern`; rejects after `ms`. */
-async function waitForFile(file: string, pattern: RegExp, ms = 10_000): Promise<string> {
-  const deadline = Date.now() + ms;
-  for (;;) {
-    const text = fs.existsSync(file) ? fs.readFileSync(file, 'utf8') : '';
-    if (pattern.test(text)) return text;
-    if (Date.now() > deadline) throw new Error(`no ${pattern} in ${file} within ${ms} ms; it holds:\n${text}`);
-    await new Promise((r) => setTimeout(r, 20));
-  }
-}
-
 test('TTIN/TTOU step the log level; USR1, USR2 and PIPE neither stop nor freeze the proxy; SIGTERM still drains', async () => {
   const port = await freePort();
-  const file = writeConfig('stderr.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: nodes!.addresses[0] }] }, log: { level: 'info' } });
+  const file = writeConfig('stderr.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: env.nodes().addresses[0] }] }, log: { level: 'info' } });
   const proxy = ProxyProcess.start(file);
   await proxy.waitForLog(/slotproxy is listening/, 30_000);
   const c = client(port);
@@ -105,9 +84,9 @@ test('TTIN/TTOU step the log level; USR1, USR2 and PIPE neither stop nor freeze 
 
 test('log.file: JSON lines in the file, none on stderr; reopened after a rename on SIGUSR1 and on SIGHUP, which still reloads', async () => {
   const port = await freePort();
-  const log = path.join(dir, 'proxy.log');
+  const log = path.join(env.dir(), 'proxy.log');
   // Relative: resolved against the config file's folder.
-  const file = writeConfig('file.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: nodes!.addresses[0] }] }, log: { level: 'info', file: 'proxy.log' } });
+  const file = writeConfig('file.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: env.nodes().addresses[0] }] }, log: { level: 'info', file: 'proxy.log' } });
   const proxy = ProxyProcess.start(file);
   await waitForFile(log, /slotproxy is listening/, 30_000);
   const c = client(port);
@@ -141,15 +120,15 @@ test('log.file: JSON lines in the file, none on stderr; reopened after a rename 
 }, 60_000);
 
 test('a log file that cannot be opened: exit 1 naming it', async () => {
-  const file = writeConfig('nodir.json', { listen: `127.0.0.1:${await freePort()}`, mode: 'ring', ring: { nodes: [{ addr: nodes!.addresses[0] }] }, log: { file: 'missing/proxy.log' } });
+  const file = writeConfig('nodir.json', { listen: `127.0.0.1:${await freePort()}`, mode: 'ring', ring: { nodes: [{ addr: env.nodes().addresses[0] }] }, log: { file: 'missing/proxy.log' } });
   const proxy = ProxyProcess.start(file);
   expect(await proxy.exitCode()).toBe(1);
-  expect(proxy.log).toContain(`cannot open the log file ${path.join(dir, 'missing', 'proxy.log')}`);
+  expect(proxy.log).toContain(`cannot open the log file ${path.join(env.dir(), 'missing', 'proxy.log')}`);
 }, 30_000);
 
 test('--workers 2: the primary steps its level and passes TTIN on to each worker', async () => {
   const port = await freePort();
-  const file = writeConfig('workers.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: nodes!.addresses[0] }] }, log: { level: 'info' } });
+  const file = writeConfig('workers.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: env.nodes().addresses[0] }] }, log: { level: 'info' } });
   const proxy = ProxyProcess.start(file, ['--workers', '2']);
   await proxy.waitForLog(/slotproxy is listening/, 30_000, 2);
   proxy.kill('SIGTTIN');
@@ -167,7 +146,7 @@ test('a ring node that is down: its keys get "Connection refused", as from twemp
   const [port, deadPort] = await freePorts(2);
   const dead = `127.0.0.1:${deadPort}`;
   const ringNodes = [
-    { name: 'a', addr: nodes!.addresses[0], weight: 1 },
+    { name: 'a', addr: env.nodes().addresses[0], weight: 1 },
     { name: 'b', addr: dead, weight: 1 },
   ];
   const file = writeConfig('down.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { hash: 'md5', nodes: ringNodes }, log: { level: 'info' } });
@@ -183,3 +162,84 @@ test('a ring node that is down: its keys get "Connection refused", as from twemp
   proxy.kill('SIGTERM');
   expect(await proxy.exitCode()).toBe(0);
 }, 30_000);
+
+/** A one-pool nutcracker.yml over the env's nodes (plus `extra` server lines), listening on `port`. */
+function poolYaml(port: number, servers: string[]): string {
+  return ['alpha:', `  listen: 127.0.0.1:${port}`, '  hash: fnv1a_64', '  distribution: ketama', '  redis: true', '  servers:', ...servers.map((s) => `   - ${s}`), ''].join('\n');
+}
+
+test('under load, beside a real nutcracker: USR1, USR2, PIPE, TTIN, TTOU, and HUP after a logrotate rename; no write lost in either, levels stepped, the new -o file written', async () => {
+  const [ncPort, spPort, ncStats] = await freePorts(3);
+  const servers = env.nodes().addresses.map((a, i) => `${a}:1 s${i}`);
+  const ncLog = path.join(env.dir(), 'load-nc.log');
+  const spLog = path.join(env.dir(), 'load-sp.log');
+  const nc = await env.startNutcracker(['-c', env.write('load-nc.yml', poolYaml(ncPort, servers)), '-o', ncLog], [ncPort], ncStats);
+  const sp = ProxyProcess.run(['nutcracker', '-c', env.write('load-sp.yml', poolYaml(spPort, servers)), '-o', spLog]);
+  await waitForPing(spPort, () => sp.running, () => sp.log, 30_000);
+  const both = [
+    { kill: (s: NodeJS.Signals) => nc.child.kill(s), running: () => nc.running, log: ncLog, load: WriteLoad.start(ncPort, 'load-nc') },
+    { kill: (s: NodeJS.Signals) => sp.kill(s), running: () => sp.running, log: spLog, load: WriteLoad.start(spPort, 'load-sp') },
+  ];
+  loads.push(...both.map((p) => p.load));
+  const [ncSide, spSide] = both;
+  // Each signal lands while writes are in flight; both go on acknowledging writes after it.
+  const send = async (signal: NodeJS.Signals): Promise<void> => {
+    await Promise.all(both.map((p) => p.load.progress(50)));
+    for (const p of both) p.kill(signal);
+    await Promise.all(both.map((p) => p.load.progress(200)));
+    for (const p of both) expect(p.running()).toBe(true);
+  };
+
+  for (const signal of ['SIGUSR1', 'SIGUSR2', 'SIGPIPE'] as const) await send(signal);
+  await send('SIGTTIN');
+  await waitForFile(ncSide.log, /up log level to 6/);
+  await waitForFile(spSide.log, line(20, 'log level raised to debug'));
+  await send('SIGTTOU');
+  await waitForFile(ncSide.log, /down log level to 5/);
+  await waitForFile(spSide.log, line(30, 'log level lowered to info'));
+
+  // logrotate: the file renamed, then the signal (nutcracker reopens on SIGHUP); what follows goes to a new file.
+  for (const p of both) fs.renameSync(p.log, `${p.log}.1`);
+  await send('SIGHUP');
+  await waitForFile(spSide.log, line(30, 'log file reopened'));
+  await send('SIGUSR2');
+  await waitForFile(ncSide.log, /signal 12 \(SIGUSR2\) received/);
+  await waitForFile(spSide.log, line(30, 'signal received; nothing to do'));
+  expect(fs.readFileSync(`${ncSide.log}.1`, 'utf8')).toMatch(/up log level to 6/);
+  expect(fs.readFileSync(`${spSide.log}.1`, 'utf8')).toMatch(/log level raised to debug/);
+
+  for (const p of both) {
+    const { written, errors, missing } = await p.load.stop();
+    expect({ errors, missing }).toEqual({ errors: [], missing: [] });
+    expect(written).toBeGreaterThan(1500);
+  }
+  sp.kill('SIGTERM');
+  expect(await sp.exitCode()).toBe(0);
+}, 60_000);
+
+test('a pool whose server is down, served by both: the same keys fail, each error naming "Connection refused"', async () => {
+  const [ncPort, spPort, deadPort, ncStats] = await freePorts(4);
+  const servers = [`${env.nodes().addresses[0]}:1 up`, `127.0.0.1:${deadPort}:1 down`];
+  await env.startNutcracker(['-c', env.write('down-nc.yml', poolYaml(ncPort, servers))], [ncPort], ncStats);
+  const sp = ProxyProcess.start(env.write('down-sp.yml', poolYaml(spPort, servers)));
+  await waitForPing(spPort, () => sp.running, () => sp.log, 30_000);
+  // All at once: slotproxy fails a down node's requests when its connection attempt fails, and
+  // retries a node that keeps failing after a backoff (up to 2 s), where nutcracker tries at once.
+  const answers = (port: number): Promise<string[]> => {
+    const c = env.keep(new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 5000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null }));
+    return Promise.all(Array.from({ length: 40 }, (_, i) => c.get(`down:${i}`).then((v) => `value ${String(v)}`, (err: Error) => err.message)));
+  };
+  const fromNutcracker = await answers(ncPort);
+  const fromSlotproxy = await answers(spPort);
+  const failed = (answers: string[]): number[] => answers.flatMap((a, i) => (a.startsWith('value') ? [] : [i]));
+  // Some keys on each server, and the same ones failing in both.
+  expect(failed(fromNutcracker).length).toBeGreaterThan(5);
+  expect(failed(fromNutcracker).length).toBeLessThan(35);
+  expect(failed(fromSlotproxy)).toEqual(failed(fromNutcracker));
+  for (const i of failed(fromNutcracker)) {
+    expect(fromNutcracker[i]).toBe('ERR Connection refused');
+    expect(fromSlotproxy[i]).toBe(`ERR slotproxy: node 127.0.0.1:${deadPort} unreachable (Connection refused)`);
+  }
+  sp.kill('SIGTERM');
+  expect(await sp.exitCode()).toBe(0);
+}, 60_000);

@@ -6,12 +6,10 @@ import fs from 'node:fs';
 import net from 'node:net';
 import path from 'node:path';
 import Redis from 'ioredis';
-import { ManagedProcess } from '../../bench/children';
 import { freePorts } from '../../cmd/sandbox/ports';
 import { sendCommand } from '../../cmd/sandbox/resp-client';
 import { ProxyProcess } from '../helpers/cli';
-import { Nutcracker } from './ring-nutcracker';
-import { useNutcrackerEnv } from '../helpers/nutcracker-env';
+import { useNutcrackerEnv, waitForPing } from '../helpers/nutcracker-env';
 
 type Json = Record<string, unknown>;
 
@@ -32,19 +30,6 @@ function readStats(port: number): Promise<Json> {
       .on('end', () => resolve(JSON.parse(text) as Json))
       .on('error', reject);
   });
-}
-
-async function waitForPing(port: number, running: () => boolean): Promise<void> {
-  for (let i = 0; i < 500; i++) {
-    if (!running()) throw new Error('exited before serving');
-    try {
-      if ((await sendCommand(port, ['PING'], { timeoutMs: 500 })) === 'PONG') return;
-    } catch {
-      // Not listening yet.
-    }
-    await new Promise((r) => setTimeout(r, 20));
-  }
-  throw new Error(`nothing answers PING on ${port}`);
 }
 
 /** 10 SET, 10 GET and one MGET over `mget` (a key of each node), on one connection. */
@@ -83,11 +68,9 @@ test('the same traffic gives the same stats JSON fields and the same requests/re
   const spFile = path.join(env.dir(), 'sp.yml');
   fs.writeFileSync(ncFile, poolYaml(ncPort));
   fs.writeFileSync(spFile, poolYaml(spPort));
-  const nc = ManagedProcess.start(Nutcracker.bin(), ['-c', ncFile, '-s', String(ncStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(env.dir(), 'nc.log')]);
-  env.keepNutcracker(nc);
+  await env.startNutcracker(['-c', ncFile, '-i', '100'], [ncPort], ncStats);
   const sp = ProxyProcess.run(['nutcracker', '-c', spFile, '-s', String(spStats), '-a', '127.0.0.1', '-i', '100', '-o', path.join(env.dir(), 'sp.log')]);
-  await waitForPing(ncPort, () => nc.running);
-  await waitForPing(spPort, () => sp.running);
+  await waitForPing(spPort, () => sp.running, () => sp.log, 30_000);
 
   // The counts before the traffic (the PINGs and these SETs) are subtracted below.
   const mget = await keysOnEachNode(ncPort);
@@ -137,7 +120,7 @@ test('without -s/-a no stats port is opened (-i alone changes nothing)', async (
   const file = path.join(env.dir(), 'plain.yml');
   fs.writeFileSync(file, poolYaml(listen));
   const sp = ProxyProcess.run(['nutcracker', '-c', file, '-i', '100']);
-  await waitForPing(listen, () => sp.running);
+  await waitForPing(listen, () => sp.running, () => sp.log, 30_000);
   for (let i = 0; i < 100 && !sp.out.includes('pool alpha'); i++) await new Promise((r) => setTimeout(r, 20));
   expect(sp.out).not.toContain('nutcracker stats at');
   expect(sp.log).not.toContain('warning');

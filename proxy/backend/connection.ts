@@ -64,6 +64,8 @@ export class BackendConnection {
   private repliesSeen = 0;
   /** When requests in flight last saw progress: sent onto an idle connection, or bytes came back (Date.now()). */
   private lastProgressAt = 0;
+  /** When the node last answered BUSY here (Date.now(); 0: never): it was running a script then. */
+  busySeenAt = 0;
   private staleChecks = 0;
   private lastCheckedReplies = 0;
   private watchdog: NodeJS.Timeout | null = null;
@@ -222,6 +224,7 @@ export class BackendConnection {
 
   private readonly deliver = (frame: Buffer): void => {
     this.repliesSeen++;
+    if (frame[0] === 45 && frame[1] === 66 && isBusy(frame)) this.busySeenAt = Date.now(); // '-B'
     const request = this.inflight.shift();
     if (request === undefined) {
       throw new ReplyFramingError('a reply nobody asked for');
@@ -264,6 +267,11 @@ export class BackendConnection {
     for (const r of queued) r.onFailure(message, false);
     for (const l of this.closeListeners) l(message);
   }
+}
+
+/** A `-BUSY ...` reply: the node runs a script past its busy threshold. */
+export function isBusy(frame: Buffer): boolean {
+  return frame.length > 6 && frame.toString('latin1', 0, 6) === '-BUSY ';
 }
 
 export function splitAddress(address: string): [string, number] {

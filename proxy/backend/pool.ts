@@ -6,7 +6,8 @@
  * A closed connection is replaced on next use. Reconnects to a node that keeps failing wait an
  * exponential backoff with jitter, so a restarting node is not hammered by every client at once.
  */
-import { BackendConnection, ConnectionOptions } from './connection';
+import { BackendConnection, ConnectionOptions, isBusy } from './connection';
+import { request } from './request';
 import { BackendTls } from '../security/tls';
 import { ConnectLimiter } from './connect-limiter';
 import { NodeCounters } from './node-counters';
@@ -129,6 +130,33 @@ export class BackendPool {
     const conn = this.open(address, node, protocol);
     lanes[i] = conn;
     return conn;
+  }
+
+  /**
+   * Whether `address` may be running a busy script, without asking it: one of its shared
+   * connections has waited past the busy threshold with no reply, or the node answered BUSY within
+   * the last threshold. Only then is the node itself asked (busyReply): a request per check
+   * would cost every transaction a round trip.
+   */
+  mayBeBusy(address: string): boolean {
+    const node = this.nodes.get(address);
+    if (node === undefined) return false;
+    const now = Date.now();
+    return sharedConnections(node).some((c) => c !== null && !c.isClosed && (c.stalledFor() >= this.busyAfterMs || now - c.busySeenAt < this.busyAfterMs));
+  }
+
+  /**
+   * The node's own `-BUSY ...` reply when it runs a script past its busy threshold now, else null
+   * (it answered otherwise, or not within `timeoutMs`). Asked with a PING on `lane`, or on a spare
+   * when the lane is stuck behind the script: a busy node answers it at once.
+   */
+  async busyReply(address: string, lane: number, timeoutMs: number): Promise<Buffer | null> {
+    try {
+      const frame = await request(this.connection(address, lane), ['PING'], timeoutMs);
+      return isBusy(frame) ? frame : null;
+    } catch {
+      return null;
+    }
   }
 
   /** A spare connection to a node whose lane is stuck: one that is not stuck itself, opened when none is. */

@@ -33,6 +33,7 @@ import { writesUndeclared } from '../migration/after-copy';
 import { ExecCommand, isClusterDown } from './exec';
 import { Spread, Transaction, TransactionClient, UNBOUND, boundShard, writeNodeOf } from './transaction-state';
 import { request } from '../backend/request';
+import { ReplySlot } from '../client/reply-slot';
 import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -63,8 +64,13 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
     case 'exec':
       if (txn === null || !txn.inMulti) return reply(session, encode.error(errors.EXEC_WITHOUT_MULTI));
       if (txn.dirty) {
+        // While its node is still busy one Redis names the BUSY error, else "previous errors".
+        const busy = busyNodeReply(ctx, txn, session.id);
         end(session, txn);
-        return reply(session, encode.error(errors.EXECABORT));
+        if (busy === null) return reply(session, encode.error(errors.EXECABORT));
+        const slot = session.track(new ReplySlot(session));
+        void busy.then((frame) => slot.complete(encode.error(frame === null ? errors.EXECABORT : errors.execAbort(frame.toString('latin1', 1, frame.length - 2)))));
+        return undefined;
       }
       session.transaction = null;
       return session.track(new ExecCommand(ctx, session, txn)).start();
@@ -128,8 +134,8 @@ export function queueInTransaction(
     refuseQueued(session, txn, errors.unsupported(info.name, 'it cannot run inside a transaction through slotproxy'));
     return undefined;
   }
-  /** Checks the command's keys against the transaction's shard, then queues it. */
-  const queueWithKeys = (keys: readonly Buffer[]): void => {
+  /** Checks the command's keys against the transaction's shard, then queues it (or refuses it: its node is busy). */
+  const queueWithKeys = (keys: readonly Buffer[]): Promise<void> | undefined => {
     // CLUSTER COUNTKEYSINSLOT/GETKEYSINSLOT: the slot they name binds the transaction as a key's would.
     const named = strategy?.kind === 'slot' ? slotArgument(args[2]) : ANY_MASTER;
     const script = SCRIPT_CALLS.get(info.name);
@@ -147,21 +153,46 @@ export function queueInTransaction(
         return refuseQueued(session, txn, errors.CROSSSLOT);
       }
     }
-    txn.keys.push(...keys);
-    if (!info.flags.has('readonly')) txn.written.push(...keys);
-    if (writesUndeclared(info.name)) txn.writesUndeclared = true;
-    if (script === 'eval') ctx.scripts.add(args[1]);
-    else if (script === 'evalsha') txn.shas.push(args[1]);
-    queue(session, txn, raw ?? encode.command(args));
+    const accept = (): void => {
+      txn.keys.push(...keys);
+      if (!info.flags.has('readonly')) txn.written.push(...keys);
+      if (writesUndeclared(info.name)) txn.writesUndeclared = true;
+      if (script === 'eval') ctx.scripts.add(args[1]);
+      else if (script === 'evalsha') txn.shas.push(args[1]);
+      queue(session, txn, raw ?? encode.command(args));
+    };
+    const busy = busyNodeReply(ctx, txn, session.id);
+    if (busy === null) {
+      accept();
+      return undefined;
+    }
+    // The session holds its next requests until this one is answered, so replies keep their order.
+    return busy.then((frame) => {
+      if (frame === null) return accept();
+      txn.dirty = true;
+      session.replyNow(frame);
+    });
   };
   const positions = strategy === undefined ? keyPositions(info, args) : [];
-  if (positions !== null) {
-    queueWithKeys(positions.map((p) => args[p]));
-    return undefined;
-  }
+  if (positions !== null) return queueWithKeys(positions.map((p) => args[p]));
   // Keys only the node can find (SORT ... BY, STORE): asked as outside a transaction; the session
   // holds its next requests until this one is queued, so QUEUED replies keep their order.
-  return keysFromNode(ctx, session.id, args).then(queueWithKeys);
+  return keysFromNode(ctx, session.id, args).then((keys) => queueWithKeys(keys));
+}
+
+/** A node that answers BUSY on a spare connection within this long is running a script. */
+const BUSY_PROBE_MS = 1000;
+
+/**
+ * The node's BUSY reply when the transaction's node runs a script past its busy threshold now: one
+ * Redis then refuses every command queued, and EXEC, with it. Null when there is no sign of one
+ * (nothing asked of the node: see BackendPool.mayBeBusy); else a promise of the node's answer.
+ */
+function busyNodeReply(ctx: ProxyContext, txn: Transaction, lane: number): Promise<Buffer | null> | null {
+  const shard = boundShard(ctx, txn);
+  const address = txn.watch?.address ?? (shard === UNBOUND ? null : writeNodeOf(ctx, shard));
+  if (address === null || !ctx.pool.mayBeBusy(address)) return null;
+  return ctx.pool.busyReply(address, lane, BUSY_PROBE_MS);
 }
 
 /** COMMAND GETKEYS on a master; [] when it cannot tell (the node then answers the command itself at EXEC). */
@@ -176,9 +207,10 @@ async function keysFromNode(ctx: ProxyContext, lane: number, args: Buffer[]): Pr
   }
 }
 
-function refuseQueued(session: TransactionClient, txn: Transaction, message: string): void {
+function refuseQueued(session: TransactionClient, txn: Transaction, message: string): undefined {
   txn.dirty = true;
   session.replyNow(encode.error(message));
+  return undefined;
 }
 
 /** Keyless commands a node can run inside the transaction; other special ones are refused there. */

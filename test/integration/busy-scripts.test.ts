@@ -132,28 +132,52 @@ async function outcome(p: Promise<unknown>): Promise<unknown> {
   }
 }
 
-/** The replies to `requests` on a new connection, every byte (no sentinel: a busy node would refuse it). */
-function rawReplies(port: number, requests: string[][]): Promise<string[]> {
-  return new Promise((resolve, reject) => {
-    const socket = net.connect(port, '127.0.0.1');
-    const frames: string[] = [];
-    const framer = new ReplyFramer();
-    const timer = setTimeout(() => {
-      socket.destroy();
-      reject(new Error(`${requests.length} replies not in within 10 s; got ${JSON.stringify(frames)}`));
-    }, 10_000);
-    socket.on('connect', () => socket.write(requests.map(encodeRequest).join('')));
-    socket.on('data', (chunk) =>
-      framer.push(chunk, (frame) => {
-        frames.push(frame.toString('latin1'));
-        if (frames.length < requests.length) return;
-        clearTimeout(timer);
-        socket.destroy();
-        resolve(frames);
-      }),
-    );
-    socket.on('error', reject);
-  });
+/**
+ * A raw connection whose replies are kept byte for byte, read by count (no sentinel: a busy node
+ * would refuse it). Closed by close(), which the tests call in `finally`.
+ */
+class Conversation {
+  private readonly socket: net.Socket;
+  private readonly frames: string[] = [];
+  private readonly framer = new ReplyFramer();
+  private wake: () => void = () => undefined;
+
+  constructor(port: number) {
+    this.socket = net.connect(port, '127.0.0.1');
+    this.socket.on('data', (chunk) => this.framer.push(chunk, (frame) => {
+      this.frames.push(frame.toString('latin1'));
+      this.wake();
+    }));
+    this.socket.on('error', () => this.wake());
+  }
+
+  /** Sends `requests`; resolves with their replies (one each), within 10 s. */
+  async send(requests: string[][]): Promise<string[]> {
+    this.socket.write(requests.map(encodeRequest).join(''));
+    const deadline = Date.now() + 10_000;
+    while (this.frames.length < requests.length) {
+      if (Date.now() > deadline || this.socket.destroyed) throw new Error(`${requests.length} replies not in; got ${JSON.stringify(this.frames)}`);
+      await new Promise<void>((resolve) => {
+        this.wake = resolve;
+        setTimeout(resolve, 100);
+      });
+    }
+    return this.frames.splice(0, requests.length);
+  }
+
+  close(): void {
+    this.socket.destroy();
+  }
+}
+
+/** The replies to `requests` on a new connection, every byte. */
+async function rawReplies(port: number, requests: string[][]): Promise<string[]> {
+  const conversation = new Conversation(port);
+  try {
+    return await conversation.send(requests);
+  } finally {
+    conversation.close();
+  }
 }
 
 /** The last reply of a raw exchange, every byte, with `duration_ms`'s value (a clock reading) masked. */
@@ -215,6 +239,61 @@ describe('busy scripts as one Redis', () => {
           '$11\r\nduration_ms\r\n:<ms>\r\n$7\r\nengines\r\n*2\r\n$3\r\nLUA\r\n*4\r\n$15\r\nlibraries_count\r\n:1\r\n$15\r\nfunctions_count\r\n:2\r\n',
       );
       expect(evalViaProxy).toEqual([`-${BUSY_SCRIPT}\r\n`, `-${BUSY_SCRIPT}\r\n`]);
+    });
+  });
+
+  describe('MULTI on a node busy with a script (item 5)', () => {
+    const BUSY_FUNCTION = 'BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.';
+
+    test('queued while the script runs: BUSY, and EXEC answers EXECABORT naming it; after the script: previous errors', async () => {
+      const [{ key, node }, other] = await keyPerMaster(h.cluster(), 'txbusy');
+      const sides = [
+        { port: h.proxy().address.port, node, runner: h.connect(), killer: h.connect() },
+        { port: refNode().port, node: refNode(), runner: refConnect(), killer: refConnect() },
+      ];
+      const seen: unknown[][] = [];
+      for (const side of sides) {
+        await Promise.all([side.runner.ping(), side.killer.ping()]);
+        // Busy at queue time and at EXEC: an EVAL.
+        const evalRunning = outcome(side.runner.call('EVAL', SPIN, '1', key));
+        await busy(side.node);
+        seen.push(await rawReplies(side.port, [['MULTI'], ['SET', `{${key}}:a`, '1'], ['GET', `{${key}}:a`], ['EXEC']]));
+        expect(await side.killer.call('SCRIPT', 'KILL')).toBe('OK');
+        await evalRunning;
+        // Busy at queue time, not at EXEC: a function, killed between them.
+        const fcallRunning = outcome(side.runner.call('FCALL', 'spin', '1', key));
+        await busy(side.node);
+        const conversation = new Conversation(side.port);
+        try {
+          const queuedWhileBusy = await conversation.send([['MULTI'], ['SET', `{${key}}:a`, '2']]);
+          expect(await side.killer.call('FUNCTION', 'KILL')).toBe('OK');
+          await fcallRunning;
+          seen.push([...queuedWhileBusy, ...(await conversation.send([['GET', `{${key}}:a`], ['EXEC']]))]);
+        } finally {
+          conversation.close();
+        }
+        expect(await side.runner.call('GET', `{${key}}:a`)).toBeNull();
+      }
+      expect(seen.slice(0, 2)).toEqual(seen.slice(2));
+      expect(seen[0]).toEqual(['+OK\r\n', `-${BUSY_SCRIPT}\r\n`, `-${BUSY_SCRIPT}\r\n`, `-EXECABORT Transaction discarded because of: ${BUSY_SCRIPT}\r\n`]);
+      expect(seen[1]).toEqual(['+OK\r\n', `-${BUSY_FUNCTION}\r\n`, '+QUEUED\r\n', '-EXECABORT Transaction discarded because of previous errors.\r\n']);
+
+      // Only the busy node refuses: a transaction on another master's keys runs meanwhile.
+      const runner = h.connect();
+      await runner.ping();
+      const running = outcome(runner.call('EVAL', SPIN, '1', key));
+      await busy(node);
+      try {
+        expect(await rawReplies(h.proxy().address.port, [['MULTI'], ['SET', other.key, 'x'], ['GET', other.key], ['EXEC']])).toEqual([
+          '+OK\r\n',
+          '+QUEUED\r\n',
+          '+QUEUED\r\n',
+          '*2\r\n+OK\r\n$1\r\nx\r\n',
+        ]);
+      } finally {
+        expect(await c.call('SCRIPT', 'KILL')).toBe('OK');
+      }
+      await running;
     });
   });
 });

@@ -2,8 +2,15 @@
  * A FIFO with O(1) push and shift. Array#shift is O(n) once V8 leaves its fast path, and the
  * back-end in-flight queue can hold tens of thousands of entries under pipelining.
  */
+/**
+ * What an empty queue holds: shared and never written (push replaces it), so the many queues that
+ * sit empty (one per idle client) hold no array of their own. Not frozen: a frozen array has
+ * another elements kind, which would make every access to `items` polymorphic.
+ */
+const EMPTY: undefined[] = [];
+
 export class Queue<T> {
-  private items: (T | undefined)[] = [];
+  private items: (T | undefined)[] = EMPTY as (T | undefined)[];
   private head = 0;
 
   get length(): number {
@@ -11,7 +18,8 @@ export class Queue<T> {
   }
 
   push(item: T): void {
-    this.items.push(item);
+    if (this.items === EMPTY) this.items = [item];
+    else this.items.push(item);
   }
 
   peek(): T | undefined {
@@ -24,7 +32,7 @@ export class Queue<T> {
     this.items[this.head] = undefined;
     this.head++;
     if (this.head === this.items.length) {
-      this.items = [];
+      this.items = EMPTY as (T | undefined)[];
       this.head = 0;
     } else if (this.head > 1024 && this.head * 2 > this.items.length) {
       this.items = this.items.slice(this.head);
@@ -36,7 +44,7 @@ export class Queue<T> {
   /** Empties the queue, returning what it held in order. */
   drain(): T[] {
     const out = this.items.slice(this.head) as T[];
-    this.items = [];
+    this.items = EMPTY as (T | undefined)[];
     this.head = 0;
     return out;
   }

@@ -47,6 +47,19 @@ export function inBatch<T>(work: (arg: T) => void, arg: T): void {
   }
 }
 
+/**
+ * inBatch in two halves, for a caller that has more than one argument to pass and no closure to
+ * spare (server/session.ts): `batchBegin(); try { ... } finally { batchEnd(); }`.
+ */
+export function batchBegin(): void {
+  if (depth === 0) batchStartedAt = performance.now();
+  depth++;
+}
+
+export function batchEnd(): void {
+  depth--;
+}
+
 function flushReady(): void {
   flushScheduled = false;
   while (ready.length > 0) {

@@ -18,7 +18,8 @@ import tls from 'node:tls';
 const READ_BUFFER_BYTES = 64 * 1024;
 const shared = Buffer.allocUnsafeSlow(READ_BUFFER_BYTES);
 
-export type OnBytes = (chunk: Buffer) => void;
+/** Called with `this` bound to the socket read, so one function can serve every socket. */
+export type OnBytes = (this: net.Socket, chunk: Buffer) => void;
 
 /** The bytes of one read, copied out of the shared buffer: small reads into a slice of Node's pool. */
 function copyOut(n: number): Buffer {
@@ -31,7 +32,7 @@ function copyOut(n: number): Buffer {
  * `onread` for `net.connect()`, or `new net.Socket()` (Node reads it there too; @types/node lists it
  * for connect only): every read reaches `onBytes` as a buffer of its own.
  */
-export function onreadOption(onBytes: OnBytes): net.OnReadOpts {
+export function onreadOption(onBytes: (chunk: Buffer) => void): net.OnReadOpts {
   return {
     buffer: shared,
     callback: (n: number) => {
@@ -59,6 +60,24 @@ function onreadFields(socket: net.Socket): { buffer: symbol; callback: symbol; g
 }
 
 /**
+ * The `kBufferCb` of every accepted socket read by `onBytes`: one function per `onBytes`, shared by
+ * all its sockets (Node calls it with `this` bound to the socket), so a client costs no closure.
+ */
+const acceptedCallbacks = new WeakMap<OnBytes, (this: net.Socket, n: number) => boolean>();
+
+function acceptedCallback(onBytes: OnBytes): (this: net.Socket, n: number) => boolean {
+  let callback = acceptedCallbacks.get(onBytes);
+  if (callback === undefined) {
+    callback = function (this: net.Socket, n: number): boolean {
+      onBytes.call(this, copyOut(n));
+      return true; // keep reading: back-pressure pauses the socket itself
+    };
+    acceptedCallbacks.set(onBytes, callback);
+  }
+  return callback;
+}
+
+/**
  * Starts reading an accepted socket into the shared buffer, as `onread` would: a plain one comes
  * paused (its server has `pauseOnConnect: true`). Returns false when it reads 'data' events instead:
  * a TLS socket (the TLS layer reads the TCP socket), or a Node whose sockets lack the fields needed.
@@ -77,9 +96,8 @@ function attach(socket: net.Socket, onBytes: OnBytes): boolean {
   if (fields === null) return false;
   const s = socket as unknown as Record<symbol, unknown>;
   if (s[fields.buffer] !== null || s[fields.generator] !== null) return false; // already reading some other way
-  const option = onreadOption(onBytes);
-  s[fields.buffer] = option.buffer;
-  s[fields.callback] = option.callback;
+  s[fields.buffer] = shared;
+  s[fields.callback] = acceptedCallback(onBytes);
   handle.useUserBuffer(shared);
   return true;
 }

@@ -118,7 +118,22 @@ export class RequestDecoder {
   private chunkMemory: ArrayBufferLike = EMPTY_MEMORY;
   private chunkOffset = 0;
 
-  constructor(private readonly limits: DecoderLimits, private readonly sink: RequestSink) {}
+  constructor(private limits: DecoderLimits, private sink: RequestSink) {}
+
+  /**
+   * Lends this decoder, idle, to another stream (server/session.ts: one decoder serves every client
+   * that has no request half-read). Returns it for chaining.
+   */
+  use(limits: DecoderLimits, sink: RequestSink): this {
+    this.limits = limits;
+    this.sink = sink;
+    return this;
+  }
+
+  /** No request in progress, nothing parked, not failed: it may serve another stream. */
+  get idle(): boolean {
+    return this.remaining === 0 && this.line === NO_LINE && this.needed === 0 && this.parkedLength === 0 && !this.failed;
+  }
 
   /** Bytes held for requests not yet whole (for memory accounting). */
   get bufferedBytes(): number {

@@ -19,7 +19,7 @@ import { ReplicaReads } from '../cluster/replica-reads';
 import { CommandTable } from '../commands/table';
 import { ProxyContext } from '../context';
 import { Dispatcher } from '../dispatch/dispatcher';
-import { Session } from './session';
+import { Session, SessionHost } from './session';
 import { ClientList } from '../client/client-list';
 import { ScriptStore } from '../scripts/store';
 import { ScriptPreloader, readScriptFiles, startPreloading } from '../scripts/preloader';
@@ -63,6 +63,8 @@ export class ProxyServer {
   private readonly dispatcher: Dispatcher;
   /** The live limits: a reload (SIGHUP) updates this object in place, and sessions and decoders read it. */
   private readonly limits: LimitsConfig;
+  /** What every session shares (server/session.ts), made once. */
+  private readonly sessionHost: SessionHost;
   private readonly reloadListeners: ((next: Config) => void)[] = [];
   private metricsServer: MetricsServer | null = null;
   /** Puts the config's scripts on every master, now and whenever one lacks them. */
@@ -86,6 +88,17 @@ export class ProxyServer {
       },
     });
     this.limits = { ...config.limits };
+    const stats = ctx.stats;
+    this.sessionHost = {
+      dispatcher: this.dispatcher,
+      caching: ctx.caching,
+      stats,
+      limits: this.limits,
+      sessionClosed: (s) => {
+        stats.connectedClients--;
+        this.sessions.delete(s);
+      },
+    };
     this.listener =
       config.tls === undefined
         ? net.createServer({ noDelay: true, pauseOnConnect: true }, (socket) => this.accept(socket))
@@ -312,14 +325,7 @@ export class ProxyServer {
     }
     stats.totalConnections++;
     stats.connectedClients++;
-    // nutcracker's client_eof and client_err: once per connection, nothing per command.
-    socket.once('end', () => stats.clientEof++);
-    socket.once('error', () => stats.clientErr++);
-    const session = new Session(socket, this.dispatcher, this.ctx.caching, stats, this.limits, (s) => {
-      stats.connectedClients--;
-      this.sessions.delete(s);
-    });
-    this.sessions.add(session);
+    this.sessions.add(new Session(socket, this.sessionHost));
   }
 }
 

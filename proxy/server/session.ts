@@ -29,7 +29,7 @@ import { DEFAULT_USER } from '../security/auth';
 import { UserPermissions } from '../security/permissions';
 import { ReplySlot } from '../client/reply-slot';
 import { Queue } from '../client/queue';
-import { Flushable, inBatch, markReady } from '../client/reply-flusher';
+import { Flushable, batchBegin, batchEnd, markReady } from '../client/reply-flusher';
 import { ProxyStats } from '../telemetry/stats';
 import { readAccepted } from '../net/socket-reader';
 import * as encode from '../resp/encode';
@@ -44,7 +44,55 @@ export interface SessionLimits extends DecoderLimits {
 /** Stop reading from a client with this many replies outstanding; resume below half of it. */
 const MAX_OUTSTANDING_REPLIES = 16384;
 
+/** What every client of one listener shares: one reference per session instead of five. */
+export interface SessionHost {
+  readonly dispatcher: Dispatcher;
+  readonly caching: ClientCaching;
+  readonly stats: ProxyStats;
+  readonly limits: SessionLimits;
+  sessionClosed(session: Session): void;
+}
+
 let nextSessionId = 1;
+
+/**
+ * Times in whole seconds since this module loaded: small integers, which V8 stores in the object
+ * itself (a millisecond Date.now() would box a heap number per field per client). Redis too keeps a
+ * client's creation and last interaction in whole seconds (CLIENT LIST's age and idle).
+ */
+const EPOCH_MS = Date.now();
+const nowSeconds = (): number => Math.floor((Date.now() - EPOCH_MS) / 1000);
+
+/**
+ * The one decoder of every client that has no request half-read: a client takes it as its own only
+ * when a read ends mid-request (or fails), so an idle client holds no decoder (issue 32: what a
+ * client does not use costs nothing). Reads run one at a time, so one is enough.
+ */
+let idleDecoder: RequestDecoder | null = null;
+
+/** The session of a client socket, set once when it is accepted. */
+const SESSION = Symbol('session');
+type ClientSocket = net.Socket & { [SESSION]: Session };
+
+// The socket listeners, shared by every client (Node calls them with `this` bound to the socket),
+// so a client costs no closure.
+function onClientBytes(this: net.Socket, chunk: Buffer): void {
+  (this as ClientSocket)[SESSION].received(chunk);
+}
+function onClientDrain(this: net.Socket): void {
+  (this as ClientSocket)[SESSION].applyBackPressure();
+}
+/** nutcracker's client_err; 'close' follows, and a client's socket error is not ours to log. */
+function onClientError(this: net.Socket): void {
+  (this as ClientSocket)[SESSION].host.stats.clientErr++;
+}
+function onClientClose(this: net.Socket): void {
+  (this as ClientSocket)[SESSION].socketClosed();
+}
+function onClientIdle(this: net.Socket): void {
+  // As in Redis, a blocked or subscribed client is not idle (it holds a dedicated connection).
+  if (((this as ClientSocket)[SESSION].holding?.size ?? 0) === 0) this.destroy();
+}
 
 export class Session implements DispatchSession, ListedClient, Flushable {
   readonly id = nextSessionId++;
@@ -54,8 +102,6 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   blocked: Unblockable | null = null;
   /** The last command's full name, CLIENT LIST's `cmd` (set by the dispatcher). */
   command = 'NULL';
-  readonly addr: string;
-  readonly laddr: string;
   protocol: 2 | 3 = 2;
   closeAfterReply = false;
   /** The one auth check on the hot path (security/auth.ts). */
@@ -64,18 +110,20 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   transaction: Transaction | null = null;
   /** Subscribed mode (pubsub/subscription.ts); null when not subscribed. */
   subscription: Subscription | null = null;
-  /** Back-end connections held for this client (WATCH, blocking commands, Pub/Sub): released when it goes. */
-  readonly dedicated = new Set<Releasable>();
+  /** Back-end connections held for this client (see `dedicated`); null until the first. */
+  holding: Set<Releasable> | null = null;
   /** CLIENT TRACKING state (tracking/); null when tracking is off. */
   tracking: ClientTracking | null = null;
 
   private readonly slots = new Queue<ReplySlot>();
-  private readonly decoder: RequestDecoder;
+  /** This client's own decoder while a request is half-read; null when it has none in progress. */
+  private decoder: RequestDecoder | null = null;
   private held: { args: Buffer[]; raw: Buffer | null }[] | null = null;
   private flushScheduled = false;
   private closed = false;
   private readPaused = false;
-  private readonly createdAt = Date.now();
+  private drainListened = false;
+  private readonly createdAt = nowSeconds();
   private lastActiveAt = this.createdAt;
   /** CLIENT REPLY OFF / SKIP: replies of requests dispatched while `silent` are never written. */
   private replyOff = false;
@@ -85,41 +133,66 @@ export class Session implements DispatchSession, ListedClient, Flushable {
 
   constructor(
     private readonly socket: net.Socket,
-    private readonly dispatcher: Dispatcher,
-    private readonly caching: ClientCaching,
-    private readonly stats: ProxyStats,
-    private readonly limits: SessionLimits,
-    private readonly onClosed: (session: Session) => void,
+    readonly host: SessionHost,
   ) {
+    const dispatcher = host.dispatcher;
     this.authenticated = !dispatcher.requiresAuth;
     this.permissions = dispatcher.permissionsOf(DEFAULT_USER);
-    this.decoder = new RequestDecoder(limits, this);
-    this.addr = formatPeer(socket.remoteAddress, socket.remotePort);
-    this.laddr = formatPeer(socket.localAddress, socket.localPort);
+    (socket as ClientSocket)[SESSION] = this;
     socket.setNoDelay(true);
-    if (limits.idleClientTimeoutMs > 0) {
-      // As in Redis, a blocked or subscribed client is not idle (it holds a dedicated connection).
-      socket.setTimeout(limits.idleClientTimeoutMs, () => {
-        if (this.dedicated.size === 0) socket.destroy();
-      });
-    }
+    if (host.limits.idleClientTimeoutMs > 0) socket.setTimeout(host.limits.idleClientTimeoutMs, onClientIdle);
+    socket.on('error', onClientError);
+    socket.on('close', onClientClose);
     // A plain socket comes paused (the listener's pauseOnConnect); this starts reading it.
-    readAccepted(socket, (chunk) => {
-      this.lastActiveAt = Date.now();
-      inBatch(this.decode, chunk);
-      this.applyBackPressure();
-    });
-    socket.on('drain', () => this.applyBackPressure());
-    socket.on('error', () => undefined); // 'close' follows; a client's socket error is not ours to log
-    socket.on('close', () => {
-      this.closed = true;
-      for (const held of [...this.dedicated]) held.release();
-      this.caching.disable(this);
-      this.onClosed(this);
-    });
+    readAccepted(socket, onClientBytes);
   }
 
-  private readonly decode = (chunk: Buffer): void => this.decoder.push(chunk);
+  /** Back-end connections held for this client (WATCH, blocking commands, Pub/Sub): released when it goes. */
+  get dedicated(): Set<Releasable> {
+    return (this.holding ??= new Set<Releasable>());
+  }
+
+  /** `ip:port` of the client, as CLIENT LIST shows it (read when asked: Node keeps it once read). */
+  get addr(): string {
+    return formatPeer(this.socket.remoteAddress, this.socket.remotePort);
+  }
+
+  get laddr(): string {
+    return formatPeer(this.socket.localAddress, this.socket.localPort);
+  }
+
+  /** One read of the client's socket. */
+  received(chunk: Buffer): void {
+    this.lastActiveAt = nowSeconds();
+    batchBegin();
+    try {
+      let decoder = this.decoder;
+      if (decoder === null) {
+        decoder = idleDecoder?.use(this.host.limits, this) ?? new RequestDecoder(this.host.limits, this);
+        idleDecoder = null; // taken: a request run now that reads another client gets another
+      }
+      decoder.push(chunk);
+      if (decoder.idle) {
+        this.decoder = null;
+        idleDecoder = decoder;
+      } else {
+        this.decoder = decoder;
+      }
+    } finally {
+      batchEnd();
+    }
+    this.applyBackPressure();
+  }
+
+  /** The socket's 'close' (onClientClose). */
+  socketClosed(): void {
+    this.closed = true;
+    // nutcracker's client_eof: the client ended the connection (its FIN was read).
+    if (this.socket.readableEnded) this.host.stats.clientEof++;
+    if (this.holding !== null) for (const held of [...this.holding]) held.release();
+    this.host.caching.disable(this);
+    this.host.sessionClosed(this);
+  }
 
   /** The user signed in as (AUTH, HELLO AUTH, RESET set it); its permissions follow it. */
   get user(): string {
@@ -133,7 +206,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
 
   /** After a reload: the user's permissions as the new config has them. */
   refreshPermissions(): void {
-    this.permissions = this.dispatcher.permissionsOf(this.signedInAs);
+    this.permissions = this.host.dispatcher.permissionsOf(this.signedInAs);
   }
 
   /** Shutdown: read nothing more; close once every reply already owed has been written. */
@@ -158,7 +231,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   }
 
   describe(): string {
-    const now = Date.now();
+    const now = nowSeconds();
     const txn = this.transaction;
     const counts = this.subscription?.counts() ?? { sub: 0, psub: 0, ssub: 0 };
     let flags = '';
@@ -171,8 +244,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       laddr: this.laddr,
       fd: (this.socket as unknown as { _handle?: { fd?: number } })._handle?.fd ?? -1,
       name: this.name?.toString() ?? '',
-      ageSeconds: Math.floor((now - this.createdAt) / 1000),
-      idleSeconds: Math.floor((now - this.lastActiveAt) / 1000),
+      ageSeconds: now - this.createdAt,
+      idleSeconds: now - this.lastActiveAt,
       flags: flags === '' ? 'N' : flags,
       ...counts,
       multi: txn !== null && txn.inMulti ? txn.queued.length : -1,
@@ -231,7 +304,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   }
 
   onProtocolError(message: string): void {
-    this.stats.protocolErrors++;
+    this.host.stats.protocolErrors++;
     if (this.closeAfterReply) return;
     this.replyNow(encode.errorBytes(`ERR ${message}`));
     this.closeAfterReply = true;
@@ -251,7 +324,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   }
 
   onSlotFilled(slot: ReplySlot): void {
-    if (this.tracking !== null && this.tracking.ownWrites.size > 0) this.caching.writeAnswered(this.tracking, slot);
+    if (this.tracking !== null && this.tracking.ownWrites.size > 0) this.host.caching.writeAnswered(this.tracking, slot);
     if (slot !== this.slots.peek() || this.flushScheduled) return;
     // After the current batch: every reply of one back-end read is written with one client write.
     this.flushScheduled = true;
@@ -261,15 +334,15 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   private run(args: Buffer[], raw: Buffer | null): void {
     this.silent = this.replyOff || this.skipNext;
     this.skipNext = false;
-    const pending = this.dispatcher.dispatch(this, args, raw);
+    const pending = this.host.dispatcher.dispatch(this, args, raw);
     this.silent = false;
     if (pending === undefined) {
-      if (this.tracking !== null) this.caching.afterCommand(this, this.tracking);
+      if (this.tracking !== null) this.host.caching.afterCommand(this, this.tracking);
       return;
     }
     this.held = [];
     void pending.finally(() => {
-      if (this.tracking !== null) this.caching.afterCommand(this, this.tracking);
+      if (this.tracking !== null) this.host.caching.afterCommand(this, this.tracking);
       this.release();
     });
   }
@@ -287,11 +360,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     }
   }
 
+  /** Writes every reply ready at the head of the queue (client/reply-flusher.ts calls it once a turn). */
   flushReplies(): void {
-    this.flush();
-  }
-
-  private readonly flush = (): void => {
     this.flushScheduled = false;
     // Without pipelining one reply is ready at a time: written as it is, no list.
     let first: Buffer | null = null;
@@ -313,7 +383,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       return;
     }
     this.applyBackPressure();
-  };
+  }
 
   /** FIN after the last reply, then the socket is released once the replies are handed to the kernel. */
   private close(): void {
@@ -321,13 +391,19 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     this.socket.end(() => this.socket.destroy());
   }
 
-  private applyBackPressure(): void {
+  /** After a read, a flush, and the socket's 'drain' once reading has been paused. */
+  applyBackPressure(): void {
     if (this.closed) return;
-    const tooMuch = this.socket.writableLength > this.limits.clientOutputHighWaterBytes || this.slots.length > MAX_OUTSTANDING_REPLIES;
+    const tooMuch = this.socket.writableLength > this.host.limits.clientOutputHighWaterBytes || this.slots.length > MAX_OUTSTANDING_REPLIES;
     if (tooMuch || this.closeAfterReply) {
       if (!this.readPaused) {
         this.readPaused = true;
         this.socket.pause();
+        // Only a client that was paused needs to hear its socket drain.
+        if (!this.drainListened) {
+          this.drainListened = true;
+          this.socket.on('drain', onClientDrain);
+        }
       }
     } else if (this.readPaused && this.slots.length < MAX_OUTSTANDING_REPLIES / 2) {
       this.readPaused = false;

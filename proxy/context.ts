@@ -48,6 +48,27 @@ export interface MigrationChanges {
   stop(): void;
 }
 
+/**
+ * Ring mode with servers given by their Sentinel master name (proxy/sentinel/ implements it;
+ * declared here so that dispatch can wait out a failover): where each master is, and how a request
+ * for a master that is down waits for Sentinel to promote a replica.
+ */
+export interface SentinelFollower {
+  /** Where master `name` is now (undefined while no sentinel has said and the config gives no addr). */
+  addressOf(name: string): string | undefined;
+  /** Asks the sentinels for masters a reloaded config names (those nobody knows stay unknown). */
+  learn(names: readonly string[]): Promise<void>;
+  /** How long a request for `address` may wait for a failover; null when `address` is no Sentinel master's. */
+  waitWindowMs(address: string): number | null;
+  /** Runs `retry` after `delayMs`, or at once when `address`'s master moves meanwhile (or has moved). */
+  retryAfter(address: string, delayMs: number, retry: () => void): void;
+  /** `address` refused a write as a replica (READONLY): its master is asked for again. */
+  demoted(address: string): void;
+  /** The error of a request whose wait ended with no failover; `cause` the last error it got. */
+  gaveUp(address: string, cause: string): string;
+  stop(): void;
+}
+
 export interface ProxyContext {
   readonly mode: 'cluster' | 'ring';
   readonly pool: BackendPool;
@@ -75,6 +96,8 @@ export interface ProxyContext {
   readonly caching: ClientCaching;
   /** A migration's change feeds (ring or cluster mode with a migration: block), else null. */
   changes: MigrationChanges | null;
+  /** Ring mode with Sentinel-managed servers (ring.sentinels), else null. */
+  readonly sentinel: SentinelFollower | null;
   /** Client credentials; null: no AUTH needed. Replaced whole by a reload (SIGHUP). */
   auth: ClientAuth | null;
 }

@@ -181,7 +181,9 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
   private retryLater(): boolean {
     const now = Date.now();
     if (this.firstFailureAt === 0) this.firstFailureAt = now;
-    if (this.released || now - this.firstFailureAt >= this.ctx.forward.retryWindowMs) return false;
+    // A Sentinel master's node: as long as a failover may take (ring.sentinel.failoverWaitMs).
+    const window = this.ctx.sentinel?.waitWindowMs(this.address ?? '') ?? this.ctx.forward.retryWindowMs;
+    if (this.released || now - this.firstFailureAt >= window) return false;
     this.ctx.stats.retries++;
     refreshSlotMaps(this.ctx);
     this.closeConnection();

@@ -38,6 +38,7 @@ const M = 77;
 const A = 65;
 const T = 84;
 const C = 67;
+const R = 82;
 
 /**
  * A node answered MOVED: the slot map of the side it belongs to learns it. During a migration the
@@ -147,6 +148,11 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
       refreshSlotMaps(this.ctx);
       return this.retry(frame);
     }
+    // A Sentinel master demoted to a replica refused the write (nothing ran): wait for its successor.
+    if (b === R && frame.toString('latin1', 1, 9) === 'READONLY' && this.ctx.sentinel?.waitWindowMs(this.address) != null) {
+      this.ctx.sentinel.demoted(this.address);
+      return this.retry(frame);
+    }
     this.complete(frame);
   }
 
@@ -208,16 +214,24 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     this.sendTo(target);
   }
 
-  /** Tries again after a backoff, while the retry window lasts; then answers with `last`. */
+  /**
+   * Tries again after a backoff, while the retry window lasts; then answers with `last`. For a
+   * Sentinel master's node the window is the failover wait, and a move of the master ends the pause.
+   */
   private retry(last: Buffer | string): void {
     const now = Date.now();
     if (this.firstFailureAt === 0) this.firstFailureAt = now;
-    if (now - this.firstFailureAt >= this.ctx.forward.retryWindowMs) {
-      this.complete(typeof last === 'string' ? encode.error(last) : last);
+    const sentinel = this.ctx.sentinel;
+    const failoverWait = sentinel?.waitWindowMs(this.address) ?? null;
+    if (now - this.firstFailureAt >= (failoverWait ?? this.ctx.forward.retryWindowMs)) {
+      const text = typeof last === 'string' ? last : last.toString('utf8', 1, last.length - 2);
+      if (sentinel !== null && failoverWait !== null) this.complete(encode.error(sentinel.gaveUp(this.address, text)));
+      else this.complete(typeof last === 'string' ? encode.error(last) : last);
       return;
     }
     this.ctx.stats.retries++;
     const delay = Math.min(RETRY_CAP_MS, RETRY_BASE_MS * 2 ** this.attempts++);
-    setTimeout(() => this.start(), delay);
+    if (sentinel !== null && failoverWait !== null) sentinel.retryAfter(this.address, delay, () => this.start());
+    else setTimeout(() => this.start(), delay);
   }
 }

@@ -93,6 +93,11 @@ export function nodeUnreachable(addr: string, cause: string): string {
   return `ERR slotproxy: node ${addr} unreachable (${cause})`;
 }
 
+/** A Sentinel master's server could not be reached and Sentinel named no new master within the wait (ring.sentinel.failoverWaitMs). */
+export function failoverNotDone(master: string, addr: string, cause: string, waitedMs: number): string {
+  return `ERR slotproxy: ring server ${master} at ${addr} failed (${cause.replace(/^ERR slotproxy: /, '')}) and Sentinel named no new master within ${waitedMs} ms`;
+}
+
 export function connectionLost(addr: string): string {
   return `ERR slotproxy: connection to ${addr} lost before the reply; the command may or may not have run`;
 }

@@ -8,6 +8,7 @@
 import { RingConfig } from '../../config/schema';
 import { BackendPool } from '../backend/pool';
 import { Placement } from '../../sharding/migration';
+import { Ring } from '../../sharding/ring';
 import { log } from '../telemetry/log';
 import { RingRouter } from './router';
 
@@ -20,7 +21,13 @@ export class NodeEjector {
   private readonly failureLimit: number;
   private readonly retryTimeoutMs: number;
 
-  constructor(private readonly ring: RingConfig, private readonly router: RingRouter, private readonly pool: BackendPool) {
+  /** `at`: the ring with its Sentinel-managed nodes where their masters are now (sharding/master-addresses.ts). */
+  constructor(
+    private readonly ring: RingConfig,
+    private readonly router: RingRouter,
+    private readonly pool: BackendPool,
+    private readonly at: (ring: RingConfig) => RingConfig = (r) => r,
+  ) {
     this.failureLimit = ring.serverFailureLimit ?? DEFAULT_FAILURE_LIMIT;
     this.retryTimeoutMs = ring.serverRetryTimeoutMs ?? DEFAULT_RETRY_TIMEOUT_MS;
     pool.onConnectionLost((addr) => this.failed(addr));
@@ -28,7 +35,9 @@ export class NodeEjector {
   }
 
   private failed(addr: string): void {
-    const index = this.ring.nodes.findIndex((n) => n.addr === addr);
+    // The node at `addr` now (a Sentinel master may have moved since the config was read).
+    const from = this.router.placement.from;
+    const index = from instanceof Ring ? from.nodes.findIndex((n) => n.addr === addr) : -1;
     if (index < 0 || this.ejected.has(index)) return;
     const count = (this.failures.get(addr) ?? 0) + 1;
     this.failures.set(addr, count);
@@ -53,6 +62,6 @@ export class NodeEjector {
   }
 
   private rebuild(): void {
-    this.router.swap(Placement.fromConfig(this.ring, undefined, this.ejected));
+    this.router.swap(Placement.fromConfig(this.at(this.ring), undefined, this.ejected));
   }
 }

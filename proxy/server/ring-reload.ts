@@ -1,4 +1,7 @@
+import { isDeepStrictEqual } from 'node:util';
 import { Config } from '../../config/schema';
+import { masterNames, migrationAt, ringAt } from '../../sharding/master-addresses';
+import { NO_MASTERS } from '../sentinel/start';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
@@ -8,6 +11,8 @@ import { fleetOf } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
 
 const FENCE_TIMEOUT_MS = 5000;
+/** Reloaded configs whose new Sentinel masters were asked for already (applied once the answers are in). */
+const asked = new WeakSet<Config>();
 const CLUSTER_LOAD_TIMEOUT_MS = 10_000;
 /** TRYAGAIN, CLUSTERDOWN and lost nodes of a migration's cluster side: retried this long (cluster mode's default). */
 export const CLUSTER_RETRY_WINDOW_MS = 5000;
@@ -38,10 +43,31 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
     );
     return;
   }
+  const sentinel = ctx.sentinel;
+  if (next.mode === 'ring') {
+    const was = current.mode === 'ring' ? current.ring : undefined;
+    if (!isDeepStrictEqual(was?.sentinels, next.ring.sentinels) || !isDeepStrictEqual(was?.sentinel, next.ring.sentinel)) {
+      throw new Error('ring.sentinels and ring.sentinel take effect at start: restart the proxy for that');
+    }
+    // Masters the reloaded config names for the first time (a ring B grown onto new ones): asked first.
+    const unknown = masterNames(next.ring, next.migration).filter((n) => sentinel?.addressOf(n) === undefined);
+    if (sentinel !== null && unknown.length > 0 && !asked.has(next)) {
+      asked.add(next);
+      void sentinel.learn(unknown).then(() => {
+        try {
+          applyRingReload(ctx, current, next);
+        } catch (err) {
+          log.error({ err: err instanceof Error ? err.message : String(err) }, 'the reloaded ring cannot be placed; the placement stays');
+        }
+      });
+      return;
+    }
+  }
+  const at = sentinel === null ? NO_MASTERS : (name: string) => sentinel.addressOf(name);
   const topology = ctx.topology;
   const placement =
     next.mode === 'ring'
-      ? Placement.fromConfig(next.ring, next.migration, undefined, clusters.ownersFor)
+      ? Placement.fromConfig(ringAt(next.ring, at), migrationAt(next.migration, at), undefined, clusters.ownersFor)
       : topology !== null
         ? Placement.forCluster(next.cluster.seeds, topology, next.migration, clusters.ownersFor)
         : null;

@@ -41,6 +41,9 @@ import { readinessProblem } from './readiness';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
+import { migrationAt, ringAt } from '../../sharding/master-addresses';
+import { NO_MASTERS, startSentinelMasters } from '../sentinel/start';
+import { MasterFollower } from '../sentinel/follow';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
 import { carryToTarget } from '../migration/carry';
@@ -159,6 +162,7 @@ export class ProxyServer {
       ctx.topology?.stop();
       ctx.clusters?.stop();
       ctx.replicaReads?.stop();
+      ctx.sentinel?.stop();
       caching.stop();
       ctx.changes?.stop();
       pool.closeAll();
@@ -279,6 +283,7 @@ export class ProxyServer {
     this.ctx.topology?.stop();
     this.ctx.clusters?.stop();
     this.ctx.replicaReads?.stop();
+    this.ctx.sentinel?.stop();
     this.ctx.caching.stop();
     this.ctx.changes?.stop();
     this.preloader?.stop();
@@ -331,7 +336,7 @@ export class ProxyServer {
 
 /** What routing needs in one mode: the context's mode-specific fields, and what to await before serving. */
 interface Routing {
-  parts: Pick<ProxyContext, 'router' | 'ring' | 'topology' | 'clusters' | 'replicaReads' | 'forward'>;
+  parts: Pick<ProxyContext, 'router' | 'ring' | 'topology' | 'clusters' | 'replicaReads' | 'forward' | 'sentinel'>;
   start(): Promise<void>;
 }
 
@@ -346,11 +351,15 @@ async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: Back
   const clusters = new KnownClusters(pool, { refreshIntervalMs: RING_TARGET_REFRESH_MS, queryTimeoutMs: config.backend.commandTimeoutMs });
   const to = config.migration?.to;
   if (to !== undefined && 'cluster' in to) await clusters.load(to.cluster.seeds);
-  const ring = new RingRouter(Placement.fromConfig(config.ring, config.migration, undefined, clusters.ownersFor));
+  // Sentinel-managed nodes are placed where their masters are now, and follow them (proxy/sentinel/).
+  const masters = await startSentinelMasters(config);
+  const at = masters?.addressOf ?? NO_MASTERS;
+  const ring = new RingRouter(Placement.fromConfig(ringAt(config.ring, at), migrationAt(config.migration, at), undefined, clusters.ownersFor));
+  const sentinel = masters === null ? null : new MasterFollower(masters, ring, pool, { failoverWaitMs: config.ring.sentinel?.failoverWaitMs ?? 10_000, queryTimeoutMs: config.backend.commandTimeoutMs });
   // Started in done: ring B must refuse late copies from proxies still double-writing.
   if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
   // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
-  if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool);
+  if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool, (r) => ringAt(r, at));
   return {
     parts: {
       router: ring,
@@ -358,6 +367,7 @@ async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: Back
       topology: null,
       clusters,
       replicaReads: null,
+      sentinel,
       // A cluster side rides out its failovers as cluster mode does (proxy/server/ring-reload.ts too).
       forward: { maxRedirects: RING_MAX_REDIRECTS, retryWindowMs: clusters.any ? CLUSTER_RETRY_WINDOW_MS : RING_RETRY_WINDOW_MS },
     },
@@ -406,6 +416,7 @@ async function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool
       topology,
       clusters,
       replicaReads,
+      sentinel: null,
       forward: { maxRedirects: config.cluster.maxRedirects, retryWindowMs: config.cluster.retryWindowMs },
     },
     start: async () => {

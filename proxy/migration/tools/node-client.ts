@@ -14,6 +14,9 @@ import { ClusterTopology } from '../../cluster/topology';
 import { Placement } from '../../../sharding/migration';
 import { SlotOwners } from '../../../sharding/key-space';
 import { sideRequest } from '../side-request';
+import { migrationAt, ringAt } from '../../../sharding/master-addresses';
+import { NO_MASTERS, startSentinelMasters } from '../../sentinel/start';
+import { SentinelMasters } from '../../sentinel/masters';
 import * as encode from '../../resp/encode';
 
 /** How long a request to a cluster side rides out a failover (TRYAGAIN, CLUSTERDOWN, a lost node). */
@@ -43,10 +46,17 @@ export class NodeClient {
     if (to !== undefined && 'cluster' in to) this.target = topology(to.cluster.seeds);
   }
 
-  /** Loads the slot map of each side that is a cluster; throws when no seed of one answers. */
+  /** Ring nodes given by their Sentinel master name: where the sentinels say those are (start()). */
+  private masters: SentinelMasters | null = null;
+
+  /**
+   * Loads the slot map of each side that is a cluster, and asks the sentinels where the ring's
+   * Sentinel-managed nodes are; throws when no seed of a cluster answers, or a master is unknown.
+   */
   async start(): Promise<void> {
     await this.source?.refresh();
     await this.target?.refresh();
+    this.masters = await startSentinelMasters(this.config);
   }
 
   /** The config's placement, its cluster sides read through this client's slot maps. */
@@ -54,7 +64,8 @@ export class NodeClient {
     const config = this.config;
     if (config.migration === undefined) throw new Error('the config has no migration: section');
     const target = (): ClusterTopology => this.target as ClusterTopology;
-    if (config.mode === 'ring') return Placement.fromConfig(config.ring, config.migration, undefined, target);
+    const at = this.masters?.addressOf ?? NO_MASTERS;
+    if (config.mode === 'ring') return Placement.fromConfig(ringAt(config.ring, at), migrationAt(config.migration, at), undefined, target);
     return Placement.forCluster(config.cluster.seeds, this.source as ClusterTopology, config.migration, target);
   }
 
@@ -88,6 +99,7 @@ export class NodeClient {
   }
 
   close(): void {
+    this.masters?.stop();
     this.source?.stop();
     this.target?.stop();
     this.pool.closeAll();

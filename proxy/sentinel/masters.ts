@@ -1,0 +1,201 @@
+/**
+ * Where each Sentinel-managed ring server's master is now, as the sentinels say (SPEC 6: a ring
+ * server may be a Sentinel master, named by its master name).
+ *
+ * Asked of the sentinels at start, for every master; again for all of them whenever a
+ * subscription to a sentinel takes (after a sentinel was down, switches may have been missed),
+ * every `refreshIntervalMs`, and for one master when something hints that it moved (its
+ * connection lost, a READONLY reply, ROLE saying replica: `check()`). `+switch-master` from any
+ * sentinel moves it at once. Each question goes to the sentinel that answered last, then the others
+ * in turn: a sentinel down costs one failed question. With every sentinel down the last known
+ * addresses stay, which is logged once per outage, and the questions go on.
+ *
+ * A master's new address is announced to `onSwitch` listeners (proxy/sentinel/follow.ts moves the
+ * ring's node there). The map is the one truth every ring placement is built from
+ * (sharding/master-addresses.ts), so a rebuilt placement (a reload, auto-eject) agrees with it.
+ */
+import { ConnectionOptions } from '../backend/connection';
+import { log } from '../telemetry/log';
+import { SentinelLink, SentinelReplica } from './sentinel-link';
+
+export interface SentinelMastersOptions {
+  sentinels: readonly string[];
+  /** How sentinel connections are opened: their AUTH handshake, TLS, timeouts. */
+  connection: ConnectionOptions;
+  /** Every master is asked for again this often. */
+  refreshIntervalMs: number;
+  /** One question to one sentinel. */
+  queryTimeoutMs: number;
+}
+
+type SwitchListener = (name: string, from: string | undefined, to: string) => void;
+
+/** A check of one master already asked for recently is not asked again before this. */
+const CHECK_SPACING_MS = 100;
+
+export class SentinelMasters {
+  /** Master name -> its address now. */
+  private readonly at = new Map<string, string>();
+  /** Every address a master has had (now or before) -> the master's name. */
+  private readonly names = new Map<string, string>();
+  private readonly links: SentinelLink[];
+  /** The sentinel that answered last is asked first. */
+  private preferred = 0;
+  private readonly checks = new Map<string, Promise<void>>();
+  private readonly checkedAt = new Map<string, number>();
+  private readonly listeners: SwitchListener[] = [];
+  private readonly timer: NodeJS.Timeout;
+  /** Set while no sentinel answers (logged once per outage). */
+  private allDownSince: number | null = null;
+  private stopped = false;
+
+  /**
+   * `guesses`: a configured `addr` per master, used until a sentinel answers. Call `start()` next.
+   */
+  constructor(
+    private readonly masters: readonly string[],
+    guesses: ReadonlyMap<string, string>,
+    private readonly options: SentinelMastersOptions,
+  ) {
+    for (const [name, addr] of guesses) this.set(name, addr);
+    this.links = options.sentinels.map(
+      (address) =>
+        new SentinelLink(address, options.connection, {
+          switched: (name, from, to) => this.switched(name, from, to),
+          subscribed: (sentinel) => {
+            log.debug({ sentinel }, 'subscribed to +switch-master');
+            void this.checkAll('a sentinel subscription (re)started');
+          },
+          lost: (sentinel, reason) => log.debug({ sentinel, reason }, 'sentinel subscription lost; retrying'),
+        }),
+    );
+    this.timer = setInterval(() => void this.checkAll('periodic'), options.refreshIntervalMs);
+    this.timer.unref();
+  }
+
+  /**
+   * Asks for every master once. Throws, naming them, when some master has neither an answer nor a
+   * configured address: the ring cannot be placed without it.
+   */
+  async start(): Promise<void> {
+    await this.learn(this.masters);
+    const unknown = this.masters.filter((n) => !this.at.has(n));
+    if (unknown.length > 0) throw new Error(`ring.sentinels: no sentinel said where master ${unknown.join(', ')} is, and the config gives no addr for it`);
+  }
+
+  /** Asks for masters named now (a reloaded config names new ones); those nobody knows stay unknown. */
+  async learn(names: readonly string[]): Promise<void> {
+    await Promise.all(names.map((n) => this.check(n, 'start')));
+  }
+
+  /** Where master `name` is now (undefined while unknown). An arrow: placements are built with it. */
+  readonly addressOf = (name: string): string | undefined => this.at.get(name);
+
+  /** The master `address` belongs (or belonged) to, or undefined when it is no Sentinel master's. */
+  nameOf(address: string): string | undefined {
+    return this.names.get(address);
+  }
+
+  /** Called with every move of a master (`from` undefined the first time one is learnt without a guess). */
+  onSwitch(listener: SwitchListener): void {
+    this.listeners.push(listener);
+  }
+
+  /** The replicas of master `name` as the first sentinel that answers knows them; null when none does. */
+  async replicasOf(name: string): Promise<SentinelReplica[] | null> {
+    for (const link of this.inTurn()) {
+      try {
+        return await link.replicas(name, this.options.queryTimeoutMs);
+      } catch {
+        // The next sentinel.
+      }
+    }
+    return null;
+  }
+
+  /**
+   * Asks the sentinels where master `name` is, now (one question in flight per master; a master
+   * asked for within CHECK_SPACING_MS is not asked again). Never throws.
+   */
+  check(name: string, why: string): Promise<void> {
+    const running = this.checks.get(name);
+    if (running !== undefined) return running;
+    if (why !== 'start' && Date.now() - (this.checkedAt.get(name) ?? 0) < CHECK_SPACING_MS) return Promise.resolve();
+    const run = this.ask(name, why).finally(() => {
+      this.checks.delete(name);
+      this.checkedAt.set(name, Date.now());
+    });
+    this.checks.set(name, run);
+    return run;
+  }
+
+  stop(): void {
+    this.stopped = true;
+    clearInterval(this.timer);
+    for (const l of this.links) l.close();
+  }
+
+  private async checkAll(why: string): Promise<void> {
+    await Promise.all(this.masters.map((n) => this.check(n, why)));
+    // Masters a reload added are in `at` too.
+    await Promise.all([...this.at.keys()].filter((n) => !this.masters.includes(n)).map((n) => this.check(n, why)));
+  }
+
+  /** The links, the one that answered last first. */
+  private inTurn(): SentinelLink[] {
+    return [...this.links.slice(this.preferred), ...this.links.slice(0, this.preferred)];
+  }
+
+  private async ask(name: string, why: string): Promise<void> {
+    const problems: string[] = [];
+    for (const link of this.inTurn()) {
+      if (this.stopped) return;
+      try {
+        const address = await link.masterAddress(name, this.options.queryTimeoutMs);
+        if (address === null) {
+          problems.push(`${link.address} does not know master ${name}`);
+          continue;
+        }
+        this.preferred = this.links.indexOf(link);
+        this.answered();
+        this.moveTo(name, address, `sentinel ${link.address} (${why})`);
+        return;
+      } catch (err) {
+        problems.push(err instanceof Error ? err.message : String(err));
+      }
+    }
+    if (this.stopped) return;
+    if (this.allDownSince === null) {
+      this.allDownSince = Date.now();
+      log.error({ master: name, known: this.at.get(name) ?? null, problems }, 'no sentinel answered; the last known masters stay, and the sentinels are asked again');
+    }
+  }
+
+  private answered(): void {
+    if (this.allDownSince === null) return;
+    log.info({ downForMs: Date.now() - this.allDownSince }, 'a sentinel answers again');
+    this.allDownSince = null;
+  }
+
+  private switched(name: string, from: string, to: string): void {
+    if (!this.at.has(name) && !this.masters.includes(name)) return;
+    const now = this.at.get(name);
+    if (now === to) return;
+    // An event about an older move (a sentinel that lags): ask rather than go back.
+    if (now !== undefined && now !== from) return void this.check(name, `+switch-master from ${from}, not from ${now}`);
+    this.moveTo(name, to, '+switch-master');
+  }
+
+  private moveTo(name: string, address: string, why: string): void {
+    const from = this.at.get(name);
+    if (from === address) return;
+    this.set(name, address);
+    if (from !== undefined) log.warn({ master: name, from, to: address, why }, 'Sentinel master moved: its ring server follows');
+    for (const l of this.listeners) l(name, from, address);
+  }
+
+  private set(name: string, address: string): void {
+    this.at.set(name, address);
+    this.names.set(address, name);
+  }
+}

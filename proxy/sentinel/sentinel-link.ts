@@ -1,0 +1,126 @@
+/**
+ * One Redis Sentinel, as the proxy uses it: questions on a connection of their own
+ * (`SENTINEL get-master-addr-by-name`, `SENTINEL replicas`), and `+switch-master` heard on a
+ * subscribed connection. Both are opened again when lost: questions on the next one asked, the
+ * subscription after RESUBSCRIBE_MS, for as long as the link lives. Each subscription that takes
+ * (the first, and every one after a loss) is reported, because switches may have been missed
+ * while it was down: the owner then asks for every master again.
+ */
+import { BackendConnection, ConnectionOptions } from '../backend/connection';
+import { PubSubLink } from '../backend/pubsub-link';
+import { request } from '../backend/request';
+import * as encode from '../resp/encode';
+import { Reply, decodeReply, errorText } from '../resp/decode-reply';
+
+const RESUBSCRIBE_MS = 500;
+const SWITCH_MASTER = '+switch-master';
+const SUBSCRIBE = encode.command(['SUBSCRIBE', SWITCH_MASTER]);
+
+export interface SentinelEvents {
+  /** `+switch-master`: the sentinels moved master `name` from `from` to `to` (host:port each). */
+  switched(name: string, from: string, to: string): void;
+  /** The subscription is (again) in place. */
+  subscribed(sentinel: string): void;
+  /** The subscription was lost (the sentinel is down, or refused the handshake). */
+  lost(sentinel: string, reason: string): void;
+}
+
+/** `ip` and `port` as one address, IPv6 in brackets as everywhere in slotproxy. */
+export function hostPort(ip: string, port: string): string {
+  return ip.includes(':') ? `[${ip}]:${port}` : `${ip}:${port}`;
+}
+
+function text(r: Reply): string {
+  return Buffer.isBuffer(r) ? r.toString() : String(r);
+}
+
+/** The fields of one `SENTINEL replicas` entry (a flat name, value list). */
+function fields(entry: Reply): Map<string, string> {
+  const out = new Map<string, string>();
+  if (!Array.isArray(entry)) return out;
+  for (let i = 0; i + 1 < entry.length; i += 2) out.set(text(entry[i]), text(entry[i + 1]));
+  return out;
+}
+
+/** A replica as a sentinel sees it: where, and whether the sentinel would use it. */
+export interface SentinelReplica {
+  address: string;
+  /** Up, not disconnected, linked to its master (`master-link-status:ok`). */
+  usable: boolean;
+}
+
+export class SentinelLink {
+  private query: BackendConnection | null = null;
+  private sub: PubSubLink | null = null;
+  private resubscribe: NodeJS.Timeout | null = null;
+  private closed = false;
+
+  constructor(
+    readonly address: string,
+    private readonly options: ConnectionOptions,
+    private readonly events: SentinelEvents,
+  ) {
+    this.subscribe();
+  }
+
+  /** Where the sentinel says master `name` is; null when it does not know that name. Throws when it cannot answer. */
+  async masterAddress(name: string, timeoutMs: number): Promise<string | null> {
+    const reply = await this.ask(['SENTINEL', 'get-master-addr-by-name', name], timeoutMs);
+    if (reply === null) return null;
+    if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`sentinel ${this.address} answered get-master-addr-by-name oddly`);
+    return hostPort(text(reply[0]), text(reply[1]));
+  }
+
+  /** The replicas of master `name` the sentinel knows. Throws when it cannot answer. */
+  async replicas(name: string, timeoutMs: number): Promise<SentinelReplica[]> {
+    const reply = await this.ask(['SENTINEL', 'replicas', name], timeoutMs);
+    if (!Array.isArray(reply)) return [];
+    return reply.map((entry) => {
+      const f = fields(entry);
+      const flags = (f.get('flags') ?? '').split(',');
+      const down = flags.some((x) => x === 's_down' || x === 'o_down' || x === 'disconnected');
+      return { address: hostPort(f.get('ip') ?? '', f.get('port') ?? ''), usable: !down && f.get('master-link-status') === 'ok' };
+    });
+  }
+
+  close(): void {
+    this.closed = true;
+    if (this.resubscribe !== null) clearTimeout(this.resubscribe);
+    this.query?.close('sentinel link closed');
+    this.sub?.close();
+  }
+
+  private async ask(args: string[], timeoutMs: number): Promise<Reply> {
+    if (this.closed) throw new Error('sentinel link closed');
+    if (this.query === null || this.query.isClosed) this.query = new BackendConnection(this.address, this.options);
+    const frame = await request(this.query, args, timeoutMs);
+    const err = errorText(frame);
+    if (err !== null) throw new Error(`sentinel ${this.address}: ${err}`);
+    return decodeReply(frame);
+  }
+
+  private subscribe(): void {
+    if (this.closed) return;
+    const link = new PubSubLink(this.address, this.options, (frame) => this.heard(frame), (reason) => {
+      if (this.sub !== link || this.closed) return;
+      this.sub = null;
+      this.events.lost(this.address, reason);
+      this.resubscribe = setTimeout(() => this.subscribe(), RESUBSCRIBE_MS);
+      this.resubscribe.unref();
+    });
+    this.sub = link;
+    link.write(SUBSCRIBE);
+  }
+
+  private heard(frame: Buffer): void {
+    const msg = decodeReply(frame);
+    if (!Array.isArray(msg) || msg.length < 3) return;
+    const kind = text(msg[0]);
+    if (kind === 'subscribe') return this.events.subscribed(this.address);
+    if (kind !== 'message' || text(msg[1]) !== SWITCH_MASTER) return;
+    // "<name> <old ip> <old port> <new ip> <new port>"
+    const parts = text(msg[2]).split(' ');
+    if (parts.length !== 5) return;
+    this.events.switched(parts[0], hostPort(parts[1], parts[2]), hostPort(parts[3], parts[4]));
+  }
+}

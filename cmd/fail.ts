@@ -4,12 +4,17 @@
  */
 import { ConfigError } from '../config/load';
 
-export function fail(err: unknown): never {
+/** What `fail` prints for `err`, and the exit code. */
+export function failure(err: unknown): { text: string; code: number } {
   if (err instanceof ConfigError) {
-    process.stderr.write(`slotproxy: invalid configuration${err.file !== undefined ? ` in ${err.file}` : ''}:\n`);
-    for (const p of err.problems) process.stderr.write(`  ${p}\n`);
-    process.exit(2);
+    const lines = [`slotproxy: invalid configuration${err.file !== undefined ? ` in ${err.file}` : ''}:`, ...err.problems.map((p) => `  ${p}`)];
+    return { text: `${lines.join('\n')}\n`, code: 2 };
   }
-  process.stderr.write(`slotproxy: ${err instanceof Error ? err.message : String(err)}\n`);
-  process.exit(1);
+  return { text: `slotproxy: ${err instanceof Error ? err.message : String(err)}\n`, code: 1 };
+}
+
+export function fail(err: unknown): never {
+  const { text, code } = failure(err);
+  process.stderr.write(text);
+  process.exit(code);
 }

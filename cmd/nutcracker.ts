@@ -4,7 +4,7 @@
  * - `-c FILE` (default conf/nutcracker.yml, as nutcracker), `-t` (check and exit 0/1, in
  *   nutcracker's words), `-o FILE` (the log file), `-v N` (nutcracker's 0-11 onto the log levels),
  *   `-p FILE` (the pid, removed on exit), `-V`, `-h`, `-D` (nutcracker's stats, described).
- * - `-d`: refused (run it under a service manager).
+ * - `-d`: run in the background (cmd/daemonize.ts); the command returns once the daemon serves.
  * - `-s PORT`, `-a ADDR`, `-i MS`: nutcracker's stats port (proxy/telemetry/nutcracker-stats.ts).
  *   Served only when -s or -a is given, then with nutcracker's defaults for the other (port 22222,
  *   address 0.0.0.0): slotproxy binds nothing beyond loopback unless told. -i (default 30000 ms)
@@ -19,6 +19,7 @@ import { loadServedFile } from '../config/served-file';
 import { VERSION } from '../proxy/server/version';
 import { fail } from './fail';
 import { NUTCRACKER_STATS_DESCRIPTION } from './nutcracker-stats';
+import { daemonize, isDaemonChild, tellFailed, tellServing } from './daemonize';
 import { startFromFile } from './serve';
 
 interface NutcrackerFlags {
@@ -126,7 +127,7 @@ export function registerNutcracker(program: Command): void {
     .option('-o, --output <file>', 'set logging file (default: stderr); SIGUSR1 and SIGHUP reopen it')
     .option('-v, --verbose <n>', 'set logging level 0-11, as nutcracker (default: 5, info)', verbosity)
     .option('-p, --pid-file <file>', 'write the pid here; removed on exit')
-    .option('-d, --daemonize', 'run as a daemon: refused, run it under a service manager')
+    .option('-d, --daemonize', 'run as a daemon: return once it serves (exit 0), or print why it could not start')
     .option('-D, --describe-stats', "print nutcracker's stats description and exit")
     .option('-s, --stats-port <port>', `serve nutcracker's stats JSON on this port (with -a alone: ${NUTCRACKER_STATS_PORT})`, statsPort)
     .option('-a, --stats-addr <addr>', `on this address (with -s alone: ${NUTCRACKER_STATS_ADDR}); neither: no stats port`)
@@ -138,22 +139,23 @@ export function registerNutcracker(program: Command): void {
           process.stdout.write(`${NUTCRACKER_STATS_DESCRIPTION}\nNote: slotproxy serves these on its stats port with -s/-a (or stats.listen in a slotproxy config); its Prometheus /metrics (metrics.listen) has its own counters.\n`);
           return;
         }
-        if (opts.daemonize === true) {
-          process.stderr.write('slotproxy nutcracker: -d/--daemonize is not supported: run it in the foreground under a service manager (systemd Type=simple) or with nohup ... &\n');
-          process.exit(2);
-        }
+        // With -d, the parent prints nothing but a failure: the daemon writes the rest to -o.
+        const background = opts.daemonize === true && !isDaemonChild();
         const warning = mbufWarning(opts);
-        if (warning !== null) process.stderr.write(warning);
+        if (warning !== null && !background) process.stderr.write(warning);
         const overrides: ConfigOverrides = {
           logFile: opts.output === undefined ? undefined : path.resolve(opts.output),
           logLevel: opts.verbose === undefined ? undefined : nutcrackerLogLevel(opts.verbose),
           stats: statsFromFlags(opts),
         };
         if (opts.testConf === true) testConf(opts.confFile, overrides);
+        if (background) await daemonize(overrides.logFile);
         if (opts.pidFile !== undefined) writePidFile(path.resolve(opts.pidFile));
         await startFromFile(opts.confFile, overrides);
+        tellServing();
       } catch (err) {
-        fail(err);
+        if (isDaemonChild()) tellFailed(err);
+        else fail(err);
       }
     });
 }

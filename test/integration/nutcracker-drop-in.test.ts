@@ -11,6 +11,7 @@ import net from 'node:net';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { freePorts } from '../../cmd/sandbox/ports';
+import { sendCommand } from '../../cmd/sandbox/resp-client';
 import { NODE_FLAGS } from '../../cmd/node-flags';
 import { BIN, ProxyProcess } from '../helpers/cli';
 import { Ring } from '../../sharding/ring';
@@ -224,16 +225,12 @@ test('nutcracker -t: "syntax is ok" and exit 0; an error names the pool and exit
   expect(none.stderr).toContain(`${gone}: no such file`);
 }, 60_000);
 
-test('nutcracker -D describes the stats with a note; -d is refused; -V names slotproxy', () => {
+test('nutcracker -D describes the stats with a note; -V names slotproxy', () => {
   const d = runToEnd(['nutcracker', '-D']);
   expect(d.status).toBe(0);
   expect(d.stdout).toMatch(/^pool stats:\n {2}client_eof {10}"# eof on client connections"\n/);
   expect(d.stdout).toContain('  out_queue_bytes     "current request bytes in outgoing queue"\n');
   expect(d.stdout).toContain('slotproxy serves these on its stats port with -s/-a');
-
-  const daemon = runToEnd(['nutcracker', '-d', '-c', 'whatever.yml']);
-  expect(daemon.status).toBe(2);
-  expect(daemon.stderr).toContain('-d/--daemonize is not supported');
 
   expect(runToEnd(['nutcracker', '-V']).stdout).toMatch(/^slotproxy \d+\.\d+\.\d+ \(nutcracker's flags\)\n$/);
 }, 60_000);
@@ -271,4 +268,58 @@ test('nutcracker -c -p -o -v -s -a -m: pid file written and removed, logs in the
   proxy.kill('SIGTERM');
   expect(await proxy.exitCode()).toBe(0);
   expect(fs.existsSync(pidFile)).toBe(false);
+}, 60_000);
+
+/** Daemons started by the -d test, killed in afterAll if a test failed before stopping them. */
+const daemons: number[] = [];
+afterAll(() => {
+  for (const pid of daemons) if (alive(pid)) process.kill(pid, 'SIGKILL');
+});
+
+/** Whether `pid` runs (a zombie, exited but not yet reaped by whoever adopted it, does not). */
+function alive(pid: number): boolean {
+  try {
+    return !/^\d+ \(.*\) Z/.test(fs.readFileSync(`/proc/${pid}/stat`, 'utf8'));
+  } catch {
+    return false;
+  }
+}
+
+test('nutcracker -d: returns once the daemon serves, printing nothing; the pid file holds the daemon\'s pid; SIGTERM stops it. A daemon that cannot start: its error, exit 1', async () => {
+  const ports = await freePorts(3);
+  const file = write('daemon.yml', threePools(ports));
+  const pidFile = path.join(env.dir(), 'daemon.pid');
+  const logFile = path.join(env.dir(), 'daemon.log');
+  const started = runToEnd(['nutcracker', '-d', '-c', file, '-p', pidFile, '-o', logFile, '-m', '512']);
+  expect({ status: started.status, stdout: started.stdout, stderr: started.stderr }).toEqual({ status: 0, stdout: '', stderr: '' });
+  const pid = Number(fs.readFileSync(pidFile, 'utf8'));
+  daemons.push(pid);
+  expect(pid).not.toBe(started.pid);
+  expect(alive(pid)).toBe(true);
+  // Serving by the time the command returned: no wait.
+  for (const port of ports) expect(await sendCommand(port, ['PING'])).toBe('PONG');
+  const log = fs.readFileSync(logFile, 'utf8');
+  expect(log).toMatch(/slotproxy is listening/);
+  expect(log).toContain('-m 512 accepted but not used');
+  process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 500 && alive(pid); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(alive(pid)).toBe(false);
+  expect(fs.existsSync(pidFile)).toBe(false);
+  for (const port of ports) expect(await accepts(port)).toBe(false);
+
+  // A pool's listen already taken: the daemon's error, printed by the command, which exits 1.
+  const taken = net.createServer().listen(ports[1], '127.0.0.1');
+  try {
+    await new Promise((r) => taken.once('listening', r));
+    const refused = runToEnd(['nutcracker', '-d', '-c', file, '-p', pidFile]);
+    expect(refused.status).toBe(1);
+    expect(refused.stderr).toBe(`slotproxy: listen EADDRINUSE: address already in use 127.0.0.1:${ports[1]}\n`);
+    expect(fs.existsSync(pidFile)).toBe(false);
+    // A bad file: exit 2, as in the foreground.
+    const bad = runToEnd(['nutcracker', '-d', '-c', path.join(env.dir(), 'missing.yml')]);
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('missing.yml: no such file');
+  } finally {
+    taken.close();
+  }
 }, 60_000);

@@ -99,6 +99,9 @@ export const backendTlsSchema = v.pipe(
   }),
 );
 
+/** backend.commandTimeoutMs when the config leaves it out. */
+export const DEFAULT_COMMAND_TIMEOUT_MS = 10_000;
+
 export const backendSchema = v.pipe(
   strictObject({
     /** Shared connections to each node; blocking, MULTI and Pub/Sub clients get their own on top. Default 1, as twemproxy's server_connections. */
@@ -110,7 +113,14 @@ export const backendSchema = v.pipe(
     /** Give up on a TCP connect after this long. Default 2000. */
     connectTimeoutMs: v.optional(int(1), 2_000),
     /** A reply later than this fails the command (blocking commands excepted). Default 10000. */
-    commandTimeoutMs: v.optional(int(1), 10_000),
+    commandTimeoutMs: v.optional(int(1)),
+    /**
+     * The command timeout cuts off a request waiting behind a script the node is running (it answers
+     * BUSY on another connection), as twemproxy's `timeout:` does. Default: true when
+     * `commandTimeoutMs` is set (an operator's choice, or a twemproxy pool's `timeout:`), false when
+     * it is the default, which then waits for the script's end (or its kill).
+     */
+    timeoutBehindScripts: v.optional(v.boolean()),
     /** New back-end connections per second, all nodes together (bursts of the same size), against connection storms. Default 100. */
     maxConnectsPerSecond: v.optional(int(1, 100_000), 100),
     /** TLS to the nodes. Optional: absent, plain TCP. */
@@ -121,6 +131,13 @@ export const backendSchema = v.pipe(
       report('required when backend.username is set (AUTH needs both)', 'password');
     }
   }),
+  // Whether the timeout was set on purpose decides whether it applies behind a busy script; the
+  // output states it, so that the parsed config parses again to the same (overrides, workers).
+  v.transform((b) => ({
+    ...b,
+    commandTimeoutMs: b.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
+    timeoutBehindScripts: b.timeoutBehindScripts ?? b.commandTimeoutMs !== undefined,
+  })),
 );
 
 export const limitsSchema = strictObject({

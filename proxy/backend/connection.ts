@@ -40,6 +40,13 @@ export interface ConnectionOptions {
   connectTimeoutMs: number;
   /** A request unanswered this long fails the connection (0: never, for dedicated blocking use). */
   commandTimeoutMs: number;
+  /**
+   * Asked when a request has waited a whole command timeout: true when the node is demonstrably
+   * running a script (it answers BUSY on another connection), and the connection then waits one
+   * more timeout instead of failing. Absent: the timeout always applies (pool.ts sets it for the
+   * default timeout only).
+   */
+  busyCheck?: (() => Promise<boolean>) | null;
   /** Wait this long before connecting (reconnect backoff). */
   delayMs: number;
   /** Requests sent first on every new connection (AUTH, READONLY); an error reply closes it. */
@@ -68,6 +75,8 @@ export class BackendConnection {
   busySeenAt = 0;
   private staleChecks = 0;
   private lastCheckedReplies = 0;
+  /** A busyCheck is under way. */
+  private checkingBusy = false;
   private watchdog: NodeJS.Timeout | null = null;
   private connectTimer: NodeJS.Timeout | null = null;
   private closeListeners: ((reason: string) => void)[] = [];
@@ -241,7 +250,11 @@ export class BackendConnection {
     request.onReply(frame);
   };
 
-  /** Fails the connection when the oldest request has waited a whole command timeout with no reply. */
+  /**
+   * Fails the connection when the oldest request has waited a whole command timeout with no reply,
+   * unless the node shows it is running a script (busyCheck): the script's caller gets the
+   * script's reply, and the requests written behind it theirs, when it ends.
+   */
   private checkProgress(): void {
     if (this.inflight.length === 0 || this.repliesSeen !== this.lastCheckedReplies) {
       this.lastCheckedReplies = this.repliesSeen;
@@ -249,8 +262,22 @@ export class BackendConnection {
       return;
     }
     this.staleChecks++;
-    if (this.staleChecks >= 4 && this.counters !== null) this.counters.timedOut++;
-    if (this.staleChecks >= 4) this.fail(errors.commandTimeout(this.address, this.options.commandTimeoutMs));
+    if (this.staleChecks < 4 || this.checkingBusy) return;
+    const busyCheck = this.options.busyCheck;
+    if (busyCheck === undefined || busyCheck === null) return this.timeOut();
+    this.checkingBusy = true;
+    void busyCheck().then((busy) => {
+      this.checkingBusy = false;
+      // A reply meanwhile: the next check starts over.
+      if (this.state === 'closed' || this.repliesSeen !== this.lastCheckedReplies) return;
+      if (busy) this.staleChecks = 0;
+      else this.timeOut();
+    });
+  }
+
+  private timeOut(): void {
+    if (this.counters !== null) this.counters.timedOut++;
+    this.fail(errors.commandTimeout(this.address, this.options.commandTimeoutMs));
   }
 
   private fail(message: string): void {

@@ -17,6 +17,12 @@ export interface PoolOptions {
   connectionsPerNode: number;
   connectTimeoutMs: number;
   commandTimeoutMs: number;
+  /**
+   * `commandTimeoutMs` cuts off every request, as twemproxy's `timeout:` does (set on purpose).
+   * Else (the default) it never cuts off a request waiting behind a script the node demonstrably
+   * runs (it answers BUSY on a spare connection).
+   */
+  timeoutBehindScripts?: boolean;
   handshake: Buffer[];
   tls: BackendTls | null;
   /** Cap on new back-end connections per second (all nodes together); bursts up to the same number. Default 100. */
@@ -28,6 +34,8 @@ export interface PoolOptions {
  * `busy-reply-threshold`, Redis's default; the proxy reads the node's own value, see setBusyAfter).
  */
 export const DEFAULT_BUSY_AFTER_MS = 5000;
+/** How long a node running a script may take to answer BUSY on a spare connection (once connected). */
+const BUSY_PROBE_MS = 1000;
 /** Spare connections per node and protocol for lanes stuck behind a busy script. */
 const SPARES_PER_NODE = 4;
 
@@ -159,6 +167,21 @@ export class BackendPool {
     }
   }
 
+  /**
+   * True when `address` answers BUSY on a spare connection now: it is alive, running a script
+   * past its busy threshold, and a connection waiting behind that script is not timed out.
+   */
+  private async runsScript(address: string): Promise<boolean> {
+    const node = this.nodes.get(address);
+    if (node === undefined || this.closed) return false;
+    try {
+      const frame = await request(this.spare(address, node, 2), ['PING'], this.options.connectTimeoutMs + BUSY_PROBE_MS);
+      return isBusy(frame);
+    } catch {
+      return false;
+    }
+  }
+
   /** A spare connection to a node whose lane is stuck: one that is not stuck itself, opened when none is. */
   private spare(address: string, node: NodeState, protocol: 2 | 3): BackendConnection {
     const spares = protocol === 3 ? node.resp3Spares : node.spares;
@@ -249,7 +272,8 @@ export class BackendPool {
   /** `toBusyNode`: a spare for a node running a busy script, whose handshake leaves out READONLY (refused with -BUSY). */
   private open(address: string, node: NodeState, protocol: 2 | 3, toBusyNode = false): BackendConnection {
     const delay = node.failures === 0 ? 0 : Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (node.failures - 1)) * (0.5 + Math.random() / 2);
-    const options = { ...this.connectionOptions(this.connectDelay(delay), protocol), counters: node.counters };
+    const busyCheck = this.options.timeoutBehindScripts === true ? null : (): Promise<boolean> => this.runsScript(address);
+    const options = { ...this.connectionOptions(this.connectDelay(delay), protocol), counters: node.counters, busyCheck };
     if (toBusyNode) options.handshake = options.handshake.filter((h) => !h.equals(READONLY));
     const conn = new BackendConnection(address, options);
     let connected = false;

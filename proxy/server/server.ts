@@ -118,6 +118,7 @@ export class ProxyServer {
       maxConnectsPerSecond: config.backend.maxConnectsPerSecond,
       connectTimeoutMs: config.backend.connectTimeoutMs,
       commandTimeoutMs: config.backend.commandTimeoutMs,
+      timeoutBehindScripts: config.backend.timeoutBehindScripts,
       handshake: backendHandshake(config),
       tls: backendTls(config.backend.tls),
     });

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import Redis from 'ioredis';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
-import { useProxy } from '../helpers/proxy';
+import { client, startProxy, useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import net from 'node:net';
 import { encodeRequest } from '../helpers/raw-exchange';
@@ -294,6 +294,87 @@ describe('busy scripts as one Redis', () => {
         expect(await c.call('SCRIPT', 'KILL')).toBe('OK');
       }
       await running;
+    });
+  });
+
+  describe('the default command timeout never cuts off a running script (item 6)', () => {
+    /** Writes, so SCRIPT KILL cannot kill it, then runs ARGV[1] ms and answers. */
+    const LONG =
+      "redis.call('SET', KEYS[1], 'started') local function now() local t = redis.call('TIME') return t[1] * 1000 + math.floor(t[2] / 1000) end " +
+      "local from = now() while now() - from < tonumber(ARGV[1]) do end return redis.call('GET', KEYS[1]) .. ' then done'";
+
+    /** Four clients of `connect`, connected (ioredis's ready check would meet a busy node). */
+    async function clients(connect: () => Redis): Promise<Redis[]> {
+      const list = [connect(), connect(), connect(), connect()];
+      await Promise.all(list.map((x) => x.ping()));
+      return list;
+    }
+
+    // The timeout fails a connection once 4 checks in a row, one every 2.5 s, saw no reply: 10 to
+    // 12.5 s after the request. So the script runs 13 s, and the others are killed after 12.6 s.
+    test('a 13 s script gets its own reply and the request behind it its own; scripts killed past the timeout their kill errors', async () => {
+      const keys = await keyPerMaster(h.cluster(), 'long');
+      const [k0, k1, k2] = keys.map((k) => k.key);
+      const behindKey = `{${k0}}:w`;
+
+      // Through the proxy: the three at once, one per master, all past the timeout.
+      const proxySide = (async (): Promise<unknown[]> => {
+        const [runner, spinner, fspinner, killer] = await clients(() => h.connect());
+        await killer.call('SET', behindKey, 'written behind');
+        const started = Date.now();
+        const long = outcome(runner.call('EVAL', LONG, '1', k0, '13000'));
+        // Pipelined on the same lane right behind the script: it waits for the script's end.
+        const behind = outcome(runner.call('GET', behindKey));
+        const spin = outcome(spinner.call('EVAL', SPIN, '1', k1));
+        const fspin = outcome(fspinner.call('FCALL', 'spin', '1', k2));
+        await Promise.all(keys.map((k) => busy(k.node)));
+        // Past the default command timeout (10 s) for each: they still run, and are killed now.
+        await new Promise((resolve) => setTimeout(resolve, started + 12_600 - Date.now()));
+        const kills = [await outcome(killer.call('SCRIPT', 'KILL')), await outcome(killer.call('FUNCTION', 'KILL'))];
+        return [kills, await spin, await fspin, await long, await behind, Date.now() - started];
+      })();
+
+      // One Redis meanwhile, one script at a time, short ones.
+      const [runner, spinner, fspinner, killer] = await clients(refConnect);
+      await killer.call('SET', behindKey, 'written behind');
+      const long = outcome(runner.call('EVAL', LONG, '1', k0, '300'));
+      const behind = outcome(runner.call('GET', behindKey));
+      const onOne: unknown[] = [[], undefined, undefined, await long, await behind];
+      const spin = outcome(spinner.call('EVAL', SPIN, '1', k1));
+      await busy(refNode());
+      (onOne[0] as unknown[]).push(await outcome(killer.call('SCRIPT', 'KILL')));
+      onOne[1] = await spin;
+      const fspin = outcome(fspinner.call('FCALL', 'spin', '1', k2));
+      await busy(refNode());
+      (onOne[0] as unknown[]).push(await outcome(killer.call('FUNCTION', 'KILL')));
+      onOne[2] = await fspin;
+
+      const viaProxy = await proxySide;
+      expect(viaProxy.slice(0, 5)).toEqual(onOne);
+      expect(onOne).toEqual([
+        ['OK', 'OK'],
+        { err: expect.stringMatching(/^ERR Script killed by user with SCRIPT KILL\.\.\. script: [0-9a-f]{40}, on @user_script:1\.$/) },
+        { err: 'ERR Script killed by user with SCRIPT KILL... script: spin, on @user_function:2.' },
+        'started then done',
+        'written behind',
+      ]);
+      expect(viaProxy[5]).toBeGreaterThanOrEqual(13_000);
+    }, 30_000);
+
+    test("a timeout set on purpose still cuts off a request behind a busy script, as twemproxy's timeout: does", async () => {
+      const [{ key, node }] = await keyPerMaster(h.cluster(), 'strict');
+      const strict = await startProxy(h.cluster().seeds, { backend: { commandTimeoutMs: 1000 } });
+      const x = client(strict);
+      try {
+        await x.ping();
+        const started = Date.now();
+        expect(await outcome(x.call('EVAL', LONG, '1', key, '2500'))).toEqual({ err: `ERR slotproxy: node ${node.address} did not answer within 1000 ms` });
+        expect(Date.now() - started).toBeLessThan(2500);
+      } finally {
+        x.disconnect();
+        await strict.close(500);
+      }
+      await waitFor('the script to end', async () => (await outcome(node.command('PING'))) === 'PONG', 10_000);
     });
   });
 });

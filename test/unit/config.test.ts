@@ -19,7 +19,7 @@ const DEFAULT_LIMITS = {
   scriptStoreBytes: 16 * 1024 * 1024,
   trackingTableMaxKeys: 1_000_000,
 };
-const DEFAULT_BACKEND = { connectionsPerNode: 1, connectTimeoutMs: 2000, commandTimeoutMs: 10000, maxConnectsPerSecond: 100 };
+const DEFAULT_BACKEND = { connectionsPerNode: 1, connectTimeoutMs: 2000, commandTimeoutMs: 10000, timeoutBehindScripts: false, maxConnectsPerSecond: 100 };
 
 /** The problems of the ConfigError `fn` throws; fails the test if it throws anything else. */
 function problemsOf(fn: () => unknown): string[] {
@@ -115,6 +115,16 @@ describe('defaults', () => {
     const cfg = parseConfig({ ...CLUSTER_MIN, backend: { connectionsPerNode: 8 }, limits: { maxClients: 5 } });
     expect(cfg.backend).toStrictEqual({ ...DEFAULT_BACKEND, connectionsPerNode: 8 });
     expect(cfg.limits).toStrictEqual({ ...DEFAULT_LIMITS, maxClients: 5 });
+  });
+
+  test('backend.timeoutBehindScripts: false with the default timeout, true once commandTimeoutMs is set; kept through a re-parse', () => {
+    const backend = (b: Record<string, unknown>): Config['backend'] => parseConfig({ ...CLUSTER_MIN, backend: b }).backend;
+    expect(backend({})).toMatchObject({ commandTimeoutMs: 10000, timeoutBehindScripts: false });
+    expect(backend({ commandTimeoutMs: 10000 })).toMatchObject({ commandTimeoutMs: 10000, timeoutBehindScripts: true });
+    expect(backend({ commandTimeoutMs: 400, timeoutBehindScripts: false })).toMatchObject({ commandTimeoutMs: 400, timeoutBehindScripts: false });
+    expect(backend({ timeoutBehindScripts: true })).toMatchObject({ commandTimeoutMs: 10000, timeoutBehindScripts: true });
+    // The parsed config states it: parsed again (flags, workers) it stays what it was.
+    expect(applyOverrides(parseConfig(CLUSTER_MIN), { logLevel: 'warn' }).backend.timeoutBehindScripts).toBe(false);
   });
 
   test("migration.to.hash defaults to the ring's hash, not to md5", () => {

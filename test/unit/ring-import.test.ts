@@ -31,6 +31,8 @@ describe('import-twemproxy', () => {
     // twemproxy's defaults: fnv1a_64, and no hash tag.
     expect(pools[1].config.ring).toEqual({ hash: 'fnv1a_64', hashTag: '', nodes: [{ addr: '127.0.0.1:6381', weight: 1 }] });
     for (const p of pools) expect(() => parseConfig(p.config)).not.toThrow();
+    // A pool's timeout: is the operator's: it cuts off requests even behind a busy script, as nutcracker's does.
+    expect(pools.map((p) => parseConfig(p.config).backend.timeoutBehindScripts)).toEqual([true, false]);
   });
 
   test('modula and random pools keep their distribution; ketama, the default, is not written', () => {

@@ -15,6 +15,9 @@
  *   the node in WATCH order.
  * - A redirection met while queuing (MOVED, TRYAGAIN: the node answers EXECABORT) sends the whole
  *   unwatched transaction again, bounded; nothing of it ran.
+ * - While the transaction's node runs a script past its busy threshold, a command queued gets the
+ *   node's BUSY (the transaction is dirty), and EXEC then answers EXECABORT naming that BUSY while
+ *   the node is still busy, as one Redis does (busyNodeReply).
  * - During a ring migration the transaction runs on ring A's node (where writes land), and the
  *   keys it writes that move are snapshotted inside the same MULTI, right before EXEC, then applied
  *   on their owners in ring B before the client gets EXEC's reply (proxy/migration/converging-exec.ts).

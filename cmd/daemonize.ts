@@ -31,12 +31,11 @@ export function daemonize(logFile: string | undefined): Promise<never> {
   });
   if (typeof stderr === 'number') fs.closeSync(stderr);
   return new Promise<never>(() => {
-    let told = false;
+    // A failure is printed once the child is gone (its pid file with it), so that the command ends after it.
+    let failed: { failed: string; code: number } | null = null;
     child.on('message', (m: DaemonMessage) => {
-      told = true;
       if ('serving' in m) process.exit(0);
-      process.stderr.write(m.failed);
-      process.exit(m.code);
+      failed = m;
     });
     child.on('error', (err) => {
       process.stderr.write(`slotproxy nutcracker: cannot start the daemon: ${err.message}\n`);
@@ -45,10 +44,13 @@ export function daemonize(logFile: string | undefined): Promise<never> {
     child.on('exit', (code, signal) => {
       // A message sent just before the exit may be read after it.
       setTimeout(() => {
-        if (told) return;
+        if (failed !== null) {
+          process.stderr.write(failed.failed);
+          process.exit(failed.code);
+        }
         process.stderr.write(`slotproxy nutcracker: the daemon exited (${signal ?? `code ${String(code)}`}) before serving${logFile === undefined ? '' : `; see ${logFile}`}\n`);
         process.exit(1);
-      }, 200);
+      }, 50);
     });
   });
 }

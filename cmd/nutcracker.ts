@@ -103,16 +103,17 @@ function writePidFile(file: string): void {
   });
 }
 
+/** nutcracker -t: its line on stderr (a tool may match it), then slotproxy's reasons, one a line. */
 function testConf(file: string, overrides: ConfigOverrides): never {
   try {
     loadServedFile(file, overrides);
   } catch (err) {
-    process.stderr.write(`slotproxy: configuration file '${file}' syntax is invalid\n`);
+    process.stderr.write(`nutcracker: configuration file '${file}' syntax is invalid\n`);
     const problems = err instanceof ConfigError ? err.problems : [err instanceof Error ? err.message : String(err)];
     for (const p of problems) process.stderr.write(`  ${p}\n`);
     process.exit(1);
   }
-  process.stderr.write(`slotproxy: configuration file '${file}' syntax is ok\n`);
+  process.stderr.write(`nutcracker: configuration file '${file}' syntax is ok\n`);
   process.exit(0);
 }
 

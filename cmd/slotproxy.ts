@@ -11,6 +11,7 @@ import { ConfigError, loadConfigFile } from '../config/load';
 import { Config } from '../config/schema';
 import { fail } from './fail';
 import { startFromFile } from './serve';
+import { loadServedFile } from '../config/served-file';
 import { registerNutcracker } from './nutcracker';
 import { hashTag } from '../sharding/hash-tag';
 import { runSandbox } from './sandbox/run';
@@ -74,14 +75,17 @@ program
 
 program
   .command('check-config')
-  .description('validate a config file; exit 0 when it is valid, 2 with the problems when not')
+  .description('validate a config file (or a nutcracker.yml, each pool as start -c takes it); exit 0 when it is valid, 2 with the problems when not')
   .argument('<file>')
   .action((file: string) => {
     try {
-      const c = loadConfigFile(file);
-      checkUserRules(c, file);
-      const backend = c.mode === 'cluster' ? `${c.cluster.seeds.length} seed(s)` : `${c.ring.nodes.length} ring node(s)`;
-      process.stdout.write(`${file}: OK (mode ${c.mode}, ${backend}, listen ${c.listen})\n`);
+      const served = loadServedFile(file, {});
+      for (const { config } of served) checkUserRules(config, file);
+      for (const { pool, config: c } of served) {
+        const backend = c.mode === 'cluster' ? `${c.cluster.seeds.length} seed(s)` : `${c.ring.nodes.length} ring node(s)`;
+        const what = `mode ${c.mode}${c.mode === 'ring' && c.ring.distribution !== undefined && c.ring.distribution !== 'ketama' ? ` (${c.ring.distribution})` : ''}, ${backend}, listen ${c.listen}`;
+        process.stdout.write(pool === null ? `${file}: OK (${what})\n` : `${file}: pool ${pool} OK (${what})\n`);
+      }
     } catch (err) {
       fail(err);
     }

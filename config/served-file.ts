@@ -2,7 +2,7 @@
  * The file `slotproxy start -c FILE` serves: a slotproxy config (one proxy), or a twemproxy
  * nutcracker.yml as it is (one proxy per pool, each config from config/twemproxy.ts). A
  * nutcracker.yml is recognised by its shape: a mapping of pool names whose every value is a mapping
- * with `listen:` and `servers:` (a slotproxy config has a string `listen` and no pools).
+ * with `listen:` or `servers:` (a slotproxy config has a string `listen` and no pools).
  */
 import { ConfigError, ConfigOverrides, applyOverrides, configFromSource, parseConfig, readConfigSource } from './load';
 import { Config } from './schema';
@@ -18,11 +18,14 @@ function isMapping(v: unknown): v is Record<string, unknown> {
   return typeof v === 'object' && v !== null && !Array.isArray(v);
 }
 
-/** A nutcracker.yml's shape: every top-level value a pool with `listen` and `servers`, no slotproxy `mode`. */
+/**
+ * A nutcracker.yml's shape: every top-level value a pool with `listen` or `servers`, no slotproxy
+ * `mode`. One of the two is enough, so that a pool missing the other is told so as a pool.
+ */
 export function isTwemproxyShape(raw: unknown): boolean {
   if (!isMapping(raw) || typeof raw.mode === 'string') return false;
   const pools = Object.values(raw);
-  return pools.length > 0 && pools.every((p) => isMapping(p) && 'listen' in p && 'servers' in p);
+  return pools.length > 0 && pools.every((p) => isMapping(p) && ('listen' in p || 'servers' in p));
 }
 
 /**

@@ -7,6 +7,8 @@
 import * as v from 'valibot';
 import { isScalar, parseDocument } from 'yaml';
 import { DISTRIBUTIONS, HASH_NAMES, HashName, configSchema } from './schema';
+import { TwemproxyConfigError } from './twemproxy-error';
+import { checkListens, checkPoolFields } from './twemproxy-fields';
 
 export interface ConvertedPool {
   pool: string;
@@ -16,9 +18,7 @@ export interface ConvertedPool {
   notes: string[];
 }
 
-export class TwemproxyConfigError extends Error {
-  override readonly name = 'TwemproxyConfigError';
-}
+export { TwemproxyConfigError };
 
 /** twemproxy's defaults (nc_conf.h). */
 const DEFAULT_HASH: HashName = 'fnv1a_64';
@@ -52,7 +52,13 @@ export function parseSentinelLine(line: string): string {
  * master name, and its address only where to look while no sentinel answers.
  */
 function serversOf(where: string, servers: unknown[], sentinels: unknown): { nodes: Record<string, unknown>[]; sentinels?: string[] } {
-  const nodes = servers.map((s) => parseServerLine(String(s)));
+  const nodes = servers.map((s) => {
+    try {
+      return parseServerLine(String(s));
+    } catch (err) {
+      throw err instanceof TwemproxyConfigError ? new TwemproxyConfigError(`${where}: ${err.message}`) : err;
+    }
+  });
   if (sentinels === undefined || sentinels === null) return { nodes };
   if (!Array.isArray(sentinels) || sentinels.length === 0) throw new TwemproxyConfigError(`${where}: sentinels must be a non-empty list`);
   return {
@@ -79,13 +85,14 @@ export function convertTwemproxy(text: string): ConvertedPool[] {
   }
   const out: ConvertedPool[] = [];
   for (const [pool, value] of Object.entries(doc as Record<string, unknown>)) {
-    if (typeof value !== 'object' || value === null) throw new TwemproxyConfigError(`pool ${pool}: expected a mapping`);
+    if (typeof value !== 'object' || value === null || Array.isArray(value)) throw new TwemproxyConfigError(`pool ${pool}: expected a mapping`);
     // twemproxy reads redis_auth as text: `redis_auth: 12345` is the password "12345", not a number.
     const auth = document.getIn([pool, 'redis_auth'], true);
     const redisAuth = isScalar(auth) ? (auth.source ?? String(auth.value)) : undefined;
-    out.push(convertPool(pool, value as Record<string, unknown>, redisAuth));
+    out.push(convertPool(pool, checkPoolFields(pool, value as Record<string, unknown>), redisAuth));
   }
   if (out.length === 0) throw new TwemproxyConfigError('no pools found');
+  checkListens(out.map(({ pool, config }) => ({ pool, listen: config.listen })));
   return out;
 }
 

@@ -3,8 +3,9 @@
 // random), each on its listen, beside a real nutcracker serving the same file over the same nodes:
 // keys where nutcracker puts them, random spread by both, the same answers to MGET, MSET, DEL,
 // UNLINK, TOUCH over several servers; SIGHUP reloads each pool and refuses an added one; SIGTERM
-// stops them all with exit 0. `slotproxy nutcracker` takes nutcracker's flags: -t (ok and error),
-// -p (pid file written and removed), -D, -d, and the stats flags' warning.
+// stops them all with exit 0. `slotproxy nutcracker` takes nutcracker's flags: -t (nutcracker's
+// line, for files nutcracker accepts and refuses; check-config agrees), -p (pid file written and
+// removed), -D, -d, and the stats flags' warning.
 import { SpawnSyncReturns, spawnSync } from 'node:child_process';
 import fs from 'node:fs';
 import net from 'node:net';
@@ -15,6 +16,7 @@ import { sendCommand } from '../../cmd/sandbox/resp-client';
 import { NODE_FLAGS } from '../../cmd/node-flags';
 import { BIN, ProxyProcess } from '../helpers/cli';
 import { Ring } from '../../sharding/ring';
+import { Nutcracker } from './ring-nutcracker';
 import { useNutcrackerEnv } from '../helpers/nutcracker-env';
 
 const KEYS = 300;
@@ -208,21 +210,62 @@ test('start -c nutcracker.yml: every pool from one process, beside nutcracker se
   for (const port of [alphaPort, betaPort, gammaPort]) expect(await accepts(port)).toBe(false);
 }, 90_000);
 
-test('nutcracker -t: "syntax is ok" and exit 0; an error names the pool and exits 1; a missing file too', () => {
+/** `nutcracker -t -c file` (the real one): exit code and stderr. */
+function nutcrackerTest(file: string): { status: number | null; stderr: string } {
+  const r = spawnSync(Nutcracker.bin(), ['-t', '-c', file], { encoding: 'utf8', timeout: 10_000 });
+  return { status: r.status, stderr: r.stderr };
+}
+
+test('nutcracker -t prints nutcracker\'s line (ok: exit 0; invalid: exit 1, then why, naming the pool and field) for the files nutcracker accepts and refuses; check-config takes a nutcracker.yml', () => {
   const ok = write('ok.yml', threePools([22121, 22122, 22123]));
   const good = runToEnd(['nutcracker', '-c', ok, '-t']);
-  expect(good.status).toBe(0);
-  expect(good.stderr).toBe(`slotproxy: configuration file '${ok}' syntax is ok\n`);
+  expect({ status: good.status, stderr: good.stderr }).toEqual(nutcrackerTest(ok));
+  expect(good.stderr).toBe(`nutcracker: configuration file '${ok}' syntax is ok\n`);
+  // Quoted numbers and booleans are as good as plain ones to nutcracker (its scalars are text).
+  const quoted = write('quoted.yml', threePools([22121, 22122, 22123]).replace('  redis: true', '  redis: "true"\n  timeout: "400"\n  tcpkeepalive: true\n  preconnect: false'));
+  expect(nutcrackerTest(quoted).status).toBe(0);
+  expect(runToEnd(['nutcracker', '-c', quoted, '-t']).status).toBe(0);
 
-  const badFile = write('bad.yml', threePools([22121, 22122, 22123]).replace('hash: murmur', 'hash: nope'));
-  const bad = runToEnd(['nutcracker', '--conf-file', badFile, '--test-conf']);
-  expect(bad.status).toBe(1);
-  expect(bad.stderr).toBe(`slotproxy: configuration file '${badFile}' syntax is invalid\n  pool beta: unknown hash nope\n`);
+  const invalid: [string, string, string][] = [
+    ['hash', threePools([22121, 22122, 22123]).replace('hash: murmur', 'hash: nope'), 'pool beta: unknown hash nope'],
+    ['field', threePools([22121, 22122, 22123]).replace('  hash: murmur', '  hash: murmur\n  hashes: md5'), 'pool beta: unknown field hashes'],
+    ['listen', threePools([22121, 22122, 22121]), 'pool gamma: listen 127.0.0.1:22121 is pool alpha\'s too'],
+    ['timeout', threePools([22121, 22122, 22123]).replace('  hash: murmur', '  hash: murmur\n  timeout: soon'), 'pool beta: timeout: expected a whole number of at least 0, got "soon"'],
+    ['eject', threePools([22121, 22122, 22123]).replace('  hash: murmur', '  hash: murmur\n  auto_eject_hosts: yes'), 'pool beta: auto_eject_hosts: expected true or false, got "yes"'],
+    ['servers', threePools([22121, 22122, 22123]).replace(/gamma:[^]*$/, 'gamma:\n  listen: 127.0.0.1:22123\n  redis: true\n'), 'pool gamma: servers must be a non-empty list'],
+    ['weight', threePools([22121, 22122, 22123]).replace(':3 second', ':0 second'), 'pool alpha: server'],
+  ];
+  for (const [name, text, why] of invalid) {
+    const file = write(`bad-${name}.yml`, text);
+    const theirs = nutcrackerTest(file);
+    expect({ name, status: theirs.status }).toEqual({ name, status: 1 });
+    const ours = runToEnd(['nutcracker', '--conf-file', file, '--test-conf']);
+    expect({ name, status: ours.status }).toEqual({ name, status: 1 });
+    // nutcracker's line first (nutcracker itself says nothing more), then slotproxy's reason.
+    const [line, reason] = ours.stderr.split('\n');
+    expect(line).toBe(theirs.stderr.split('\n')[0]);
+    expect(line).toBe(`nutcracker: configuration file '${file}' syntax is invalid`);
+    expect(reason).toContain(why);
+    // check-config: the same reason, exit 2 (two cases: each run starts a Node process).
+    if (name !== 'field' && name !== 'listen') continue;
+    const checked = runToEnd(['check-config', file]);
+    expect({ name, status: checked.status }).toEqual({ name, status: 2 });
+    expect(checked.stderr).toContain(why);
+  }
 
   const gone = path.join(env.dir(), 'missing.yml');
   const none = runToEnd(['nutcracker', '-c', gone, '-t']);
   expect(none.status).toBe(1);
-  expect(none.stderr).toContain(`${gone}: no such file`);
+  expect(none.stderr).toBe(`${nutcrackerTest(gone).stderr.split('\n')[0]}\n  ${gone}: no such file\n`);
+
+  const checked = runToEnd(['check-config', ok]);
+  expect(checked.status).toBe(0);
+  expect(checked.stdout).toBe([
+    `${ok}: pool alpha OK (mode ring, 2 ring node(s), listen 127.0.0.1:22121)`,
+    `${ok}: pool beta OK (mode ring (modula), 2 ring node(s), listen 127.0.0.1:22122)`,
+    `${ok}: pool gamma OK (mode ring (random), 2 ring node(s), listen 127.0.0.1:22123)`,
+    '',
+  ].join('\n'));
 }, 60_000);
 
 test('nutcracker -D describes the stats with a note; -V names slotproxy', () => {

@@ -8,6 +8,11 @@
  * The client's later requests are held until the reply comes, as a single Redis does not read a
  * blocked client's next commands: a pipelined `BLPOP q 0` + `LPUSH q x` must not unblock itself.
  *
+ * It reaches its node before anything another client sends after it, as on one server (a FLUSHALL
+ * sent right after an XREADGROUP ... BLOCK unblocks it rather than running first): until the node
+ * has read it (the CLIENT ID written with it answered), every client's next request waits, at most
+ * ORDER_WAIT_MS (a node slow to accept a connection does not hold the others longer).
+ *
  * CLIENT UNBLOCK of a proxy client is passed on as CLIENT UNBLOCK of the dedicated connection on
  * its node (whose id a `CLIENT ID` written just before the command tells), so the node ends the
  * block itself and nothing it popped is lost.
@@ -42,6 +47,37 @@ export function runBlocking(ctx: ProxyContext, session: ClientSession, payload: 
 
 const RETRY_DELAY_MS = 100;
 const CLIENT_ID = encode.command(['CLIENT', 'ID']);
+const ORDER_WAIT_MS = 250;
+
+/** Per proxy: blocking commands sent and not yet read by their node. */
+const unread = new WeakMap<ProxyContext, Set<Promise<void>>>();
+
+/**
+ * Resolves once every blocking command sent so far has reached its node (or ORDER_WAIT_MS passed);
+ * null when none is on its way, the usual case. The dispatcher holds each request behind it.
+ */
+export function blockingOnTheWay(ctx: ProxyContext): Promise<void> | null {
+  const pending = unread.get(ctx);
+  return pending === undefined || pending.size === 0 ? null : Promise.all(pending).then(() => undefined);
+}
+
+/** Registers a blocking command on its way to its node; the returned function says it got there (idempotent). */
+function onTheWay(ctx: ProxyContext): () => void {
+  let pending = unread.get(ctx);
+  if (pending === undefined) unread.set(ctx, (pending = new Set()));
+  const set = pending;
+  let arrived = (): void => undefined;
+  const promise = new Promise<void>((resolve) => {
+    const timer = setTimeout(() => arrived(), ORDER_WAIT_MS);
+    arrived = (): void => {
+      clearTimeout(timer);
+      set.delete(promise);
+      resolve();
+    };
+  });
+  set.add(promise);
+  return () => arrived();
+}
 
 /**
  * Held in the session's `dedicated` set from start to reply, so a client that goes away closes the
@@ -63,6 +99,8 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
   /** Set while the proxy unblocks the command to send it again elsewhere. */
   private rehoming = false;
   private forgetBlocked: (() => void) | null = null;
+  /** Set from the first start until the node has read the command: later requests of every client wait. */
+  private arrived: (() => void) | null = null;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -101,6 +139,8 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
       address = this.shard === ANY_MASTER ? (masters[this.session.id % Math.max(1, masters.length)] ?? null) : this.ctx.router.nodeOf(this.shard);
     }
     if (address === null) return this.complete(encode.error(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED));
+    // Once: a retry or a move is not ordered again.
+    this.arrived ??= onTheWay(this.ctx);
     this.conn = this.ctx.pool.dedicated(address, 0, this.session.protocol);
     this.address = address;
     this.nodeClientId = null;
@@ -111,8 +151,9 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
         // The command was in the same write, so the node has read it: the client is blocked now.
         this.nodeClientId = frame.toString('latin1', 1, frame.length - 2);
         this.session.blocked = this;
+        this.reachedNode();
       },
-      onFailure: () => undefined, // the command behind it fails the same way and says so
+      onFailure: () => this.reachedNode(), // the command behind it fails the same way and says so
     });
     this.conn.send(this);
   }
@@ -193,12 +234,17 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
 
   override complete(frame: Buffer): void {
     if (this.reply !== null) return;
+    this.reachedNode();
     this.forgetBlocked?.();
     this.session.dedicated.delete(this);
     if (this.session.blocked === this) this.session.blocked = null;
     this.closeConnection();
     super.complete(frame);
     this.resolveDone();
+  }
+
+  private reachedNode(): void {
+    this.arrived?.();
   }
 
   private closeConnection(): void {

@@ -32,7 +32,7 @@ import { Spread, TransactionClient, discardTransaction, queueInTransaction, tran
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from '../pubsub/subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from '../pubsub/subscription-state';
-import { runBlocking, runWait } from './blocking';
+import { blockingOnTheWay, runBlocking, runWait } from './blocking';
 import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
 import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from './split';
 import { PlainSplit } from './split-part';
@@ -78,6 +78,15 @@ export class Dispatcher {
 
   constructor(private readonly ctx: ProxyContext, private readonly server: InfoServer) {
     this.policy = ctx.mode === 'ring' ? RING_POLICY : POLICY;
+  }
+
+  /**
+   * Resolves once every blocking command sent so far has reached its node; null when none is on its
+   * way. A session runs no request before (blocking.ts), so a blocking command reaches its node
+   * before anything another client sends after it, as on one server.
+   */
+  blockingOnTheWay(): Promise<void> | null {
+    return blockingOnTheWay(this.ctx);
   }
 
   /** New sessions start unauthenticated when the config has an `auth` section. */

@@ -336,7 +336,9 @@ export class Dispatcher {
     const ring = this.ctx.ring;
     if (this.ctx.replicaReads === null && (ring === null || (!ring.placement.converges && ring.drained() === null))) {
       // The plain path (split-part.ts); a migration's converging writes and replica reads take the long one.
-      useSingleCommands(parts, rule);
+      // A ring's one-key parts keep the client's command, as nutcracker's fragments do: its servers
+      // see the bytes nutcracker would send, and its stats count them (request_bytes, response_bytes).
+      if (ring === null) useSingleCommands(parts, rule);
       session.track(new PlainSplit(this.ctx, session, rule, parts, positions.length, info.flags.has('readonly'))).send();
       return undefined;
     }

@@ -98,10 +98,8 @@ const median = (xs: number[]): number => {
   return s.length % 2 === 1 ? s[(s.length - 1) / 2] : (s[s.length / 2 - 1] + s[s.length / 2]) / 2;
 };
 
-async function main(): Promise<void> {
-  const counts = arg('--counts', '1000,10000').split(',').map(Number);
-  const rounds = Number(arg('--rounds', '3'));
-  const seconds = Number(arg('--seconds', '5'));
+/** Every count and target, rounds interleaved; returns the Markdown section. */
+export async function runClientMemoryBench(counts: readonly number[], rounds: number, seconds: number): Promise<string> {
   const nodes = await StandaloneNodes.start(1);
   const tmp = await fsp.mkdtemp(path.join(os.tmpdir(), 'slotproxy-client-memory-'));
   const dist = path.join(__dirname, '..');
@@ -147,13 +145,26 @@ async function main(): Promise<void> {
       lines.push(`| ${n.toLocaleString('en')} | ${t.label} | ${(idle / KIB).toFixed(2)} | ${(active / KIB).toFixed(2)} | ${(idle / floorIdle).toFixed(2)}x |`);
     }
   }
-  process.stdout.write(`Medians of ${rounds} interleaved rounds, a fresh process per measurement, ${seconds} s active.\n\n${lines.join('\n')}\n`);
+  return [
+    '## What a client costs',
+    '',
+    `slotproxy (ring mode, one node) beside a bare Node server whose sockets each answered one command (bench/answered-floor.ts), both run with slotproxy's V8 flags. Each client connects, sends one \`GET\`, reads its reply and stays connected (idle); then each sends one \`GET\` a second for ${seconds} s (active, RSS peak). Per client = (RSS with the clients - RSS before) / clients. Medians of ${rounds} interleaved rounds, a fresh process per measurement. Clients live in the bench process, so a count is bounded by its open-file limit.`,
+    '',
+    ...lines,
+    '',
+  ].join('\n');
 }
 
-main().then(
-  () => process.exit(0),
-  (err: unknown) => {
-    process.stderr.write(`bench/client-memory: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
-    process.exit(1);
-  },
-);
+if (require.main === module) {
+  const counts = arg('--counts', '1000,10000').split(',').map(Number);
+  runClientMemoryBench(counts, Number(arg('--rounds', '3')), Number(arg('--seconds', '5'))).then(
+    (text) => {
+      process.stdout.write(text);
+      process.exit(0);
+    },
+    (err: unknown) => {
+      process.stderr.write(`bench/client-memory: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+      process.exit(1);
+    },
+  );
+}

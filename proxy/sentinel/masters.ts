@@ -6,9 +6,14 @@
  * subscription to a sentinel takes (after a sentinel was down, switches may have been missed),
  * every `refreshIntervalMs`, and for one master when something hints that it moved (its
  * connection lost, a READONLY reply, ROLE saying replica: `check()`). `+switch-master` from any
- * sentinel moves it at once. Each question goes to the sentinel that answered last, then the others
- * in turn: a sentinel down costs one failed question. With every sentinel down the last known
- * addresses stay, which is logged once per outage, and the questions go on.
+ * sentinel moves it at once.
+ *
+ * Each question goes to every sentinel at once (`SENTINEL MASTER`), and the view with the highest
+ * config epoch wins: a sentinel back from a crash answers from its old config file until it hears
+ * the others, and must not send the ring back to a master that failed (and may have restarted
+ * empty). A view older than the one followed is never taken; a `+switch-master` counts as newer
+ * than the view it replaces. A sentinel down costs a failed question; with every sentinel down the
+ * last known addresses stay, which is logged once per outage, and the questions go on.
  *
  * A master's new address is announced to `onSwitch` listeners (proxy/sentinel/follow.ts moves the
  * ring's node there). The map is the one truth every ring placement is built from
@@ -36,10 +41,12 @@ const CHECK_SPACING_MS = 100;
 export class SentinelMasters {
   /** Master name -> its address now. */
   private readonly at = new Map<string, string>();
+  /** Master name -> the config epoch of the view followed (at least; a +switch-master adds one). */
+  private readonly epochs = new Map<string, number>();
   /** Every address a master has had (now or before) -> the master's name. */
   private readonly names = new Map<string, string>();
   private readonly links: SentinelLink[];
-  /** The sentinel that answered last is asked first. */
+  /** The sentinel that answered last is asked first for replicas. */
   private preferred = 0;
   private readonly checks = new Map<string, Promise<void>>();
   private readonly checkedAt = new Map<string, number>();
@@ -148,23 +155,31 @@ export class SentinelMasters {
 
   private async ask(name: string, why: string): Promise<void> {
     const problems: string[] = [];
-    for (const link of this.inTurn()) {
-      if (this.stopped) return;
-      try {
-        const address = await link.masterAddress(name, this.options.queryTimeoutMs);
-        if (address === null) {
-          problems.push(`${link.address} does not know master ${name}`);
-          continue;
+    const views = await Promise.all(
+      this.links.map(async (link, i) => {
+        try {
+          const view = await link.master(name, this.options.queryTimeoutMs);
+          if (view === null) problems.push(`${link.address} does not know master ${name}`);
+          return view === null ? null : { ...view, i };
+        } catch (err) {
+          problems.push(err instanceof Error ? err.message : String(err));
+          return null;
         }
-        this.preferred = this.links.indexOf(link);
-        this.answered();
-        this.moveTo(name, address, `sentinel ${link.address} (${why})`);
-        return;
-      } catch (err) {
-        problems.push(err instanceof Error ? err.message : String(err));
-      }
-    }
+      }),
+    );
     if (this.stopped) return;
+    let best: { address: string; epoch: number; i: number } | null = null;
+    for (const v of views) if (v !== null && (best === null || v.epoch > best.epoch)) best = v;
+    if (best !== null) {
+      this.preferred = best.i;
+      this.answered();
+      const known = this.epochs.get(name);
+      // Older than what is followed: a sentinel that has not caught up (the others may be down).
+      if (known !== undefined && best.epoch < known) return;
+      this.epochs.set(name, best.epoch);
+      this.moveTo(name, best.address, `sentinel ${this.links[best.i].address}, config epoch ${best.epoch} (${why})`);
+      return;
+    }
     if (this.allDownSince === null) {
       this.allDownSince = Date.now();
       log.error({ master: name, known: this.at.get(name) ?? null, problems }, 'no sentinel answered; the last known masters stay, and the sentinels are asked again');
@@ -183,6 +198,8 @@ export class SentinelMasters {
     if (now === to) return;
     // An event about an older move (a sentinel that lags): ask rather than go back.
     if (now !== undefined && now !== from) return void this.check(name, `+switch-master from ${from}, not from ${now}`);
+    // Newer than the view it replaces; the next question learns its real epoch.
+    this.epochs.set(name, (this.epochs.get(name) ?? 0) + 1);
     this.moveTo(name, to, '+switch-master');
   }
 

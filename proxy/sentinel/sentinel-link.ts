@@ -42,6 +42,13 @@ function fields(entry: Reply): Map<string, string> {
   return out;
 }
 
+/** A master as one sentinel sees it. */
+export interface SentinelView {
+  address: string;
+  /** The config epoch of this view: the failover that made it master (higher is newer). */
+  epoch: number;
+}
+
 /** A replica as a sentinel sees it: where, and whether the sentinel would use it. */
 export interface SentinelReplica {
   address: string;
@@ -63,12 +70,24 @@ export class SentinelLink {
     this.subscribe();
   }
 
-  /** Where the sentinel says master `name` is; null when it does not know that name. Throws when it cannot answer. */
-  async masterAddress(name: string, timeoutMs: number): Promise<string | null> {
-    const reply = await this.ask(['SENTINEL', 'get-master-addr-by-name', name], timeoutMs);
-    if (reply === null) return null;
-    if (!Array.isArray(reply) || reply.length !== 2) throw new Error(`sentinel ${this.address} answered get-master-addr-by-name oddly`);
-    return hostPort(text(reply[0]), text(reply[1]));
+  /**
+   * Where the sentinel says master `name` is, with the config epoch of that view (a sentinel that
+   * was down answers with an older one until it catches up); null when it does not know that name.
+   * Throws when it cannot answer.
+   */
+  async master(name: string, timeoutMs: number): Promise<SentinelView | null> {
+    let reply: Reply;
+    try {
+      reply = await this.ask(['SENTINEL', 'MASTER', name], timeoutMs);
+    } catch (err) {
+      if (err instanceof Error && err.message.endsWith('No such master with that name')) return null;
+      throw err;
+    }
+    const f = fields(reply);
+    const ip = f.get('ip');
+    const port = f.get('port');
+    if (ip === undefined || port === undefined) throw new Error(`sentinel ${this.address} answered SENTINEL MASTER ${name} without ip and port`);
+    return { address: hostPort(ip, port), epoch: Number(f.get('config-epoch') ?? 0) };
   }
 
   /** The replicas of master `name` the sentinel knows. Throws when it cannot answer. */

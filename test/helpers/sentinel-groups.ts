@@ -160,14 +160,23 @@ export class SentinelGroups {
     throw new Error(`no node at ${address}`);
   }
 
-  /** Where the sentinels that answer say the master of `name` is now. */
+  /**
+   * Where the sentinels that answer say the master of `name` is now: the view with the highest
+   * config epoch (a restarted sentinel answers from its old config until it hears the others).
+   */
   async masterOf(name: string): Promise<string> {
+    let best: { address: string; epoch: number } | null = null;
     for (const s of this.sentinels) {
       if (!s.running) continue;
-      const r = await s.command('SENTINEL', 'get-master-addr-by-name', name).catch(() => null);
-      if (Array.isArray(r) && r.length === 2) return `${String(r[0])}:${String(r[1])}`;
+      const r = await s.command('SENTINEL', 'MASTER', name).catch(() => null);
+      if (!Array.isArray(r)) continue;
+      const f = new Map<string, string>();
+      for (let i = 0; i + 1 < r.length; i += 2) f.set(String(r[i]), String(r[i + 1]));
+      const epoch = Number(f.get('config-epoch') ?? 0);
+      if (best === null || epoch > best.epoch) best = { address: `${f.get('ip') ?? ''}:${f.get('port') ?? ''}`, epoch };
     }
-    throw new Error(`no sentinel knows ${name}`);
+    if (best === null) throw new Error(`no sentinel knows ${name}`);
+    return best.address;
   }
 
   /**

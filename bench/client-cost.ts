@@ -37,7 +37,7 @@ interface Row {
 }
 
 /** `n` client connections, opened 500 at a time; the ones the proxy refused or closed are left out. */
-async function connectAll(port: number, n: number): Promise<net.Socket[]> {
+export async function connectAll(port: number, n: number): Promise<net.Socket[]> {
   const sockets: net.Socket[] = [];
   for (let i = 0; i < n; i += 500) {
     const batch = await Promise.all(

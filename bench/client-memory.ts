@@ -14,6 +14,7 @@ import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
 import { NODE_FLAGS } from '../cmd/node-flags';
 import { ManagedProcess } from './children';
 import { startProxy } from './targets';
+import { connectAll } from './client-cost';
 import { RssSampler, treeStats } from './process-stats';
 
 const GET = Buffer.from('*2\r\n$3\r\nGET\r\n$9\r\nbench:key\r\n');
@@ -36,23 +37,15 @@ interface Sample {
   connected: number;
 }
 
-/** `n` clients, 500 connecting at a time; each sends one GET and waits for its reply. */
+/** `n` clients (connected as bench/client-cost.ts connects them); each sends one GET and reads its reply. */
 async function connectAndServeOnce(port: number, n: number): Promise<net.Socket[]> {
-  const sockets: net.Socket[] = [];
-  for (let i = 0; i < n; i += 500) {
-    const batch = await Promise.all(
-      Array.from({ length: Math.min(500, n - i) }, () => new Promise<net.Socket | null>((resolve) => {
-        const s = net.connect(port, '127.0.0.1');
-        s.once('error', () => resolve(null));
-        s.once('connect', () => {
-          s.once('data', () => resolve(s));
-          s.write(GET);
-        });
-      })),
-    );
-    for (const s of batch) if (s !== null) sockets.push(s);
-  }
-  return sockets;
+  const sockets = await connectAll(port, n);
+  await Promise.all(sockets.map((s) => new Promise<void>((resolve) => {
+    s.once('data', () => resolve());
+    s.once('close', () => resolve());
+    s.write(GET);
+  })));
+  return sockets.filter((s) => !s.destroyed);
 }
 
 /** RSS once it has stopped falling or rising by more than 1% a quarter second (at most 5 s). */

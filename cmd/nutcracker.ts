@@ -10,6 +10,7 @@
  *   address 0.0.0.0): slotproxy binds nothing beyond loopback unless told. -i (default 30000 ms)
  *   alone changes nothing. Without them, the file's `stats` section (a slotproxy config) applies.
  * - `-m`: accepted, with one warning line on stderr (slotproxy has no mbufs).
+ * - `--workers N` (slotproxy's own, no nutcracker flag): as `slotproxy start --workers`.
  */
 import fs from 'node:fs';
 import path from 'node:path';
@@ -34,6 +35,7 @@ interface NutcrackerFlags {
   statsAddr?: string;
   statsInterval?: string;
   mbufSize?: string;
+  workers?: number;
 }
 
 /** nutcracker's log levels (nc_log.h: LOG_EMERG 0 ... LOG_PVERB 11; default 5, LOG_NOTICE) as slotproxy's. */
@@ -49,6 +51,12 @@ export function nutcrackerLogLevel(verbosity: number): string {
 function verbosity(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 0 || n > 11) throw new InvalidArgumentError('expected a level from 0 to 11');
+  return n;
+}
+
+function workerCount(value: string): number {
+  const n = Number(value);
+  if (!Number.isInteger(n) || n < 1) throw new InvalidArgumentError('expected a whole number of at least 1');
   return n;
 }
 
@@ -134,6 +142,7 @@ export function registerNutcracker(program: Command): void {
     .option('-a, --stats-addr <addr>', `on this address (with -s alone: ${NUTCRACKER_STATS_ADDR}); neither: no stats port`)
     .option('-i, --stats-interval <ms>', `rebuild the stats JSON this often (default: ${NUTCRACKER_STATS_INTERVAL_MS} ms)`, statsInterval)
     .option('-m, --mbuf-size <bytes>', 'accepted; slotproxy has no mbufs')
+    .option('--workers <n>', 'slotproxy\'s own: proxy processes sharing each listen (the stats port sums them)', workerCount)
     .action(async (opts: NutcrackerFlags) => {
       try {
         if (opts.describeStats === true) {
@@ -148,6 +157,7 @@ export function registerNutcracker(program: Command): void {
           logFile: opts.output === undefined ? undefined : path.resolve(opts.output),
           logLevel: opts.verbose === undefined ? undefined : nutcrackerLogLevel(opts.verbose),
           stats: statsFromFlags(opts),
+          workers: opts.workers,
         };
         if (opts.testConf === true) testConf(opts.confFile, overrides);
         if (background) await daemonize(overrides.logFile);

@@ -17,7 +17,8 @@ import { log, logTo, reopenLogFile, setLogLevel } from '../proxy/telemetry/log';
 import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
 import { fail } from './fail';
 import { handleNutcrackerSignals } from './signals';
-import { isWorkerProcess, superviseWorkers } from './workers';
+import { answerStatsRequests } from './worker-stats';
+import { isWorkerProcess, superviseWorkers, tellPrimaryServing } from './workers';
 
 interface Running {
   pool: string | null;
@@ -31,7 +32,7 @@ export async function startFromFile(file: string, overrides: ConfigOverrides): P
   if (first.workers > 1 && !isWorkerProcess()) {
     setLogLevel(first.log.level);
     openLogFile(first.log.file);
-    superviseWorkers(first.workers, first.metrics?.listen);
+    await superviseWorkers(first.workers, first.metrics?.listen, first.stats);
     return;
   }
   await serve(served, file, overrides);
@@ -59,15 +60,18 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
     if (stopping) break;
     running.push({ pool, server: await ProxyServer.start(config) });
   }
-  // One stats port for every pool (the flags set it alike in each), each pool under its name.
+  // One stats port for every pool (the flags set it alike in each), each pool under its name;
+  // under --workers the primary serves it, summing what each worker says (cmd/worker-stats.ts).
   const stats = served[0].config.stats;
   if (stats !== undefined && !stopping) {
     const pools = running.map((r) => ({ name: r.pool ?? stats.pool, read: () => r.server.nutcrackerPool() }));
-    statsServer = await NutcrackerStatsServer.start({ listen: stats.listen, intervalMs: stats.intervalMs, version: VERSION }, pools);
+    if (isWorkerProcess()) answerStatsRequests(pools);
+    else statsServer = await NutcrackerStatsServer.start({ listen: stats.listen, intervalMs: stats.intervalMs, version: VERSION }, pools);
   }
   // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
-  // A worker prints nothing: N workers would print it N times.
-  if (!isWorkerProcess()) {
+  // A worker prints nothing (N workers would print it N times): it tells the primary.
+  if (isWorkerProcess()) tellPrimaryServing();
+  else {
     for (const r of running) process.stdout.write(startBanner(r));
     if (stats !== undefined && statsServer !== null) process.stdout.write(`nutcracker stats at ${parseHostPort(stats.listen).host}:${statsServer.port}\n`);
   }

@@ -4,22 +4,49 @@
  * sees N x backend.connectionsPerNode connections. The primary only supervises: it forwards
  * SIGTERM/SIGINT (drain and exit), SIGHUP (reload), SIGTTIN/SIGTTOU (log level) and SIGUSR1 (log
  * reopen), acting on the last three and SIGHUP's reopen itself too, and replaces a worker that dies.
+ * With `stats` (nutcracker's stats port) the primary serves it, from every worker's counts summed
+ * (cmd/worker-stats.ts), once every worker serves.
  */
 import cluster, { Worker } from 'node:cluster';
+import { parseHostPort } from '../config/schema';
+import { VERSION } from '../proxy/server/version';
 import { log, reopenLogFile } from '../proxy/telemetry/log';
+import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
 import { handleNutcrackerSignals } from './signals';
+import { gatherWorkerStats } from './worker-stats';
 
 const RESTART_DELAY_MS = 1000;
+/** What a worker sends the primary once all its pools (and its stats answers) are set up. */
+const SERVING = 'slotproxy:worker-serving';
 
-/** `metricsListen`: the primary serves /metrics there, summing every worker's metrics. */
-export function superviseWorkers(count: number, metricsListen?: string): void {
+/** In a worker, once it serves: tells the primary. */
+export function tellPrimaryServing(): void {
+  process.send?.({ type: SERVING });
+}
+
+/**
+ * `metricsListen`: the primary serves /metrics there, summing every worker's metrics. `stats`:
+ * nutcracker's stats port, served by the primary. Resolves once every worker has served (and the
+ * stats port listens).
+ */
+export async function superviseWorkers(count: number, metricsListen?: string, stats?: { listen: string; intervalMs: number }): Promise<void> {
   let stopping = false;
   /** Workers serving clients: a worker listens only once its topology and command table are loaded. */
   const listening = new Set<number>();
   cluster.on('listening', (worker) => listening.add(worker.id));
+  /** Workers that said they serve, every pool of the file. */
+  const serving = new Set<number>();
+  let allServing: () => void = () => undefined;
+  const ready = new Promise<void>((resolve) => (allServing = resolve));
   const fork = (): Worker => {
     const worker = cluster.fork();
+    worker.on('message', (m: { type?: unknown } | null) => {
+      if (m?.type !== SERVING) return;
+      serving.add(worker.id);
+      if (serving.size >= count) allServing();
+    });
     worker.on('exit', () => listening.delete(worker.id));
+    worker.on('exit', () => serving.delete(worker.id));
     worker.on('exit', (code, signal) => {
       if (stopping) {
         if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
@@ -57,6 +84,17 @@ export function superviseWorkers(count: number, metricsListen?: string): void {
       log.fatal({ err: err.message, metrics: metricsListen }, 'cannot listen for /metrics');
       stop('SIGTERM');
     });
+  }
+  await ready;
+  if (stats !== undefined && !stopping) {
+    try {
+      const server = await NutcrackerStatsServer.start({ listen: stats.listen, intervalMs: stats.intervalMs, version: VERSION }, gatherWorkerStats);
+      process.stdout.write(`nutcracker stats at ${parseHostPort(stats.listen).host}:${server.port}\n`);
+    } catch (err) {
+      log.fatal({ err: err instanceof Error ? err.message : String(err), stats: stats.listen }, 'cannot listen for the nutcracker stats');
+      stop('SIGTERM');
+      throw err;
+    }
   }
 }
 

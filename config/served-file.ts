@@ -38,7 +38,6 @@ export function loadServedFile(file: string, overrides: ConfigOverrides): Served
   const refused: string[] = [];
   if (overrides.listen !== undefined) refused.push('--listen: a nutcracker.yml sets each pool\'s listen; change it in the file');
   if (overrides.seeds !== undefined) refused.push('--seeds: a nutcracker.yml is served in ring mode, which has no seeds');
-  if (overrides.workers !== undefined && overrides.workers > 1) refused.push('--workers: not supported with a nutcracker.yml yet; run one process');
   if (refused.length > 0) throw new ConfigError(refused, file);
   let pools: ConvertedPool[];
   try {

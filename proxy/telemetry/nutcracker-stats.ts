@@ -8,7 +8,8 @@
  * As nutcracker aggregates its counters every `intervalMs` (-i, default 30000 ms) and serves the
  * last aggregate, the JSON is built every `intervalMs` (and once at start) and that text is served:
  * counts are up to one interval old. Building it reads plain counters (ProxyStats, NodeCounters)
- * and the connections' queue lengths; nothing runs per command.
+ * and the connections' queue lengths; nothing runs per command. Under --workers the primary serves
+ * the port and builds it from every worker's counts, summed (sumPoolSources).
  *
  * Connections: nutcracker counts every connection it made (listeners, clients, servers);
  * `total_connections` is each pool's listener + clients accepted + back-end connections opened,
@@ -56,6 +57,53 @@ export interface NutcrackerStatsPool {
   read(): NutcrackerPoolSource;
 }
 
+/** One pool's counts, read (plain data: it crosses from a worker to the primary of --workers). */
+export interface NamedPoolSource {
+  name: string;
+  source: NutcrackerPoolSource;
+}
+
+/** Where the counts come from: this process's pools, read in place, or (the primary of --workers) every worker's, gathered. */
+export type NutcrackerStatsSources = readonly NutcrackerStatsPool[] | (() => Promise<NamedPoolSource[]>);
+
+/**
+ * Several processes' counts of the same pools (the workers of --workers) as one: every count
+ * summed, pools by name and servers by key in first-seen order; server_ejected_at the latest.
+ */
+export function sumPoolSources(perProcess: readonly (readonly NamedPoolSource[])[]): NamedPoolSource[] {
+  const pools = new Map<string, NutcrackerPoolSource>();
+  for (const list of perProcess) {
+    for (const { name, source } of list) {
+      const into = pools.get(name);
+      if (into === undefined) {
+        pools.set(name, { ...source, servers: source.servers.map((s) => ({ ...s, counters: { ...s.counters } })) });
+        continue;
+      }
+      into.clientEof += source.clientEof;
+      into.clientErr += source.clientErr;
+      into.clientConnections += source.clientConnections;
+      into.totalClients += source.totalClients;
+      into.forwardErrors += source.forwardErrors;
+      into.backendConnectsStarted += source.backendConnectsStarted;
+      for (const s of source.servers) {
+        const t = into.servers.find((x) => x.key === s.key);
+        if (t === undefined) {
+          into.servers.push({ ...s, counters: { ...s.counters } });
+          continue;
+        }
+        const c = t.counters as { -readonly [K in keyof NutcrackerServerSource['counters']]: number };
+        for (const k of Object.keys(c) as (keyof typeof c)[]) c[k] = k === 'ejectedAtUs' ? Math.max(c[k], s.counters[k]) : c[k] + s.counters[k];
+        t.connections += s.connections;
+        t.inQueue += s.inQueue;
+        t.inQueueBytes += s.inQueueBytes;
+        t.outQueue += s.outQueue;
+        t.outQueueBytes += s.outQueueBytes;
+      }
+    }
+  }
+  return [...pools].map(([name, source]) => ({ name, source }));
+}
+
 export interface NutcrackerStatsOptions {
   listen: string;
   intervalMs: number;
@@ -99,9 +147,8 @@ function poolJson(p: NutcrackerPoolSource): string {
   return `{${fields.map(([k, v]) => `"${k}":${v}`).join(', ')}, ${p.servers.map(serverJson).join(',')}}`;
 }
 
-/** The whole JSON, as nutcracker writes it, for `pools` at `now` (ms since the epoch). */
-export function nutcrackerStatsJson(pools: readonly NutcrackerStatsPool[], version: string, startedAt: number, now: number): string {
-  const read = pools.map((p) => ({ name: p.name, source: p.read() }));
+/** The whole JSON, as nutcracker writes it, for the pools' counts `read` at `now` (ms since the epoch). */
+export function nutcrackerStatsJson(read: readonly NamedPoolSource[], version: string, startedAt: number, now: number): string {
   let total = 0;
   let current = 0;
   for (const { source } of read) {
@@ -123,15 +170,13 @@ export function nutcrackerStatsJson(pools: readonly NutcrackerStatsPool[], versi
 }
 
 export class NutcrackerStatsServer {
-  private text: string;
+  private text = '';
   private readonly timer: NodeJS.Timeout;
   private readonly startedAt = Date.now();
+  private building = false;
 
-  private constructor(private readonly server: net.Server, private readonly pools: readonly NutcrackerStatsPool[], private readonly options: NutcrackerStatsOptions) {
-    this.text = this.build();
-    this.timer = setInterval(() => {
-      this.text = this.build();
-    }, options.intervalMs);
+  private constructor(private readonly server: net.Server, private readonly sources: NutcrackerStatsSources, private readonly options: NutcrackerStatsOptions) {
+    this.timer = setInterval(() => void this.rebuild(), options.intervalMs);
     this.timer.unref();
     server.on('connection', (socket) => {
       socket.on('error', () => undefined);
@@ -139,26 +184,43 @@ export class NutcrackerStatsServer {
     });
   }
 
-  /** Listens on `options.listen`; resolves once it does (rejects when the address cannot be bound). */
-  static async start(options: NutcrackerStatsOptions, pools: readonly NutcrackerStatsPool[]): Promise<NutcrackerStatsServer> {
+  /** Builds the JSON once, then listens on `options.listen`; resolves once it does (rejects when the address cannot be bound). */
+  static async start(options: NutcrackerStatsOptions, sources: NutcrackerStatsSources): Promise<NutcrackerStatsServer> {
     const { host, port } = parseHostPort(options.listen);
     const server = net.createServer();
-    await new Promise<void>((resolve, reject) => {
-      server.once('error', reject);
-      server.listen(port, host, () => {
-        server.off('error', reject);
-        resolve();
+    const stats = new NutcrackerStatsServer(server, sources, options);
+    await stats.rebuild();
+    try {
+      await new Promise<void>((resolve, reject) => {
+        server.once('error', reject);
+        server.listen(port, host, () => {
+          server.off('error', reject);
+          resolve();
+        });
       });
-    });
-    return new NutcrackerStatsServer(server, pools, options);
+    } catch (err) {
+      clearInterval(stats.timer);
+      throw err;
+    }
+    return stats;
   }
 
   get port(): number {
     return (this.server.address() as net.AddressInfo).port;
   }
 
-  private build(): string {
-    return nutcrackerStatsJson(this.pools, this.options.version, this.startedAt, Date.now());
+  /** The JSON built anew; the last one is kept while a gathering fails or is still running. */
+  private async rebuild(): Promise<void> {
+    if (this.building) return;
+    this.building = true;
+    try {
+      const read = typeof this.sources === 'function' ? await this.sources() : this.sources.map((p) => ({ name: p.name, source: p.read() }));
+      this.text = nutcrackerStatsJson(read, this.options.version, this.startedAt, Date.now());
+    } catch {
+      // Kept: the previous JSON.
+    } finally {
+      this.building = false;
+    }
   }
 
   async close(): Promise<void> {

@@ -152,3 +152,36 @@ test('without -s/-a no stats port is opened (-i alone changes nothing)', async (
   sp.kill('SIGTERM');
   expect(await sp.exitCode()).toBe(0);
 }, 60_000);
+
+test('--workers 2 with a nutcracker.yml: every worker serves the pool; the stats port (the primary\'s) counts both workers\' traffic as one', async () => {
+  const [listen, statsPort] = await freePorts(2);
+  const file = path.join(env.dir(), 'workers.yml');
+  fs.writeFileSync(file, poolYaml(listen));
+  const sp = ProxyProcess.run(['nutcracker', '-c', file, '--workers', '2', '-s', String(statsPort), '-a', '127.0.0.1', '-i', '100']);
+  for (let i = 0; i < 1500 && !sp.out.includes('nutcracker stats at'); i++) {
+    if (!sp.running) throw new Error(`exited: ${sp.log}`);
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  expect(sp.out).toBe(`nutcracker stats at 127.0.0.1:${statsPort}\n`);
+  // Both workers said they serve (each logs it).
+  expect(sp.log.match(/slotproxy is listening/g)).toHaveLength(2);
+  await new Promise((r) => setTimeout(r, 200));
+  const before = await readStats(statsPort);
+  // Six connections, handed to the workers in turn, five SETs each.
+  const clients = Array.from({ length: 6 }, () => env.keep(new Redis({ port: listen, maxRetriesPerRequest: 0, commandTimeout: 5000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null })));
+  await Promise.all(clients.map(async (c, i) => {
+    for (let j = 0; j < 5; j++) expect(await c.set(`w${i}:${j}`, 'x')).toBe('OK');
+  }));
+  const during = await new Promise<Json>((resolve) => setTimeout(() => resolve(readStats(statsPort)), 300));
+  for (const c of clients) c.disconnect();
+  await new Promise((r) => setTimeout(r, 300));
+  const after = await readStats(statsPort);
+  const pool = (j: Json): Json => j.alpha as Json;
+  const requests = (j: Json): number => serverKeys(pool(j)).reduce((n, s) => n + ((pool(j)[s] as Json).requests as number), 0);
+  expect(requests(after) - requests(before)).toBe(30);
+  expect((pool(during).client_connections as number) - (pool(before).client_connections as number)).toBe(6);
+  expect((pool(after).client_eof as number) - (pool(before).client_eof as number)).toBe(6);
+  expect(Object.keys(after)).toEqual(['service', 'source', 'version', 'uptime', 'timestamp', 'total_connections', 'curr_connections', 'alpha']);
+  sp.kill('SIGTERM');
+  expect(await sp.exitCode()).toBe(0);
+}, 60_000);

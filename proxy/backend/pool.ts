@@ -254,6 +254,17 @@ export class BackendPool {
     return n;
   }
 
+  /**
+   * Closes `address`'s shared connections that have not connected yet (a reconnect backoff, a
+   * connect under way): nothing in them was written, so their requests fail over to wherever they
+   * belong now at once (a Sentinel master that moved) instead of after the backoff.
+   */
+  abandonConnecting(address: string): void {
+    const node = this.nodes.get(address);
+    if (node === undefined) return;
+    for (const c of sharedConnections(node)) if (c !== null && !c.isClosed && !c.isReady) c.close(`${address} is no longer where its requests go`);
+  }
+
   /** Forgets nodes that are no longer part of the topology, closing their connections. */
   retain(addresses: ReadonlySet<string>): void {
     for (const [address, node] of this.nodes) {

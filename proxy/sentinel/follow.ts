@@ -26,8 +26,8 @@ import { SentinelMasters } from './masters';
 const ROLE_CHECK_SPACING_MS = 1000;
 
 export class MasterFollower implements SentinelFollower {
-  /** Master name -> retries waiting for it to move. */
-  private readonly waiting = new Map<string, Set<() => void>>();
+  /** Master name -> retries waiting for it to move (each also has a timer: its next try anyway). */
+  private readonly waiting = new Map<string, Map<() => void, NodeJS.Timeout>>();
   private readonly roleCheckedAt = new Map<string, number>();
   private stopped = false;
 
@@ -67,17 +67,17 @@ export class MasterFollower implements SentinelFollower {
     if (this.masters.addressOf(name) !== address) return void setImmediate(retry);
     let waiters = this.waiting.get(name);
     if (waiters === undefined) {
-      waiters = new Set();
+      waiters = new Map();
       this.waiting.set(name, waiters);
     }
-    const set = waiters;
+    const all = waiters;
     const go = (): void => {
       clearTimeout(timer);
-      set.delete(go);
+      all.delete(go);
       retry();
     };
     const timer = setTimeout(go, delayMs);
-    set.add(go);
+    all.set(go, timer);
   }
 
   demoted(address: string): void {
@@ -92,16 +92,19 @@ export class MasterFollower implements SentinelFollower {
   stop(): void {
     this.stopped = true;
     this.masters.stop();
-    for (const waiters of this.waiting.values()) for (const go of [...waiters]) go();
+    // The proxy is closing: its sessions go, and their requests with them.
+    for (const waiters of this.waiting.values()) for (const timer of waiters.values()) clearTimeout(timer);
     this.waiting.clear();
   }
 
   private moved(name: string, from: string | undefined, to: string): void {
     if (this.stopped || from === undefined) return;
     this.ring.swap(this.ring.placement.readdressed(from, to));
+    // Requests waiting for a reconnect to the old address go to the new master now.
+    this.pool.abandonConnecting(from);
     const waiters = this.waiting.get(name);
     this.waiting.delete(name);
-    for (const go of [...(waiters ?? [])]) go();
+    for (const go of [...(waiters?.keys() ?? [])]) go();
   }
 
   /** The master `address` is the address of now, else undefined. */

@@ -50,6 +50,8 @@ export class SentinelMasters {
   private preferred = 0;
   private readonly checks = new Map<string, Promise<void>>();
   private readonly checkedAt = new Map<string, number>();
+  /** A check asked for too soon after the last one, to run once the spacing allows. */
+  private readonly deferred = new Map<string, { timer: NodeJS.Timeout; done: Promise<void> }>();
   private readonly listeners: SwitchListener[] = [];
   private readonly timer: NodeJS.Timeout;
   /** Set while no sentinel answers (logged once per outage). */
@@ -121,13 +123,28 @@ export class SentinelMasters {
   }
 
   /**
-   * Asks the sentinels where master `name` is, now (one question in flight per master; a master
-   * asked for within CHECK_SPACING_MS is not asked again). Never throws.
+   * Asks the sentinels where master `name` is, now: one question in flight per master, and one
+   * waiting at most, when the last was under CHECK_SPACING_MS ago (many hints at once, such as every
+   * lane of a node refused, make one question). Never throws.
    */
   check(name: string, why: string): Promise<void> {
     const running = this.checks.get(name);
     if (running !== undefined) return running;
-    if (why !== 'start' && Date.now() - (this.checkedAt.get(name) ?? 0) < CHECK_SPACING_MS) return Promise.resolve();
+    const waiting = this.deferred.get(name);
+    if (waiting !== undefined) return waiting.done;
+    const wait = CHECK_SPACING_MS - (Date.now() - (this.checkedAt.get(name) ?? 0));
+    if (why !== 'start' && wait > 0) {
+      let timer: NodeJS.Timeout | undefined;
+      const done = new Promise<void>((resolve) => {
+        timer = setTimeout(() => {
+          this.deferred.delete(name);
+          resolve(this.check(name, why));
+        }, wait);
+        timer.unref();
+      });
+      this.deferred.set(name, { timer: timer as NodeJS.Timeout, done });
+      return done;
+    }
     const run = this.ask(name, why).finally(() => {
       this.checks.delete(name);
       this.checkedAt.set(name, Date.now());
@@ -139,6 +156,8 @@ export class SentinelMasters {
   stop(): void {
     this.stopped = true;
     clearInterval(this.timer);
+    for (const d of this.deferred.values()) clearTimeout(d.timer);
+    this.deferred.clear();
     for (const l of this.links) l.close();
   }
 

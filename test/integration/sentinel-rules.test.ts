@@ -14,6 +14,7 @@ import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { freePort } from '../../cmd/sandbox/ports';
 import { FakeSentinel } from '../helpers/fake-sentinel';
+import { Ring } from '../../sharding/ring';
 
 let nodes: StandaloneNodes | undefined;
 const fakes: FakeSentinel[] = [];
@@ -209,4 +210,67 @@ test("twemproxy's Sentinel patch syntax served as it is: servers named by master
   } finally {
     fs.rmSync(dir, { recursive: true, force: true });
   }
+});
+
+test('a subscriber and a blocked BLPOP follow a failover: the subscription moves to the new master, the BLPOP is served there', async () => {
+  const [a, b] = [node(0), node(1)];
+  await makeReplica(b, a);
+  const s = await fake();
+  s.masters.set('m5', { address: a.address, epoch: 1 });
+  const p = await start({ nodes: [{ master: 'm5' }], sentinel: { failoverWaitMs: 5000 } }, [s.address]);
+  const sub = connect(p);
+  const heard: string[] = [];
+  sub.on('message', (_channel: string, message: string) => heard.push(message));
+  await sub.subscribe('news');
+  const blocked = connect(p).blpop('q', 0);
+  for (const deadline = Date.now() + 5000; (await a.info('clients')).get('blocked_clients') !== '1'; ) {
+    if (Date.now() > deadline) throw new Error('BLPOP did not block on the master');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+
+  // The demoted master unblocks its blocked clients (instance state changed); the proxy sends the BLPOP on.
+  await makeReplica(a, b);
+  s.masters.set('m5', { address: b.address, epoch: 2 });
+  s.publishSwitch('m5', a.address, b.address);
+  const pub = connect(p);
+  for (const deadline = Date.now() + 5000; (await pub.publish('news', 'hello')) !== 1; ) {
+    if (Date.now() > deadline) throw new Error('the subscription did not move to the new master');
+    await new Promise((r) => setTimeout(r, 50));
+  }
+  for (const deadline = Date.now() + 5000; (await b.info('clients')).get('blocked_clients') !== '1'; ) {
+    if (Date.now() > deadline) throw new Error('BLPOP did not block on the new master');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  expect(await pub.lpush('q', 'x')).toBe(1);
+  expect(await blocked).toEqual(['q', 'x']);
+  for (const deadline = Date.now() + 2000; !heard.includes('hello'); ) {
+    if (Date.now() > deadline) throw new Error('the message did not reach the subscriber');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+});
+
+test('autoEjectHosts over Sentinel nodes: a master down is ejected (its keys on the others), and back in the ring at its new address', async () => {
+  const [a, b] = [node(0), node(1)];
+  const dead = `127.0.0.1:${await freePort()}`;
+  const s = await fake();
+  s.masters.set('m6', { address: dead, epoch: 1 });
+  s.masters.set('m7', { address: a.address, epoch: 1 });
+  const p = await start(
+    { nodes: [{ master: 'm6' }, { master: 'm7' }], autoEjectHosts: true, serverFailureLimit: 1, serverRetryTimeoutMs: 300, sentinel: { failoverWaitMs: 100 } },
+    [s.address],
+  );
+  const c = connect(p);
+  const ring = new Ring({ hash: 'md5', hashTag: '{}', nodes: [{ name: 'm6', addr: 'x:1', weight: 1 }, { name: 'm7', addr: 'x:2', weight: 1 }] });
+  const key = Array.from({ length: 50 }, (_, i) => `ej:${i}`).find((k) => ring.nodeOf(Buffer.from(k)).name === 'm6')!;
+  const until = async (what: string, ok: () => Promise<boolean>): Promise<void> => {
+    for (const deadline = Date.now() + 5000; !(await ok()); ) {
+      if (Date.now() > deadline) throw new Error(what);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  await until('the down master was not ejected', async () => (await c.set(key, 'on-a').catch(() => null)) === 'OK');
+  expect(await a.command('GET', key)).toBe('on-a');
+  s.masters.set('m6', { address: b.address, epoch: 2 });
+  s.publishSwitch('m6', dead, b.address);
+  await until('m6 did not come back at its new address', async () => (await c.set(key, 'on-b')) === 'OK' && (await b.command('GET', key)) === 'on-b');
 });

@@ -212,7 +212,10 @@ export class ProxyServer {
     const s = this.ctx.stats;
     const live = this.ctx.ring?.placement.from;
     const addrOf = (i: number, configured: string | undefined): string => (live instanceof Ring ? live.nodes[i]?.addr : undefined) ?? configured ?? '';
-    const nodes = this.config.mode === 'ring' ? this.config.ring.nodes.map((n, i) => ({ key: n.name ?? n.addr ?? '', addr: addrOf(i, n.addr) })) : [];
+    // A cluster's servers are its masters as the slot map has them, keyed host:port.
+    const nodes = this.config.mode === 'ring'
+      ? this.config.ring.nodes.map((n, i) => ({ key: n.name ?? n.addr ?? '', addr: addrOf(i, n.addr) }))
+      : (this.ctx.topology?.masterAddresses() ?? []).map((addr) => ({ key: addr, addr }));
     const servers = nodes.map(({ key, addr }) => ({ key, ...this.ctx.pool.nodeStats(addr) }));
     return {
       clientEof: s.clientEof,

@@ -48,7 +48,7 @@ export interface NutcrackerPoolSource {
   totalClients: number;
   forwardErrors: number;
   backendConnectsStarted: number;
-  /** In nutcracker's server order, each keyed as nutcracker keys it (its name, else host:port). */
+  /** In nutcracker's server order, each keyed as nutcracker keys it (its name, else host:port); in cluster mode the masters, keyed host:port. */
   servers: (NutcrackerServerSource & { key: string })[];
 }
 

@@ -1,9 +1,11 @@
 // SPEC section 7, observability: the Prometheus endpoint. Exact counts after a known workload, the
 // latency histogram's shape, errors by kind, redirections, back-end connections; and a check that
-// the config's Grafana dashboard only queries metrics the endpoint really exports.
+// the config's Grafana dashboard only queries metrics the endpoint really exports. And nutcracker's
+// stats JSON in cluster mode: the masters as its servers.
 
 import fs from 'node:fs';
 import http from 'node:http';
+import net from 'node:net';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { useCluster } from '../helpers/cluster';
@@ -13,6 +15,7 @@ import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
 import { freePort } from '../../cmd/sandbox/ports';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { parseConfig } from '../../config/load';
+import { keySlot } from '../../sharding/slot';
 
 const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });
 let server: ProxyServer | undefined;
@@ -199,3 +202,34 @@ test('with --workers 2 the primary serves the sum of both workers\' metrics', as
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }, 60_000);
+
+test('a cluster-mode config\'s nutcracker stats (stats.listen) list the cluster\'s masters as servers, keyed host:port; a SET counts on its slot\'s master', async () => {
+  const dir = tempDir('slotproxy-nc-stats-cluster-');
+  try {
+    const [port, statsPort] = [await freePort(), await freePort()];
+    const file = path.join(dir, 'stats.yaml');
+    fs.writeFileSync(file, `listen: 127.0.0.1:${port}\nmode: cluster\ncluster:\n  seeds: [${cluster().seeds[0]}]\nstats:\n  listen: 127.0.0.1:${statsPort}\n  intervalMs: 100\n  pool: main\n`);
+    const p = ProxyProcess.start(file);
+    await p.waitForLog(/slotproxy is listening/, 15_000);
+    // No ready check nor client info: the SET is this client's only request.
+    const c = new Redis({ port, maxRetriesPerRequest: 0, enableReadyCheck: false, disableClientInfo: true });
+    clients.push(c);
+    expect(await c.set('nc-stats:key', 'x')).toBe('OK');
+    const owner = (await cluster().masterFor(keySlot(Buffer.from('nc-stats:key')))).address;
+    const read = (): Promise<Record<string, Record<string, Record<string, number>>>> => new Promise((resolve, reject) => {
+      let text = '';
+      net.connect(statsPort, '127.0.0.1').on('data', (d: Buffer) => (text += d.toString())).on('end', () => resolve(JSON.parse(text))).on('error', reject);
+    });
+    let stats = await read();
+    for (let i = 0; i < 100 && (stats.main?.[owner]?.requests ?? 0) < 1; i++) stats = await new Promise((r) => setTimeout(() => r(read()), 50));
+    const servers = Object.keys(stats.main).filter((k) => typeof stats.main[k] === 'object');
+    expect(servers.sort()).toEqual(cluster().masters.map((m) => m.address).sort());
+    expect(stats.main[owner].requests).toBe(1);
+    expect(stats.main[owner].responses).toBe(1);
+    const exited = p.exitCode();
+    p.kill('SIGTERM');
+    expect(await exited).toBe(0);
+  } finally {
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 30_000);

@@ -17,6 +17,8 @@ import { hashTag } from '../sharding/hash-tag';
 import { runSandbox } from './sandbox/run';
 import { Placement } from '../sharding/migration';
 import { describeOwner } from '../proxy/ring/describe';
+import { migrationAt, ringAt } from '../sharding/master-addresses';
+import { NO_MASTERS, startSentinelMasters } from '../proxy/sentinel/start';
 import { registerImportTwemproxy } from './import-twemproxy';
 import { registerMigrate } from './migrate';
 
@@ -99,11 +101,15 @@ program
   .description("print each key's hash slot and hash tag (with -c and a ring config, its owner node)")
   .argument('<key...>')
   .option('-c, --config <file>', 'ring mode: also print the owner node (in both rings during a migration)')
-  .action((keys: string[], opts: { config?: string }) => {
+  .action(async (keys: string[], opts: { config?: string }) => {
     try {
       const cfg = opts.config === undefined ? null : loadConfigFile(opts.config);
+      // Nodes given by their Sentinel master name are shown where the sentinels say they are.
+      const masters = cfg === null ? null : await startSentinelMasters(cfg);
+      masters?.stop();
+      const at = masters?.addressOf ?? NO_MASTERS;
       // A cluster side is not asked for its slot map here: its owner shows as the key's slot.
-      const placement = cfg?.mode === 'ring' ? Placement.fromConfig(cfg.ring, cfg.migration, undefined, () => UNKNOWN_OWNERS) : null;
+      const placement = cfg?.mode === 'ring' ? Placement.fromConfig(ringAt(cfg.ring, at), migrationAt(cfg.migration, at), undefined, () => UNKNOWN_OWNERS) : null;
       for (const key of keys) {
         const buf = Buffer.from(key);
         const tag = hashTag(buf);

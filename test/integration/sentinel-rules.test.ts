@@ -274,3 +274,28 @@ test('autoEjectHosts over Sentinel nodes: a master down is ejected (its keys on 
   s.publishSwitch('m6', dead, b.address);
   await until('m6 did not come back at its new address', async () => (await c.set(key, 'on-b')) === 'OK' && (await b.command('GET', key)) === 'on-b');
 });
+
+test('a reload growing the ring onto a Sentinel master it has not met asks the sentinels first, then double-writes there', async () => {
+  const [a, b] = [node(0), node(1)];
+  const s = await fake();
+  s.masters.set('m1', { address: a.address, epoch: 1 });
+  s.masters.set('m8', { address: b.address, epoch: 1 });
+  const base = { listen: '127.0.0.1:0', mode: 'ring', ring: { sentinels: [s.address], nodes: [{ master: 'm1' }] }, log: { level: 'silent' } };
+  const p = await ProxyServer.start(parseConfig(base));
+  proxies.push(p);
+  const asked = s.asked('m8');
+  p.reloadRing(parseConfig({ ...base, migration: { phase: 'double-write', to: { nodes: [{ master: 'm1' }, { master: 'm8' }] } } }));
+  const grown = new Ring({ hash: 'md5', hashTag: '{}', nodes: [{ name: 'm1', addr: 'x:1', weight: 1 }, { name: 'm8', addr: 'x:2', weight: 1 }] });
+  const key = Array.from({ length: 50 }, (_, i) => `grown:${i}`).find((k) => grown.nodeOf(Buffer.from(k)).name === 'm8')!;
+  const c = connect(p);
+  for (const deadline = Date.now() + 5000; ; ) {
+    expect(await c.set(key, 'v')).toBe('OK');
+    if ((await b.command('GET', key)) === 'v') break;
+    if (Date.now() > deadline) throw new Error('the reloaded migration did not double-write to m8');
+    await new Promise((r) => setTimeout(r, 20));
+  }
+  expect(await a.command('GET', key)).toBe('v');
+  expect(s.asked('m8')).toBeGreaterThan(asked);
+  // Sentinel settings are read at start only.
+  expect(() => p.reloadRing(parseConfig({ ...base, ring: { ...base.ring, sentinel: { failoverWaitMs: 1 } } }))).toThrow('ring.sentinels and ring.sentinel take effect at start: restart the proxy for that');
+});

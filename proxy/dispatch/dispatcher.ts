@@ -33,6 +33,7 @@ import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from '../pubsub/subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from '../pubsub/subscription-state';
 import { blockingOnTheWay, runBlocking, runWait } from './blocking';
+import { ConfigGet } from './config-get';
 import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
 import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from './split';
 import { PlainSplit } from './split-part';
@@ -164,6 +165,8 @@ export class Dispatcher {
     if (session.permissions !== null && this.refused(session, info, args)) return undefined;
     info.counters.calls++;
     session.command = info.name;
+    // Past tracking-table-max-keys, keys are evicted before any command runs, as Redis's processCommand does.
+    ctx.caching.commandArrived(session);
     const tracking = session.tracking;
     if (tracking !== null) ctx.caching.beforeCommand(session, tracking, info, args, session.transaction?.inMulti === true);
 
@@ -200,6 +203,10 @@ export class Dispatcher {
           return undefined;
         }
         case 'any-master':
+          if (info.name === 'config|get' && session.transaction === null) {
+            session.track(new ConfigGet(ctx, session, raw ?? encode.command(args))).start();
+            return undefined;
+          }
           return this.forward(session, args, raw, ANY_MASTER, info);
         case 'slot':
           return this.forward(session, args, raw, slotArgument(args[2]), info);

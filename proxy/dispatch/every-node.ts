@@ -38,13 +38,19 @@ export class EveryNodeCommand extends ReplySlot {
   start(name: string, args: Buffer[]): void {
     if (this.nodes.length === 0) return this.complete(encode.error(errors.PROXY_NOT_READY));
     const run = name === 'config|set' ? this.configSet(args) : this.everywhere(args);
+    // tracking-table-max-keys is the proxy's own too: taken at once, set back if the nodes refuse.
+    const undoMaxKeys = name === 'config|set' ? this.ctx.caching.configSet(args) : null;
     run.then(
       (frame) => {
+        if (frame[0] !== 43 /* + */) undoMaxKeys?.();
         // A new busy threshold: the pool stops using a lane stuck behind a script after it.
         if (name === 'config|set' && frame[0] === 43 /* + */) this.learnBusyThreshold(args);
         this.complete(frame);
       },
-      (err: Error) => this.complete(encode.error(`ERR slotproxy: ${err.message}`)),
+      (err: Error) => {
+        undoMaxKeys?.();
+        this.complete(encode.error(`ERR slotproxy: ${err.message}`));
+      },
     );
   }
 

@@ -21,6 +21,7 @@ import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import { ClientTracking, TrackingRequest } from './tracking-state';
 import { ClientIds, KeyTable, forEachId } from './key-table';
+import { TableLimit, maxKeysSet } from './table-limit';
 import { ChangeFeed } from '../backend/change-feed';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
@@ -62,6 +63,7 @@ export class ClientCaching {
   private readyWaiters: (() => void)[] = [];
   private timer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
+  private readonly limit: TableLimit<CachingClient>;
   /** Invalidations and flushes sent, for INFO. */
   invalidationsSent = 0;
   flushesSent = 0;
@@ -70,7 +72,8 @@ export class ClientCaching {
     private readonly pool: BackendPool,
     private readonly options: CachingOptions,
   ) {
-    this.table = new KeyTable(options.maxKeys, (key, ids) => this.invalidateEntry(Buffer.from(key, 'latin1'), ids));
+    this.table = new KeyTable(options.maxKeys);
+    this.limit = new TableLimit(this.table, (key, ids, current) => this.invalidateEvicted(key, ids, current));
   }
 
   get trackingClients(): number {
@@ -97,8 +100,35 @@ export class ClientCaching {
     return this.table.evicted;
   }
 
+  /** tracking-table-max-keys: the config's `limits.trackingTableMaxKeys`, then CONFIG SET's. */
+  get maxKeys(): number {
+    return this.table.maxKeys;
+  }
+
   setMaxKeys(maxKeys: number): void {
     this.table.maxKeys = maxKeys;
+    this.limit.watch();
+  }
+
+  /**
+   * CONFIG SET naming tracking-table-max-keys: the proxy's table takes the value as the request is
+   * sent, so a command pipelined behind it already evicts, as on Redis. Returns what sets it back
+   * when the nodes refuse the CONFIG SET; null when it does not name the parameter.
+   */
+  configSet(args: readonly Buffer[]): (() => void) | null {
+    const value = maxKeysSet(args);
+    if (value === null) return null;
+    const before = this.table.maxKeys;
+    this.setMaxKeys(value);
+    return () => this.setMaxKeys(before);
+  }
+
+  /**
+   * Every command of every client, before it runs (Redis's processCommand): past
+   * tracking-table-max-keys, keys are evicted, as many as Redis would evict now.
+   */
+  commandArrived(client: CachingClient): void {
+    if (this.table.overLimit) this.limit.enforce(client);
   }
 
   /** CLIENT TRACKING ON (options already checked): answers once the feeds are up, or after readyTimeoutMs. */
@@ -143,7 +173,10 @@ export class ClientCaching {
         const positions = keyPositions(info, args);
         // Keys only a node can name (SORT ... BY): nothing to remember them by, so the read is followed by a flush.
         if (positions === null) tracking.flushAfter = true;
-        else for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
+        else {
+          for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
+          if (this.table.overLimit) this.limit.watch();
+        }
       }
     } else if (info.flags.has('write')) {
       this.ownWrite(client, tracking, info, args, inMulti);
@@ -258,7 +291,21 @@ export class ClientCaching {
     if (ready) for (const w of this.readyWaiters.splice(0)) w();
   }
 
+  /**
+   * An evicted key: each default-mode client that read it is told, as if it had changed; but not a
+   * NOLOOP client whose own command is about to run (Redis takes it for the client's own change).
+   */
+  private invalidateEvicted(key: Buffer, ids: ClientIds, current: CachingClient | null): void {
+    forEachId(ids, (id) => {
+      const c = this.trackers.get(id);
+      const t = c?.tracking;
+      if (c === undefined || t === null || t === undefined || t.bcast || (t.noloop && c === current)) return;
+      this.sendKeys(c, t, [key]);
+    });
+  }
+
   private stopFeeds(): void {
+    this.limit.stop();
     if (this.timer !== null) clearInterval(this.timer);
     if (this.reconnectTimer !== null) clearTimeout(this.reconnectTimer);
     this.timer = null;

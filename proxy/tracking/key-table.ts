@@ -1,9 +1,10 @@
 /**
  * Which clients read which key through the proxy (default mode, OPTIN/OPTOUT): Redis's
  * TrackingTable, kept by the proxy because the nodes only see the proxy's shared connections.
- * An entry is taken whole when its key is invalidated, as Redis does. Bounded: past `maxKeys`
- * (Redis's tracking-table-max-keys; 0 for no limit) the oldest keys are evicted, and their
- * clients are sent an invalidation for them, so nothing they hold goes unwatched.
+ * An entry is taken whole when its key is invalidated, as Redis does. Bounded as Redis bounds it:
+ * a read may take it past `maxKeys` (tracking-table-max-keys; 0 for no limit), and the caller
+ * evicts back down (client-caching.ts, on the next command and on a timer), sending the clients
+ * of each evicted key an invalidation so nothing they hold goes unwatched.
  */
 export type ClientIds = number | Set<number>;
 
@@ -12,13 +13,15 @@ export class KeyTable {
   private readonly keys = new Map<string, ClientIds>();
   evicted = 0;
 
-  constructor(
-    public maxKeys: number,
-    private readonly onEvict: (key: string, ids: ClientIds) => void,
-  ) {}
+  constructor(public maxKeys: number) {}
 
   get size(): number {
     return this.keys.size;
+  }
+
+  /** More keys than tracking-table-max-keys allows. */
+  get overLimit(): boolean {
+    return this.maxKeys > 0 && this.keys.size > this.maxKeys;
   }
 
   /** Key-client pairs (counted when asked: INFO only). */
@@ -32,7 +35,6 @@ export class KeyTable {
     const ids = this.keys.get(key);
     if (ids === undefined) {
       this.keys.set(key, id);
-      if (this.maxKeys > 0 && this.keys.size > this.maxKeys) this.evictOldest();
     } else if (typeof ids === 'number') {
       if (ids !== id) this.keys.set(key, new Set([ids, id]));
     } else {
@@ -65,14 +67,18 @@ export class KeyTable {
     this.keys.clear();
   }
 
-  /** Map order is insertion order: the first key is the one remembered longest ago. */
-  private evictOldest(): void {
-    while (this.keys.size > this.maxKeys) {
-      const [key, ids] = this.keys.entries().next().value as [string, ClientIds];
-      this.keys.delete(key);
-      this.evicted++;
-      this.onEvict(key, ids);
-    }
+  /**
+   * Removes the key remembered longest ago (Map order is insertion order) and returns it with who
+   * had read it; undefined when empty. Redis evicts a random key: which one goes is not part of
+   * what it promises, only that its clients are told.
+   */
+  evictOne(): [string, ClientIds] | undefined {
+    const first = this.keys.entries().next();
+    if (first.done === true) return undefined;
+    const [key, ids] = first.value;
+    this.keys.delete(key);
+    this.evicted++;
+    return [key, ids];
   }
 }
 

@@ -6,6 +6,7 @@
 import { useProxy } from '../helpers/proxy';
 import { useCluster } from '../helpers/cluster';
 import { ScriptStep, runScript } from '../helpers/tracking-script';
+import { exchange } from '../helpers/raw-exchange';
 
 const { proxy } = useProxy();
 /** One Redis: a single-node cluster owning every slot. */
@@ -20,6 +21,8 @@ const together = (...requests: string[][]): ScriptStep => ({ on: 'a', args: requ
 interface Case {
   setup: Record<string, string[][]>;
   steps: ScriptStep[];
+  /** Applied to both streams before they are compared (same length: the runs are synced by length). */
+  mask?: (stream: string) => string;
 }
 
 const HELLO3 = { a: [['HELLO', '3']] };
@@ -86,11 +89,54 @@ const CASES: [string, Case][] = [
   }],
 ];
 
+const v = (n: number): string[] => Array.from({ length: n }, (_, i) => `{t}v${i + 1}`);
+const msetAll = (n: number): string[] => ['MSET', ...v(n).flatMap((k) => [k, 'x'])];
+const maxKeys = (n: number): string[] => ['CONFIG', 'SET', 'tracking-table-max-keys', String(n)];
+/** Redis evicts random keys, the proxy the oldest: which ones is masked, how many and where is compared. */
+const anyV = (stream: string): string => stream.replace(/\{t\}v\d/g, '{t}v#');
+// FLUSHALL first: Redis keeps the keys of clients gone until they change, and would evict them too.
+const EVICTION_CASES: [string, Case][] = [
+  ['tracking-table-max-keys lowered: RESP3 pushes, one per key evicted, before the next reply', {
+    setup: { a: [['FLUSHALL'], ['HELLO', '3']] },
+    mask: anyV,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON'), a('MGET', ...v(5)), a(...maxKeys(2)), a('GET', '{t}v6'), b('CONFIG', 'GET', 'tracking-table-max-keys'),
+      b('CONFIG', 'GET', 'tracking-*'), b(...msetAll(6)), a(...maxKeys(0)), a('CONFIG', 'GET', 'tracking-table-max-keys'),
+    ],
+  }],
+  ['tracking-table-max-keys lowered: RESP2 REDIRECT gets a message per key evicted', {
+    setup: { a: [['FLUSHALL']], c: [['SUBSCRIBE', '__redis__:invalidate']] },
+    mask: anyV,
+    steps: [a('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '$id:c'), a('MGET', ...v(4)), b(...maxKeys(1)), b(...msetAll(4)), b(...maxKeys(0))],
+  }],
+  ["tracking-table-max-keys lowered: a NOLOOP client is not told of keys evicted before its own command, as on Redis", {
+    setup: { a: [['FLUSHALL'], ['HELLO', '3']] },
+    mask: anyV,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'NOLOOP'), a('MGET', ...v(3)), a(...maxKeys(1)), b(...msetAll(3)),
+      b(...maxKeys(0)), a('MGET', ...v(4)), b(...maxKeys(2)), b(...msetAll(4)), b(...maxKeys(0)),
+    ],
+  }],
+];
+
 describe('CLIENT TRACKING as one Redis, byte for byte', () => {
-  test.each(CASES)('%s', async (_what, { setup, steps }) => {
+  test.each([...CASES, ...EVICTION_CASES])('%s', async (_what, { setup, steps, mask }) => {
     const names = ['a', 'b', ...(Object.keys(setup).includes('c') ? ['c'] : [])];
     const want = await runScript(referencePort(), names, setup, steps);
     const got = await runScript(proxy().address.port, names, setup, steps, want);
-    expect(got.streams).toEqual(want.streams);
+    const masked = (streams: Record<string, string>): Record<string, string> =>
+      Object.fromEntries(Object.entries(streams).map(([k, x]) => [k, (mask ?? ((y: string) => y))(x)]));
+    expect(masked(got.streams)).toEqual(masked(want.streams));
   });
+});
+
+test("INFO's tracking_total_keys follows tracking-table-max-keys as one Redis's", async () => {
+  const conversation = [['FLUSHALL'], ['HELLO', '3'], ['CLIENT', 'TRACKING', 'ON'], ['MGET', ...v(5)], maxKeys(2), ['INFO', 'stats'], ['GET', '{t}v6'], ['INFO', 'stats'], maxKeys(0)];
+  const counts = async (port: number): Promise<string[]> => {
+    const { replies } = await exchange(port, conversation);
+    return [...replies.matchAll(/tracking_total_(keys|items):\d+/g)].map((m) => m[0]);
+  };
+  const want = await counts(referencePort());
+  expect(want).toEqual(['tracking_total_keys:2', 'tracking_total_items:2', 'tracking_total_keys:2', 'tracking_total_items:2']);
+  expect(await counts(proxy().address.port)).toEqual(want);
 });

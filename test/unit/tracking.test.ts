@@ -63,7 +63,7 @@ describe('CLIENT TRACKING state', () => {
 
 describe('KeyTable', () => {
   test('one client per key without a Set, several with one; an entry is taken whole', () => {
-    const table = new KeyTable(0, () => undefined);
+    const table = new KeyTable(0);
     table.add('a', 1);
     table.add('a', 1);
     table.add('b', 1);
@@ -74,20 +74,24 @@ describe('KeyTable', () => {
     expect(table.size).toBe(0);
   });
 
-  test('past maxKeys the oldest keys are evicted and handed over for invalidation', () => {
-    const evicted: [string, unknown][] = [];
-    const table = new KeyTable(2, (key, ids) => evicted.push([key, ids]));
+  test('a read may take it past maxKeys; the oldest key is evicted first, with its clients', () => {
+    const table = new KeyTable(2);
     table.add('a', 1);
     table.add('b', 2);
     table.add('a', 3);
     table.add('c', 1);
-    expect(evicted).toEqual([['a', new Set([1, 3])]]);
-    expect(table.size).toBe(2);
+    expect(table.size).toBe(3);
+    expect(table.overLimit).toBe(true);
+    expect(table.evictOne()).toEqual(['a', new Set([1, 3])]);
+    expect(table.overLimit).toBe(false);
     expect(table.evicted).toBe(1);
+    table.maxKeys = 0;
+    table.add('d', 1);
+    expect(table.overLimit).toBe(false);
   });
 
   test("drop forgets one client's read of a key", () => {
-    const table = new KeyTable(0, () => undefined);
+    const table = new KeyTable(0);
     table.add('k', 1);
     table.add('k', 2);
     expect(table.drop('k', 1)).toBe(true);

@@ -138,6 +138,12 @@ export const sentinelSchema = v.pipe(
     failoverWaitMs: v.optional(int(0), 10_000),
     /** How often every master is asked of the sentinels again, besides +switch-master, reconnects and READONLY. Default 5000. */
     refreshIntervalMs: v.optional(int(100), 5_000),
+    /** Where read-only commands go: 'master', or 'replica' / 'prefer-replica' (a healthy replica the sentinels know, else the master), as cluster.readFrom. Default 'master'. */
+    readFrom: v.optional(oneOf(READ_FROM), 'master'),
+    /** With readFrom replica: how often each replica's health and lag are checked. Default 1000. */
+    replicaCheckIntervalMs: v.optional(int(100), 1_000),
+    /** With readFrom replica: a replica whose last acknowledgement to its master is older is not read from. Default 2. */
+    replicaMaxLagSeconds: v.optional(int(0), 2),
   }),
   refine((s, report) => {
     if (s.username !== undefined && s.password === undefined) report('required when ring.sentinel.username is set (AUTH needs both)', 'password');

@@ -1,6 +1,7 @@
 /**
- * Reads from replicas (`cluster.readFrom: replica | prefer-replica`): which replica of a slot's
- * master may serve a read-only command now.
+ * Reads from replicas (`cluster.readFrom: replica | prefer-replica`, and `ring.sentinel.readFrom`
+ * for a ring of Sentinel masters, whose replicas the sentinels name): which replica of a slot's
+ * (or a ring server's) master may serve a read-only command now.
  *
  * A replica is used only while it is healthy, judged every `checkIntervalMs` from its master's own
  * view (`INFO replication`: the replica is `state=online` and acknowledged within `maxLagSeconds`)
@@ -14,7 +15,6 @@ import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
 import { log } from '../telemetry/log';
-import { ClusterTopology } from './topology';
 
 export interface ReplicaReadOptions {
   /** How often replicas are checked. */
@@ -51,6 +51,12 @@ export function linkIsUsable(link: ReplicaLink | undefined, maxLagSeconds: numbe
   return link !== undefined && link.state === 'online' && link.lagSeconds <= maxLagSeconds;
 }
 
+/** A master and the replicas that may serve its reads (a cluster's slot map, or what the sentinels know of a ring's master). */
+export interface MasterReplicas {
+  readonly address: string;
+  readonly replicas: readonly string[];
+}
+
 export class ReplicaReads {
   /** Master address -> its healthy replicas (never empty arrays). */
   private healthy = new Map<string, readonly string[]>();
@@ -61,9 +67,10 @@ export class ReplicaReads {
   replicaReads = 0;
   masterFallbacks = 0;
 
+  /** `masters`: every master now with its replicas, read at each check. */
   constructor(
     private readonly pool: BackendPool,
-    private readonly topology: ClusterTopology,
+    private readonly masters: () => readonly MasterReplicas[] | Promise<readonly MasterReplicas[]>,
     private readonly options: ReplicaReadOptions,
   ) {}
 
@@ -113,7 +120,7 @@ export class ReplicaReads {
     try {
       const next = new Map<string, readonly string[]>();
       await Promise.all(
-        this.topology.current.masters.map(async (m) => {
+        (await this.masters()).map(async (m) => {
           if (m.replicas.length === 0) return;
           const links = await this.replicaLinks(m.address);
           const ok = await Promise.all(m.replicas.map((r) => this.isHealthy(r, links.get(r))));

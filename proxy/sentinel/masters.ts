@@ -44,7 +44,7 @@ export class SentinelMasters {
   /** Master name -> the config epoch of the view followed (at least; a +switch-master adds one). */
   private readonly epochs = new Map<string, number>();
   /** Every address a master has had (now or before) -> the master's name. */
-  private readonly names = new Map<string, string>();
+  private readonly owners = new Map<string, string>();
   private readonly links: SentinelLink[];
   /** The sentinel that answered last is asked first for replicas. */
   private preferred = 0;
@@ -100,9 +100,14 @@ export class SentinelMasters {
   /** Where master `name` is now (undefined while unknown). An arrow: placements are built with it. */
   readonly addressOf = (name: string): string | undefined => this.at.get(name);
 
+  /** Every master known (the config's, and those a reload added). */
+  names(): string[] {
+    return [...new Set([...this.masters, ...this.at.keys()])];
+  }
+
   /** The master `address` belongs (or belonged) to, or undefined when it is no Sentinel master's. */
   nameOf(address: string): string | undefined {
-    return this.names.get(address);
+    return this.owners.get(address);
   }
 
   /** Called with every move of a master (`from` undefined the first time one is learnt without a guess). */
@@ -232,6 +237,6 @@ export class SentinelMasters {
 
   private set(name: string, address: string): void {
     this.at.set(name, address);
-    this.names.set(address, name);
+    this.owners.set(address, name);
   }
 }

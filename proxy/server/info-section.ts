@@ -55,7 +55,7 @@ export function proxyInfoSection(ctx: ProxyContext, config: Config): string {
   const replicas = ctx.replicaReads;
   if (replicas !== null) {
     lines.push(
-      `read_from:${config.mode === 'cluster' ? config.cluster.readFrom : 'master'}`,
+      `read_from:${config.mode === 'cluster' ? config.cluster.readFrom : (config.ring.sentinel?.readFrom ?? 'master')}`,
       `healthy_replicas:${replicas.healthyCount}`,
       `replica_reads:${replicas.replicaReads}`,
       `replica_master_fallbacks:${replicas.masterFallbacks}`,

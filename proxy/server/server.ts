@@ -44,6 +44,7 @@ import { Ring } from '../../sharding/ring';
 import { migrationAt, ringAt } from '../../sharding/master-addresses';
 import { NO_MASTERS, startSentinelMasters } from '../sentinel/start';
 import { MasterFollower } from '../sentinel/follow';
+import { sentinelReplicas } from '../sentinel/replicas';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration } from '../migration/registration';
 import { carryToTarget } from '../migration/carry';
@@ -364,18 +365,26 @@ async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: Back
   if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
   // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
   if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool, (r) => ringAt(r, at));
+  // ring.sentinel.readFrom: the replicas the sentinels name, checked as a cluster's are.
+  const reads = config.ring.sentinel;
+  const replicaReads =
+    masters === null || reads === undefined || reads.readFrom === 'master'
+      ? null
+      : new ReplicaReads(pool, sentinelReplicas(masters), { checkIntervalMs: reads.replicaCheckIntervalMs, maxLagSeconds: reads.replicaMaxLagSeconds, queryTimeoutMs: config.backend.commandTimeoutMs });
   return {
     parts: {
       router: ring,
       ring,
       topology: null,
       clusters,
-      replicaReads: null,
+      replicaReads,
       sentinel,
       // A cluster side rides out its failovers as cluster mode does (proxy/server/ring-reload.ts too).
       forward: { maxRedirects: RING_MAX_REDIRECTS, retryWindowMs: clusters.any ? CLUSTER_RETRY_WINDOW_MS : RING_RETRY_WINDOW_MS },
     },
-    start: () => Promise.resolve(),
+    start: async () => {
+      await replicaReads?.start();
+    },
   };
 }
 
@@ -408,7 +417,7 @@ async function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool
   const replicaReads =
     config.cluster.readFrom === 'master'
       ? null
-      : new ReplicaReads(pool, topology, {
+      : new ReplicaReads(pool, () => topology.current.masters, {
           checkIntervalMs: config.cluster.replicaCheckIntervalMs,
           maxLagSeconds: config.cluster.replicaMaxLagSeconds,
           queryTimeoutMs: config.backend.commandTimeoutMs,

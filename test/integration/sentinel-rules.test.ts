@@ -299,3 +299,33 @@ test('a reload growing the ring onto a Sentinel master it has not met asks the s
   // Sentinel settings are read at start only.
   expect(() => p.reloadRing(parseConfig({ ...base, ring: { ...base.ring, sentinel: { failoverWaitMs: 1 } } }))).toThrow('ring.sentinels and ring.sentinel take effect at start: restart the proxy for that');
 });
+
+test('ring.sentinel.readFrom replica: reads go to a healthy replica the sentinels name, to the master when the sentinels call it down', async () => {
+  const [a, b] = [node(0), node(1)];
+  await makeReplica(b, a);
+  const s = await fake();
+  s.masters.set('m9', { address: a.address, epoch: 1, replicas: [{ address: b.address }] });
+  const p = await start({ nodes: [{ master: 'm9' }], sentinel: { readFrom: 'replica', replicaCheckIntervalMs: 100 } }, [s.address]);
+  const c = connect(p);
+  expect(await c.set('r', 'v')).toBe('OK');
+  const gets = async (n: RedisNode): Promise<number> => Number(/calls=(\d+)/.exec((await n.info('commandstats')).get('cmdstat_get') ?? '')?.[1] ?? 0);
+  const until = async (what: string, ok: () => Promise<boolean>): Promise<void> => {
+    for (const deadline = Date.now() + 5000; !(await ok()); ) {
+      if (Date.now() > deadline) throw new Error(what);
+      await new Promise((r) => setTimeout(r, 20));
+    }
+  };
+  // The first check finds the replica in sync; from then on GETs go there.
+  await until('no read reached the replica', async () => (await c.get('r')) === 'v' && (await gets(b)) > 0);
+  const [onA, onB] = [await gets(a), await gets(b)];
+  for (let i = 0; i < 20; i++) expect(await c.get('r')).toBe('v');
+  expect(await gets(b)).toBe(onB + 20);
+  expect(await gets(a)).toBe(onA);
+  expect(await c.info('proxy')).toMatch(/read_from:replica\r\nhealthy_replicas:1\r\n/);
+
+  s.masters.set('m9', { address: a.address, epoch: 1, replicas: [{ address: b.address, flags: 'slave,s_down' }] });
+  await until('the replica the sentinels call down was still read from', async () => (await c.info('proxy')).includes('healthy_replicas:0'));
+  const before = await gets(a);
+  for (let i = 0; i < 5; i++) expect(await c.get('r')).toBe('v');
+  expect(await gets(a)).toBe(before + 5);
+});

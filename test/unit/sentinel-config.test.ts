@@ -31,7 +31,7 @@ describe('ring.sentinels and nodes given by master name', () => {
       { master: 'shard3', name: 'x', weight: 1 },
     ]);
     expect(cfg.ring.sentinels).toEqual(SENTINELS);
-    expect(cfg.ring.sentinel).toEqual({ failoverWaitMs: 10_000, refreshIntervalMs: 5_000 });
+    expect(cfg.ring.sentinel).toEqual({ failoverWaitMs: 10_000, refreshIntervalMs: 5_000, readFrom: 'master', replicaCheckIntervalMs: 1_000, replicaMaxLagSeconds: 2 });
   });
 
   test.each<[string, unknown, string]>([

@@ -10,8 +10,9 @@
 // instead of a hash ring), or a Redis Cluster (`--cluster SEED`: the slot map read once from
 // CLUSTER SLOTS, the key's CRC16 slot computed, nothing else: no MOVED, no refresh). An MGET or MSET
 // whose keys live on several nodes (several slots, in front of a cluster) is split as slotproxy's
-// `crossSlot: split` splits it: each key sent as GET or SET to its node, the replies merged in key
-// order.
+// `crossSlot: split` and twemproxy split it: in front of standalone nodes one MGET/MSET per node with
+// that node's keys, in front of a cluster one part per slot (a cluster node refuses keys of several
+// slots), a one-key part sent as GET/SET there; the replies merged in key order.
 // Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]
 //        node dist/bench/mux-floor.js PORT --cluster SEED_HOST:PORT
 import net from 'node:net';
@@ -131,7 +132,7 @@ function scheduleFlush(): void {
   setImmediate(flushTurn);
 }
 
-/** A split MGET/MSET: the replies of its per-key GETs/SETs, merged once all are in. */
+/** A split MGET/MSET: the replies of its parts, merged in key order once all are in. */
 class Merge {
   private readonly parts: (Buffer | undefined)[];
   private missing: number;
@@ -139,16 +140,43 @@ class Merge {
     private readonly client: Client,
     private readonly seq: number,
     private readonly isGet: boolean,
-    count: number,
+    /** Each part's keys, by their place among the request's keys. */
+    private readonly partKeys: number[][],
+    private readonly keyCount: number,
   ) {
-    this.parts = new Array<Buffer | undefined>(count);
-    this.missing = count;
+    this.parts = new Array<Buffer | undefined>(partKeys.length);
+    this.missing = partKeys.length;
   }
   fill(index: number, frame: Buffer): void {
     this.parts[index] = frame;
     if (--this.missing > 0) return;
-    const reply = this.isGet ? Buffer.concat([Buffer.from(`*${this.parts.length}\r\n`), ...(this.parts as Buffer[])]) : OK;
+    const reply = this.isGet ? this.values() : OK;
     if (this.client.fill(this.seq, reply)) ready.add(this.client);
+  }
+  /** MGET: each part's value frames (a GET part's reply is one) copied in key order after one header. */
+  private values(): Buffer {
+    const n = this.keyCount;
+    const bounds = new Array<number>(3 * n); // per key: part, start, end
+    const header = `*${n}\r\n`;
+    let size = header.length;
+    for (let p = 0; p < this.parts.length; p++) {
+      const frame = this.parts[p] as Buffer;
+      const keys = this.partKeys[p];
+      let at = 0;
+      if (frame[0] === 42 /* * */) at = frame.indexOf(10) + 1;
+      for (let j = 0; j < keys.length; j++) {
+        const len = frame[0] === 42 ? frameLength(frame, at) : frame.length;
+        bounds[3 * keys[j]] = p;
+        bounds[3 * keys[j] + 1] = at;
+        bounds[3 * keys[j] + 2] = at + len;
+        size += len;
+        if (frame[0] === 42) at += len;
+      }
+    }
+    const out = Buffer.allocUnsafe(size);
+    let at = out.write(header, 0, 'latin1');
+    for (let k = 0; k < n; k++) at += (this.parts[bounds[3 * k]] as Buffer).copy(out, at, bounds[3 * k + 1], bounds[3 * k + 2]);
+    return out;
   }
 }
 const OK = Buffer.from('+OK\r\n');
@@ -225,7 +253,12 @@ function argBounds(frame: Buffer): number[] {
 /** The node for the key at [start, end) of `frame`. */
 function nodeOfKey(frame: Buffer, start: number, end: number): Node {
   if (slotOwners !== null) return slotOwners[slotOf(frame, start, end)];
-  return end > start ? nodes[frame[end - 1] % nodes.length] : nodes[0];
+  return nodes[nodeIndex(frame, start, end)];
+}
+
+/** In front of standalone nodes: the index of the key's node, from its last byte. */
+function nodeIndex(frame: Buffer, start: number, end: number): number {
+  return end > start ? frame[end - 1] % nodes.length : 0;
 }
 
 /** Routes one request: by its first key, or split per key when an MGET/MSET spans nodes. */
@@ -255,22 +288,56 @@ function route(frame: Buffer, client: Client): void {
   first.queue(frame, client);
 }
 
+/**
+ * One part per node in front of standalone nodes, per slot in front of a cluster, keys and shards
+ * in first-seen order; each part's `$len` headers and bytes copied from the request as they are.
+ */
 function split(frame: Buffer, b: number[], isGet: boolean, stride: number, client: Client): void {
   const count = (b.length / 2 - 1) / stride;
-  const merge = new Merge(client, client.expect(), isGet, count);
+  const shards: number[] = [];
+  const partKeys: number[][] = [];
   for (let k = 0; k < count; k++) {
     const i = 1 + k * stride;
-    // The key's (and the value's) `$len` header and bytes, cut from the request as they are.
-    const key = withHeader(frame, b[2 * i], b[2 * i + 1]);
-    const part = isGet ? Buffer.concat([GET_HEAD, key]) : Buffer.concat([SET_HEAD, key, withHeader(frame, b[2 * i + 2], b[2 * i + 3])]);
-    nodeOfKey(frame, b[2 * i], b[2 * i + 1]).queuePart(part, merge, k, client);
+    const shard = slotOwners !== null ? slotOf(frame, b[2 * i], b[2 * i + 1]) : nodeIndex(frame, b[2 * i], b[2 * i + 1]);
+    let p = 0;
+    while (p < shards.length && shards[p] !== shard) p++;
+    if (p === shards.length) {
+      shards.push(shard);
+      partKeys.push([]);
+    }
+    partKeys[p].push(k);
+  }
+  const merge = new Merge(client, client.expect(), isGet, partKeys, count);
+  for (let p = 0; p < shards.length; p++) {
+    const keys = partKeys[p];
+    // A cluster's one-key part goes as GET/SET, as slotproxy cluster sends it; a ring's keeps MGET/MSET.
+    const single = slotOwners !== null && keys.length === 1;
+    const head = single ? (isGet ? GET_HEAD : SET_HEAD) : `*${1 + keys.length * stride}\r\n${isGet ? '$4\r\nMGET\r\n' : '$4\r\nMSET\r\n'}`;
+    let size = head.length;
+    const first = 2 * (1 + keys[0] * stride);
+    for (const k of keys) {
+      const i = 1 + k * stride;
+      size += withHeaderEnd(b, i + stride - 1) - withHeaderStart(b, i);
+    }
+    const out = Buffer.allocUnsafe(size);
+    let at = typeof head === 'string' ? out.write(head, 0, 'latin1') : head.copy(out, 0);
+    for (const k of keys) {
+      const i = 1 + k * stride;
+      at += frame.copy(out, at, withHeaderStart(b, i), withHeaderEnd(b, i + stride - 1));
+    }
+    const node = slotOwners !== null ? slotOwners[shards[p]] : nodeOfKey(frame, b[first], b[first + 1]);
+    node.queuePart(out, merge, p, client);
   }
 }
 const GET_HEAD = Buffer.from('*2\r\n$3\r\nGET\r\n');
 const SET_HEAD = Buffer.from('*3\r\n$3\r\nSET\r\n');
-/** The argument at [start, end) with its `$<len>\r\n` header and its CRLF. */
-function withHeader(frame: Buffer, start: number, end: number): Buffer {
-  return frame.subarray(start - String(end - start).length - 3, end + 2);
+/** Where argument `i` begins with its `$<len>\r\n` header. */
+function withHeaderStart(b: number[], i: number): number {
+  return b[2 * i] - String(b[2 * i + 1] - b[2 * i]).length - 3;
+}
+/** Where argument `i` ends with its CRLF. */
+function withHeaderEnd(b: number[], i: number): number {
+  return b[2 * i + 1] + 2;
 }
 
 // CRC16 (XMODEM) of the key, or of its hash tag, modulo 16384: Redis Cluster's key slot.

@@ -1,7 +1,8 @@
 // The bench's Node floors must be real proxies, or their rows in BENCHMARKS.md mean nothing: replies
 // in request order when one client's pipeline spreads over three nodes, keys on every node, and
 // MGET/MSET over several nodes split and merged in key order, in front of standalone nodes and in
-// front of a Redis Cluster (the slot map read once, the key's slot computed).
+// front of a Redis Cluster (the slot map read once, the key's slot computed), into the parts the
+// product sends (one per node, one per slot), so the floor does no more work than the product.
 import { ChildProcess, spawn } from 'node:child_process';
 import { once } from 'node:events';
 import path from 'node:path';
@@ -36,6 +37,19 @@ async function stopFloor(proc: ChildProcess | undefined): Promise<void> {
   }
 }
 
+/** Calls of GET, SET, MGET and MSET a node ran since CONFIG RESETSTAT, from INFO commandstats. */
+async function commandCalls(node: { info(section?: string): Promise<Map<string, string>> }): Promise<Record<string, number>> {
+  const out: Record<string, number> = {};
+  for (const [field, value] of await node.info('commandstats')) {
+    const calls = /calls=(\d+)/.exec(value);
+    const name = field.slice('cmdstat_'.length);
+    if (['get', 'set', 'mget', 'mset'].includes(name) && calls !== null) out[name] = Number(calls[1]);
+  }
+  return out;
+}
+
+const SPLIT_KEYS = Array.from({ length: 10 }, (_, i) => `split:${i}`);
+
 /** The checks both floors must pass; `sizes` reads each node's DBSIZE. */
 function floorChecks(port: () => number, sizes: () => Promise<number[]>, sameNodeKeys: () => Promise<string[]>): void {
   test('answers a pipeline spread over three nodes in request order', async () => {
@@ -51,7 +65,7 @@ function floorChecks(port: () => number, sizes: () => Promise<number[]>, sameNod
   });
 
   test('splits an MSET and an MGET over several nodes or slots, merged in key order', async () => {
-    const keys = Array.from({ length: 10 }, (_, i) => `split:${i}`);
+    const keys = SPLIT_KEYS;
     const { replies } = await exchange(port(), [['MSET', ...keys.flatMap((k, i) => [k, `v${i}`])], ['MGET', ...keys, 'split:none'], ['GET', 'split:3']]);
     expect(splitReplies(replies)).toEqual(['+OK\r\n', `*11\r\n${keys.map((_, i) => `$2\r\nv${i}\r\n`).join('')}$-1\r\n`, '$2\r\nv3\r\n']);
     // Keys of one node: whole in front of standalone nodes; split by slot in front of a cluster (no CROSSSLOT).
@@ -78,6 +92,14 @@ describe('in front of three standalone nodes', () => {
     // The floor picks a standalone node by the key's last byte.
     async () => ['same:a', 'same:d'],
   );
+
+  test('sends one MGET and one MSET per node with its keys, as twemproxy and slotproxy ring do', async () => {
+    const all = (nodes as StandaloneNodes).nodes;
+    await Promise.all(all.map((n) => n.command('CONFIG', 'RESETSTAT')));
+    await exchange(floor?.port ?? 0, [['MSET', ...SPLIT_KEYS.flatMap((k) => [k, 'v'])], ['MGET', ...SPLIT_KEYS]]);
+    // split:0 to split:9 end in the digits 0-9: every node has keys.
+    for (const n of all) expect(await commandCalls(n)).toEqual({ mget: 1, mset: 1 });
+  });
 });
 
 describe('in front of a Redis Cluster (--cluster)', () => {
@@ -103,4 +125,14 @@ describe('in front of a Redis Cluster (--cluster)', () => {
       }
     },
   );
+
+  test('sends one part per slot, a one-key part as GET/SET, as slotproxy cluster does', async () => {
+    const masters = (cluster as RedisCluster).masters;
+    await Promise.all(masters.map((n) => n.command('CONFIG', 'RESETSTAT')));
+    await exchange(floor?.port ?? 0, [['MSET', ...SPLIT_KEYS.flatMap((k) => [k, 'v'])], ['MGET', ...SPLIT_KEYS]]);
+    const total: Record<string, number> = {};
+    for (const n of masters) for (const [name, calls] of Object.entries(await commandCalls(n))) total[name] = (total[name] ?? 0) + calls;
+    expect(new Set(SPLIT_KEYS.map((k) => calculateSlot(k))).size).toBe(SPLIT_KEYS.length);
+    expect(total).toEqual({ get: SPLIT_KEYS.length, set: SPLIT_KEYS.length });
+  });
 });

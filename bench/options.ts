@@ -2,7 +2,7 @@
 
 import path from 'node:path';
 import { ALL_TESTS, Shape, TestName, parseShape, shapeLabel } from './redis-benchmark';
-import { TARGET_IDS, TargetId } from './targets';
+import { BASELINE_IDS, TARGET_IDS, TargetId } from './targets';
 
 export interface BenchOptions {
   rounds: number;
@@ -12,6 +12,8 @@ export interface BenchOptions {
   /** Targets to run, in TARGET_IDS order. */
   targets: TargetId[];
   outDir: string;
+  /** A checkout with a built dist/ whose slotproxy runs beside this one (the baseline rows), or null. */
+  baseline: string | null;
   quick: boolean;
   memoryTest: boolean;
 }
@@ -38,6 +40,8 @@ export const USAGE = `usage: node dist/bench/run.js [options]   (or: npm run ben
   --targets LIST   some of ${TARGET_IDS.join(',')} (default: all); a partial run skips the memory and migration tests
   --tests LIST     some of ${ALL_TESTS.join(',')} (default: all); a partial run skips the memory and migration tests
   --out DIR        where BENCHMARKS.md and BENCHMARKS.svg go (default: the repository root)
+  --baseline DIR   also run slotproxy ring and cluster from checkout DIR (its dist/ built), each beside
+                   this build's row in every round: a before/after in one run
   --quick          smoke run: 1 round, -c 50 -P 1, ${QUICK_REQUESTS} requests, SET/GET/MGET10, no memory test
   --help           this text
 
@@ -69,6 +73,7 @@ export function parseOptions(argv: readonly string[], repoRoot: string): BenchOp
   let requests: number | undefined;
   let shapes: Shape[] | undefined;
   let outDir = repoRoot;
+  let baseline: string | null = null;
   let quick = false;
   let targets: TargetId[] | undefined;
   let tests: TestName[] | undefined;
@@ -114,6 +119,12 @@ export function parseOptions(argv: readonly string[], repoRoot: string): BenchOp
         outDir = path.resolve(dir);
         break;
       }
+      case '--baseline': {
+        const dir = value();
+        if (dir === undefined || dir === '') throw new UsageError('--baseline needs a directory');
+        baseline = path.resolve(dir);
+        break;
+      }
       default:
         throw new UsageError(`unknown option ${JSON.stringify(arg)}`);
     }
@@ -122,13 +133,17 @@ export function parseOptions(argv: readonly string[], repoRoot: string): BenchOp
     const seen = new Set<string>();
     return list.filter((s) => !seen.has(shapeLabel(s)) && seen.add(shapeLabel(s)) !== undefined);
   };
+  if (baseline === null && targets?.some((id) => BASELINE_IDS.includes(id))) throw new UsageError(`--targets: ${BASELINE_IDS.join(' and ')} need --baseline DIR`);
+  // Without --baseline its rows are not run; with it and no --targets they join the full list.
+  const chosen = (id: TargetId): boolean => (targets === undefined ? baseline !== null || !BASELINE_IDS.includes(id) : targets.includes(id));
   return {
     rounds: rounds ?? (quick ? 1 : DEFAULT_ROUNDS),
     requests: requests ?? (quick ? QUICK_REQUESTS : DEFAULT_REQUESTS),
     shapes: uniqueShapes(shapes ?? (quick ? QUICK_SHAPES : FULL_SHAPES)),
     tests: tests ?? [...(quick ? QUICK_TESTS : ALL_TESTS)],
-    targets: TARGET_IDS.filter((id) => targets === undefined || targets.includes(id)),
+    targets: TARGET_IDS.filter(chosen),
     outDir,
+    baseline,
     quick,
     memoryTest: !quick && targets === undefined && tests === undefined,
   };

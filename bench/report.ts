@@ -228,7 +228,7 @@ function throughputSection(r: BenchResults, summaries: readonly ShapeSummary[], 
 }
 
 /** Each slotproxy row and the floor on its own back ends (ring: the 3-node floor; cluster: the cluster floor). */
-const FLOOR_OF: Partial<Record<TargetId, TargetId>> = { ring: 'floor', cluster: 'floor-cluster', workers: 'floor-cluster' };
+const FLOOR_OF: Partial<Record<TargetId, TargetId>> = { ring: 'floor', 'ring-baseline': 'floor', cluster: 'floor-cluster', 'cluster-baseline': 'floor-cluster', workers: 'floor-cluster' };
 
 /**
  * Per test, slotproxy's ops/s over its floor's and its p99 over the floor's (goal: at least 0.9x

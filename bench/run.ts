@@ -248,7 +248,7 @@ async function run(opts: BenchOptions, cleanup: Cleanup): Promise<number> {
   log('starting redis-servers: 1 direct, 3 standalone, a 3-master cluster');
   const backends: Backends = await startBackends();
   cleanup.push(() => stopBackends(backends));
-  const launcher = new TargetLauncher(backends, tmpDir);
+  const launcher = new TargetLauncher(backends, tmpDir, opts.baseline);
   const { running, statuses, failures } = await startTargets(launcher, cleanup, opts.targets);
 
   const samples: RunSample[] = [];

@@ -16,16 +16,21 @@ import { freePort, freePorts } from '../cmd/sandbox/ports';
 import { ManagedProcess, findExecutable } from './children';
 import { NODE_FLAGS } from '../cmd/node-flags';
 
-export const TARGET_IDS = ['direct', 'twemproxy', 'floor', 'ring', 'floor-cluster', 'cluster', 'workers'] as const;
+export const TARGET_IDS = ['direct', 'twemproxy', 'floor', 'ring', 'ring-baseline', 'floor-cluster', 'cluster', 'cluster-baseline', 'workers'] as const;
 export type TargetId = (typeof TARGET_IDS)[number];
+
+/** slotproxy from another checkout (`--baseline DIR`), each beside this build's row: before/after in one run. */
+export const BASELINE_IDS: readonly TargetId[] = ['ring-baseline', 'cluster-baseline'];
 
 export const TARGET_LABELS: Record<TargetId, string> = {
   direct: 'redis-server direct',
   twemproxy: 'twemproxy',
   floor: 'Node floor (multiplexed, 3 nodes)',
   ring: 'slotproxy ring',
+  'ring-baseline': 'slotproxy ring (baseline)',
   'floor-cluster': 'Node floor (multiplexed, cluster)',
   cluster: 'slotproxy cluster',
+  'cluster-baseline': 'slotproxy cluster (baseline)',
   workers: 'slotproxy cluster --workers 2',
 };
 
@@ -113,9 +118,10 @@ export async function flushBackends(b: Backends): Promise<void> {
 // ---------------------------------------------------------------------------
 // Proxy processes.
 
-function slotproxyScript(): string {
+/** This build's slotproxy, or the one built in checkout `baselineDir`. */
+function slotproxyScript(baselineDir: string | null = null): string {
   // dist/bench/run.js -> dist/cmd/slotproxy.js
-  const file = path.resolve(__dirname, '..', 'cmd', 'slotproxy.js');
+  const file = baselineDir === null ? path.resolve(__dirname, '..', 'cmd', 'slotproxy.js') : path.resolve(baselineDir, 'dist', 'cmd', 'slotproxy.js');
   if (!fs.existsSync(file)) throw new Error(`${file} is missing; run "npm run build" first`);
   return file;
 }
@@ -219,6 +225,8 @@ export class TargetLauncher {
   constructor(
     private readonly backends: Backends,
     private readonly tmpDir: string,
+    /** A checkout whose dist/ is built (`--baseline DIR`), for the baseline rows. */
+    private readonly baselineDir: string | null = null,
   ) {}
 
   /** Starts one target, or throws TargetUnavailable saying why it cannot run here. */
@@ -236,6 +244,12 @@ export class TargetLauncher {
         return this.startSlotproxy(id, (port) => slotproxyRingConfig(port, this.backends.standalone.addresses), []);
       case 'cluster':
         return this.startSlotproxy(id, (port) => slotproxyClusterConfig(port, this.backends.cluster.seeds), []);
+      case 'ring-baseline':
+      case 'cluster-baseline': {
+        if (this.baselineDir === null) throw new TargetUnavailable('not run: needs --baseline DIR');
+        const config = id === 'ring-baseline' ? (port: number) => slotproxyRingConfig(port, this.backends.standalone.addresses) : (port: number) => slotproxyClusterConfig(port, this.backends.cluster.seeds);
+        return this.startSlotproxy(id, config, [], this.baselineDir);
+      }
       case 'workers': {
         if (!(await slotproxyHasWorkersFlag())) throw new TargetUnavailable('not available yet (--workers not implemented)');
         const cores = os.availableParallelism();
@@ -253,15 +267,16 @@ export class TargetLauncher {
     return file;
   }
 
-  private async startSlotproxy(id: TargetId, config: (port: number) => string, extraArgs: string[]): Promise<RunningTarget> {
-    const script = slotproxyScript();
+  private async startSlotproxy(id: TargetId, config: (port: number) => string, extraArgs: string[], baselineDir: string | null = null): Promise<RunningTarget> {
+    const script = slotproxyScript(baselineDir);
     const started = await startProxy(
       TARGET_LABELS[id],
       async (port) => {
         const text = config(port);
         const file = await this.writeFile(`slotproxy-${id}.yaml`, text);
         const args = [...NODE_FLAGS, script, 'start', '-c', file, ...extraArgs];
-        this.launches.set(id, { id, command: `node ${NODE_FLAGS.join(' ')} dist/cmd/slotproxy.js start -c slotproxy-${id}.yaml ${extraArgs.join(' ')}`.trim(), config: text });
+        const dist = baselineDir === null ? 'dist' : path.join(baselineDir, 'dist');
+        this.launches.set(id, { id, command: `node ${NODE_FLAGS.join(' ')} ${dist}/cmd/slotproxy.js start -c slotproxy-${id}.yaml ${extraArgs.join(' ')}`.trim(), config: text });
         return { bin: process.execPath, args };
       },
       async () => '',

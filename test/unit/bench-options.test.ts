@@ -16,9 +16,16 @@ describe('bench options', () => {
     expect(o?.memoryTest).toBe(true);
   });
 
+  test('--baseline adds the baseline rows, each beside its own build; they need it', () => {
+    expect(parseOptions(['--baseline', '/tmp/before', '--targets', 'ring,ring-baseline,twemproxy'], '/repo')).toMatchObject({ baseline: '/tmp/before', targets: ['twemproxy', 'ring', 'ring-baseline'] });
+    expect(parseOptions(['--baseline=/tmp/before'], '/repo')?.targets).toEqual(['direct', 'twemproxy', 'floor', 'ring', 'ring-baseline', 'floor-cluster', 'cluster', 'cluster-baseline', 'workers']);
+    expect(() => parseOptions(['--targets', 'ring-baseline'], '/repo')).toThrow(/need --baseline DIR/);
+    expect(() => parseOptions(['--baseline'], '/repo')).toThrow(/--baseline needs a directory/);
+  });
+
   test('unknown names and empty lists are usage errors naming what is known', () => {
     expect(() => parseOptions(['--targets', 'predixy'], '/repo')).toThrow(UsageError);
-    expect(() => parseOptions(['--targets', 'predixy'], '/repo')).toThrow(/known: direct,twemproxy,floor,ring,floor-cluster,cluster,workers/);
+    expect(() => parseOptions(['--targets', 'predixy'], '/repo')).toThrow(/known: direct,twemproxy,floor,ring,ring-baseline,floor-cluster,cluster,cluster-baseline,workers/);
     expect(() => parseOptions(['--tests='], '/repo')).toThrow(/--tests needs a list/);
   });
 });

@@ -8,6 +8,7 @@
  * The child writes the `-p` pid file itself: its pid, there before the parent exits.
  */
 import { spawn } from 'node:child_process';
+import cluster from 'node:cluster';
 import fs from 'node:fs';
 import { failure } from './fail';
 
@@ -16,9 +17,12 @@ const CHILD_ENV = 'SLOTPROXY_DAEMON_CHILD';
 /** What the child tells the parent over the IPC channel. */
 type DaemonMessage = { serving: true } | { failed: string; code: number };
 
-/** True in the daemon's child: -d is then already done. */
+/**
+ * True in the daemon's child: -d is then already done. Not in its --workers (they inherit the
+ * environment, and their IPC channel is to the daemon, not to the command).
+ */
 export function isDaemonChild(): boolean {
-  return process.env[CHILD_ENV] === '1' && typeof process.send === 'function';
+  return process.env[CHILD_ENV] === '1' && typeof process.send === 'function' && cluster.isPrimary;
 }
 
 /** The parent's side: starts the child and ends this process with its outcome. */

@@ -22,6 +22,7 @@ import { fail } from './fail';
 import { NUTCRACKER_STATS_DESCRIPTION } from './nutcracker-stats';
 import { daemonize, isDaemonChild, tellFailed, tellServing } from './daemonize';
 import { startFromFile } from './serve';
+import { isWorkerProcess } from './workers';
 
 interface NutcrackerFlags {
   confFile: string;
@@ -149,10 +150,12 @@ export function registerNutcracker(program: Command): void {
           process.stdout.write(`${NUTCRACKER_STATS_DESCRIPTION}\nNote: slotproxy serves these on its stats port with -s/-a (or stats.listen in a slotproxy config); its Prometheus /metrics (metrics.listen) has its own counters.\n`);
           return;
         }
-        // With -d, the parent prints nothing but a failure: the daemon writes the rest to -o.
-        const background = opts.daemonize === true && !isDaemonChild();
+        // With -d, the parent prints nothing but a failure: the daemon writes the rest to -o. A
+        // worker of --workers runs this command again: -d and the warning are the primary's.
+        const worker = isWorkerProcess();
+        const background = opts.daemonize === true && !isDaemonChild() && !worker;
         const warning = mbufWarning(opts);
-        if (warning !== null && !background) process.stderr.write(warning);
+        if (warning !== null && !background && !worker) process.stderr.write(warning);
         const overrides: ConfigOverrides = {
           logFile: opts.output === undefined ? undefined : path.resolve(opts.output),
           logLevel: opts.verbose === undefined ? undefined : nutcrackerLogLevel(opts.verbose),
@@ -161,7 +164,7 @@ export function registerNutcracker(program: Command): void {
         };
         if (opts.testConf === true) testConf(opts.confFile, overrides);
         if (background) await daemonize(overrides.logFile);
-        if (opts.pidFile !== undefined) writePidFile(path.resolve(opts.pidFile));
+        if (opts.pidFile !== undefined && !worker) writePidFile(path.resolve(opts.pidFile));
         await startFromFile(opts.confFile, overrides);
         tellServing();
       } catch (err) {

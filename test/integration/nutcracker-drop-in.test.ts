@@ -328,7 +328,7 @@ function alive(pid: number): boolean {
   }
 }
 
-test('nutcracker -d: returns once the daemon serves, printing nothing; the pid file holds the daemon\'s pid; SIGTERM stops it. A daemon that cannot start: its error, exit 1', async () => {
+test('nutcracker -d: returns once the daemon serves, printing nothing; the pid file holds the daemon\'s pid; SIGTERM stops it; also with --workers 2. A daemon that cannot start: its error, exit 1', async () => {
   const ports = await freePorts(3);
   const file = write('daemon.yml', threePools(ports));
   const pidFile = path.join(env.dir(), 'daemon.pid');
@@ -347,6 +347,24 @@ test('nutcracker -d: returns once the daemon serves, printing nothing; the pid f
   process.kill(pid, 'SIGTERM');
   for (let i = 0; i < 500 && alive(pid); i++) await new Promise((r) => setTimeout(r, 20));
   expect(alive(pid)).toBe(false);
+  expect(fs.existsSync(pidFile)).toBe(false);
+  for (const port of ports) expect(await accepts(port)).toBe(false);
+
+  // With --workers 2: the pid file holds the daemon's (the primary's) pid, the -m warning is written
+  // once, both workers serve before the command returns.
+  const workersLog = path.join(env.dir(), 'daemon-workers.log');
+  const withWorkers = runToEnd(['nutcracker', '-d', '--workers', '2', '-c', file, '-p', pidFile, '-o', workersLog, '-m', '512']);
+  expect({ status: withWorkers.status, stderr: withWorkers.stderr }).toEqual({ status: 0, stderr: '' });
+  const primary = Number(fs.readFileSync(pidFile, 'utf8'));
+  daemons.push(primary);
+  for (const port of ports) expect(await sendCommand(port, ['PING'])).toBe('PONG');
+  const workersLogged = fs.readFileSync(workersLog, 'utf8');
+  expect(workersLogged.match(/slotproxy is listening/g)).toHaveLength(2 * ports.length);
+  expect(workersLogged.match(/-m 512 accepted/g)).toHaveLength(1);
+  expect(workersLogged).not.toMatch(/a worker died/);
+  process.kill(primary, 'SIGTERM');
+  for (let i = 0; i < 500 && alive(primary); i++) await new Promise((r) => setTimeout(r, 20));
+  expect(alive(primary)).toBe(false);
   expect(fs.existsSync(pidFile)).toBe(false);
   for (const port of ports) expect(await accepts(port)).toBe(false);
 

@@ -62,6 +62,11 @@ export interface SentinelFollower {
   waitWindowMs(address: string): number | null;
   /** Runs `retry` after `delayMs`, or at once when `address`'s master moves meanwhile (or has moved). */
   retryAfter(address: string, delayMs: number, retry: () => void): void;
+  /**
+   * True while Sentinel promotes a replica of the master at `address` (a write it acknowledged now
+   * would be dropped when it is demoted): writes wait, through retryAfter, for the move.
+   */
+  holdsWrites(address: string): boolean;
   /** `address` refused a write as a replica (READONLY): its master is asked for again. */
   demoted(address: string): void;
   /** The error of a request whose wait ended with no failover; `cause` the last error it got. */

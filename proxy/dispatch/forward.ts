@@ -33,6 +33,8 @@ export function slotArgument(arg: Buffer): number {
 const ASKING = encode.command(['ASKING']);
 const RETRY_BASE_MS = 20;
 const RETRY_CAP_MS = 500;
+/** How often a write held during a Sentinel promotion looks again (a move wakes it at once). */
+const PROMOTION_CHECK_MS = 50;
 
 const M = 77;
 const A = 65;
@@ -112,6 +114,9 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
         return;
       }
     }
+    // Sentinel is promoting this master's replica: what the master acknowledges now would be lost.
+    const sentinel = this.ctx.sentinel;
+    if (!this.retrySafe && sentinel !== null && sentinel.holdsWrites(address)) return sentinel.retryAfter(address, PROMOTION_CHECK_MS, () => this.start());
     this.sendTo(address);
   }
 

@@ -11,7 +11,10 @@
  *   Requests that were on the wire to the master when it died get their error, as everywhere.
  * - Never writing to a demoted master: a node that answers READONLY, reports `ROLE` replica when
  *   the proxy connects to it, or whose connection is lost, has its master asked for again; the
- *   refused request waits for the answer like one that found its master down.
+ *   refused request waits for the answer like one that found its master down. And from the moment
+ *   a sentinel starts promoting a replica (`+failover-state-send-slaveof-noone`, just before its
+ *   SLAVEOF NO ONE) writes for that master wait for the move: the old master, if alive (a planned
+ *   `SENTINEL FAILOVER`), would acknowledge them and drop them when it is made a replica.
  */
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
@@ -29,6 +32,8 @@ export class MasterFollower implements SentinelFollower {
   /** Master name -> retries waiting for it to move (each also has a timer: its next try anyway). */
   private readonly waiting = new Map<string, Map<() => void, NodeJS.Timeout>>();
   private readonly roleCheckedAt = new Map<string, number>();
+  /** Master name -> until when its writes wait for a promotion under way. */
+  private readonly promoting = new Map<string, number>();
   private stopped = false;
 
   constructor(
@@ -38,6 +43,11 @@ export class MasterFollower implements SentinelFollower {
     private readonly options: { failoverWaitMs: number; queryTimeoutMs: number },
   ) {
     masters.onSwitch((name, from, to) => this.moved(name, from, to));
+    masters.onPromotion((name, ended) => {
+      if (!ended) return void this.promoting.set(name, Date.now() + options.failoverWaitMs);
+      this.promoting.delete(name);
+      this.wake(name);
+    });
     pool.onConnectionReady((address) => void this.checkRole(address));
     pool.onConnectionLost((address) => {
       const name = this.currentName(address);
@@ -80,6 +90,15 @@ export class MasterFollower implements SentinelFollower {
     all.set(go, timer);
   }
 
+  holdsWrites(address: string): boolean {
+    const name = this.currentName(address);
+    const until = name === undefined ? undefined : this.promoting.get(name);
+    if (name === undefined || until === undefined) return false;
+    if (Date.now() < until) return true;
+    this.promoting.delete(name);
+    return false;
+  }
+
   demoted(address: string): void {
     const name = this.masters.nameOf(address);
     if (name !== undefined) void this.masters.check(name, `${address} answered READONLY`);
@@ -100,8 +119,14 @@ export class MasterFollower implements SentinelFollower {
   private moved(name: string, from: string | undefined, to: string): void {
     if (this.stopped || from === undefined) return;
     this.ring.swap(this.ring.placement.readdressed(from, to));
+    this.promoting.delete(name);
     // Requests waiting for a reconnect to the old address go to the new master now.
     this.pool.abandonConnecting(from);
+    this.wake(name);
+  }
+
+  /** Every retry waiting on master `name` runs now. */
+  private wake(name: string): void {
     const waiters = this.waiting.get(name);
     this.waiting.delete(name);
     for (const go of [...(waiters?.keys() ?? [])]) go();

@@ -34,6 +34,7 @@ export interface SentinelMastersOptions {
 }
 
 type SwitchListener = (name: string, from: string | undefined, to: string) => void;
+type PromotionListener = (name: string, ended: boolean) => void;
 
 /** A check of one master already asked for recently is not asked again before this. */
 const CHECK_SPACING_MS = 100;
@@ -53,6 +54,7 @@ export class SentinelMasters {
   /** A check asked for too soon after the last one, to run once the spacing allows. */
   private readonly deferred = new Map<string, { timer: NodeJS.Timeout; done: Promise<void> }>();
   private readonly listeners: SwitchListener[] = [];
+  private readonly promotionListeners: PromotionListener[] = [];
   private readonly timer: NodeJS.Timeout;
   /** Set while no sentinel answers (logged once per outage). */
   private allDownSince: number | null = null;
@@ -71,6 +73,11 @@ export class SentinelMasters {
       (address) =>
         new SentinelLink(address, options.connection, {
           switched: (name, from, to) => this.switched(name, from, to),
+          promoting: (name, ended) => {
+            if (!this.at.has(name)) return;
+            log.info({ master: name, sentinel: address, ended }, ended ? 'Sentinel gave up promoting a replica' : 'Sentinel is promoting a replica; writes for its master wait');
+            for (const l of this.promotionListeners) l(name, ended);
+          },
           subscribed: (sentinel) => {
             log.debug({ sentinel }, 'subscribed to +switch-master');
             void this.checkAll('a sentinel subscription (re)started');
@@ -113,6 +120,11 @@ export class SentinelMasters {
   /** Called with every move of a master (`from` undefined the first time one is learnt without a guess). */
   onSwitch(listener: SwitchListener): void {
     this.listeners.push(listener);
+  }
+
+  /** Called when a sentinel starts promoting a replica of a master (`ended` false), and if it gives up (true). */
+  onPromotion(listener: PromotionListener): void {
+    this.promotionListeners.push(listener);
   }
 
   /** The replicas of master `name` as the first sentinel that answers knows them; null when none does. */

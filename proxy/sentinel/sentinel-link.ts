@@ -1,7 +1,9 @@
 /**
  * One Redis Sentinel, as the proxy uses it: questions on a connection of their own
- * (`SENTINEL get-master-addr-by-name`, `SENTINEL replicas`), and `+switch-master` heard on a
- * subscribed connection. Both are opened again when lost: questions on the next one asked, the
+ * (`SENTINEL MASTER`, `SENTINEL REPLICAS`), and events heard on a subscribed connection:
+ * `+switch-master`, and the two ends of a promotion under way (the leader is about to send its
+ * replica SLAVEOF NO ONE: `+failover-state-send-slaveof-noone`; it gave up waiting for it:
+ * `-failover-abort-slave-timeout`). Both are opened again when lost: questions on the next one asked, the
  * subscription after RESUBSCRIBE_MS, for as long as the link lives. Each subscription that takes
  * (the first, and every one after a loss) is reported, because switches may have been missed
  * while it was down: the owner then asks for every master again.
@@ -14,11 +16,15 @@ import { Reply, decodeReply, errorText } from '../resp/decode-reply';
 
 const RESUBSCRIBE_MS = 500;
 const SWITCH_MASTER = '+switch-master';
-const SUBSCRIBE = encode.command(['SUBSCRIBE', SWITCH_MASTER]);
+const PROMOTING = '+failover-state-send-slaveof-noone';
+const PROMOTION_ABORTED = '-failover-abort-slave-timeout';
+const SUBSCRIBE = encode.command(['SUBSCRIBE', SWITCH_MASTER, PROMOTING, PROMOTION_ABORTED]);
 
 export interface SentinelEvents {
   /** `+switch-master`: the sentinels moved master `name` from `from` to `to` (host:port each). */
   switched(name: string, from: string, to: string): void;
+  /** A replica of master `name` is being promoted (`ended` false), or that promotion was given up (`ended` true). */
+  promoting(name: string, ended: boolean): void;
   /** The subscription is (again) in place. */
   subscribed(sentinel: string): void;
   /** The subscription was lost (the sentinel is down, or refused the handshake). */
@@ -134,12 +140,16 @@ export class SentinelLink {
   private heard(frame: Buffer): void {
     const msg = decodeReply(frame);
     if (!Array.isArray(msg) || msg.length < 3) return;
-    const kind = text(msg[0]);
-    if (kind === 'subscribe') return this.events.subscribed(this.address);
-    if (kind !== 'message' || text(msg[1]) !== SWITCH_MASTER) return;
-    // "<name> <old ip> <old port> <new ip> <new port>"
+    const [kind, channel] = [text(msg[0]), text(msg[1])];
+    if (kind === 'subscribe') return channel === SWITCH_MASTER ? this.events.subscribed(this.address) : undefined;
+    if (kind !== 'message') return;
     const parts = text(msg[2]).split(' ');
-    if (parts.length !== 5) return;
-    this.events.switched(parts[0], hostPort(parts[1], parts[2]), hostPort(parts[3], parts[4]));
+    // "<name> <old ip> <old port> <new ip> <new port>"
+    if (channel === SWITCH_MASTER && parts.length === 5) this.events.switched(parts[0], hostPort(parts[1], parts[2]), hostPort(parts[3], parts[4]));
+    // "slave <ip:port> <ip> <port> @ <master name> <master ip> <master port>"
+    const at = parts.indexOf('@');
+    if (channel === PROMOTING && at >= 0 && at + 1 < parts.length) this.events.promoting(parts[at + 1], false);
+    // "master <name> <ip> <port>"
+    if (channel === PROMOTION_ABORTED && parts[0] === 'master' && parts.length >= 2) this.events.promoting(parts[1], true);
   }
 }

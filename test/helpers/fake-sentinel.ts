@@ -57,7 +57,12 @@ export class FakeSentinel {
   publishSwitch(name: string, from: string, to: string): void {
     const [oh, op] = hostAndPort(from);
     const [nh, np] = hostAndPort(to);
-    const frame = array([bulk('message'), bulk('+switch-master'), bulk(`${name} ${oh} ${op} ${nh} ${np}`)]);
+    this.publish('+switch-master', `${name} ${oh} ${op} ${nh} ${np}`);
+  }
+
+  /** A Sentinel event as a sentinel publishes it (`+failover-state-send-slaveof-noone`, ...). */
+  publish(channel: string, payload: string): void {
+    const frame = array([bulk('message'), bulk(channel), bulk(payload)]);
     for (const s of this.subscribers) s.write(frame);
   }
 

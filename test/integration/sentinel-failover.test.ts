@@ -236,10 +236,11 @@ test('every sentinel down: the last known masters go on serving; back up, a manu
   });
   // Sentinel ends the demoted master's client connections (CLIENT KILL TYPE normal): what was on the wire there fails.
   onlyOnTheWire(load, 'shard3');
-  // SENTINEL FAILOVER promotes the replica before it demotes the master: what the old master still
-  // acknowledged in between is dropped when it resyncs (Redis's own behaviour). Writes sent once the
-  // sentinels named the new master all land there.
-  const lost = await placedByName('manual:*', load.outcomes, (o) => o.sentAt < settledAt + 200 && shardOf(o.key) === 'shard3');
+  // SENTINEL FAILOVER promotes the replica while the old master still takes writes, and drops what
+  // it took when it makes it a replica. The proxy holds writes from the moment the promotion starts
+  // (+failover-state-send-slaveof-noone), so only writes already on the wire then may be lost.
+  const lost = await placedByName('manual:*', load.outcomes, (o) => o.sentAt < settledAt && shardOf(o.key) === 'shard3');
+  expect(lost).toBeLessThanOrEqual(12);
   measured.manualFailover = { sentinelFailoverMs: settledAt - actedAt, ...seen(load, 'shard3', actedAt), lostBeforeDemotion: lost };
   // The demoted master refused nothing it got from the proxy as a replica, or it would have said READONLY to someone.
   const demoted = groups().node(old);
@@ -298,7 +299,10 @@ test('a grow migration (2 masters -> 3) across a failover of a master both rings
     await groups().failoverFrom('shard1', old);
   });
   measured.failoverDuringMigration = { sentinelFailoverMs: settledAt - actedAt, ...seen(load, 'shard1', actedAt) };
-  for (const o of load.outcomes.filter((x) => x.error !== null)) expect([o.key, o.error]).toEqual([o.key, expect.stringMatching(ON_THE_WIRE)]);
+  // A converging write (double-write) to a master that is down fails at once rather than waiting
+  // for the failover (migration/converging-write.ts): only writes of the failed master's keys.
+  const aOwner = new Ring({ hash: 'md5', hashTag: '{}', nodes: ['shard1', 'shard2'].map((name) => ({ name, addr: `${name}:1`, weight: 1 })) });
+  for (const o of load.outcomes.filter((x) => x.error !== null)) expect([o.key, aOwner.nodeOf(Buffer.from(o.key)).name]).toEqual([o.key, 'shard1']);
   for (const k of keys) expect([k, await c.incr(k)]).toEqual([k, 2]);
 
   // The promoted master took writes before its change feed was up: it is re-walked before read-new.

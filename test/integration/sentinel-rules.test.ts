@@ -329,3 +329,38 @@ test('ring.sentinel.readFrom replica: reads go to a healthy replica the sentinel
   for (let i = 0; i < 5; i++) expect(await c.get('r')).toBe('v');
   expect(await gets(a)).toBe(before + 5);
 });
+
+test('while a sentinel promotes a replica, writes for its master wait: to the new master after the switch, to the old one if the promotion is given up', async () => {
+  const [a, b] = [node(0), node(1)];
+  const s = await fake();
+  s.masters.set('m10', { address: a.address, epoch: 1 });
+  const p = await start({ nodes: [{ master: 'm10' }], sentinel: { failoverWaitMs: 5000 } }, [s.address]);
+  const c = connect(p);
+  expect(await c.set('k', '0')).toBe('OK');
+  const promoting = (): void => s.publish('+failover-state-send-slaveof-noone', `slave ${b.address} ${b.host} ${b.port} @ m10 ${a.host} ${a.port}`);
+  const heldFor = async (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+  promoting();
+  await heldFor(50);
+  const held = c.set('k', '1');
+  await heldFor(200);
+  // Reads go on (another client's: this one's replies come in order); the write has not reached the old master.
+  expect(await connect(p).get('k')).toBe('0');
+  expect(await a.command('GET', 'k')).toBe('0');
+  s.masters.set('m10', { address: b.address, epoch: 2 });
+  s.publishSwitch('m10', a.address, b.address);
+  expect(await held).toBe('OK');
+  expect(await b.command('GET', 'k')).toBe('1');
+  expect(await a.command('GET', 'k')).toBe('0');
+
+  // Given up: held writes go where the master still is.
+  promoting();
+  s.publish('+failover-state-send-slaveof-noone', `slave ${a.address} ${a.host} ${a.port} @ m10 ${b.host} ${b.port}`);
+  await heldFor(50);
+  const again = c.set('k', '2');
+  await heldFor(200);
+  expect(await b.command('GET', 'k')).toBe('1');
+  s.publish('-failover-abort-slave-timeout', `master m10 ${b.host} ${b.port}`);
+  expect(await again).toBe('OK');
+  expect(await b.command('GET', 'k')).toBe('2');
+});

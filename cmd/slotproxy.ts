@@ -26,6 +26,13 @@ import { VERSION } from '../proxy/server/version';
 import { ClientAuth } from '../proxy/security/auth';
 import { CommandTable } from '../proxy/commands/table';
 
+// Output cut short by its reader (`slotproxy slot ... | head -1`) ends the command quietly, as
+// other command-line tools end on SIGPIPE, instead of an unhandled EPIPE with a stack trace.
+process.stdout.on('error', (err: NodeJS.ErrnoException) => {
+  if (err.code === 'EPIPE') process.exit(0);
+  throw err;
+});
+
 function port(value: string): number {
   const n = Number(value);
   if (!Number.isInteger(n) || n < 1 || n > 65535) throw new InvalidArgumentError('expected a port number (1-65535)');

@@ -77,6 +77,19 @@ test('slot: each key with its slot and hash tag', async () => {
   expect(r.stdout).toBe('foo\tslot=12182\ttag=-\nuser:{42}:name\tslot=8000\ttag=42\nfoo{}{bar}\tslot=8363\ttag=-\n');
 });
 
+test('slot: output cut short by its reader (| head -1) ends the command with status 0 and no stack trace', async () => {
+  const keys = Array.from({ length: 20_000 }, (_, i) => `key${i}`);
+  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, 'slot', ...keys]);
+  children.push(child);
+  let stderr = '';
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  // Read one chunk, then close the pipe as `head -1` does.
+  await new Promise<void>((resolve) => child.stdout.once('data', () => resolve()));
+  child.stdout.destroy();
+  expect(await exitOf(child)).toBe(0);
+  expect(stderr).toBe('');
+});
+
 test('slot -c with a migration into a cluster: the ring owner, and the slot on the cluster side', async () => {
   const file = path.resolve(__dirname, '..', '..', 'config', 'examples', 'migration-to-cluster.yaml');
   const r = await run(['slot', 'user:{42}:name', '-c', file]);

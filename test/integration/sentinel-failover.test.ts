@@ -228,6 +228,11 @@ test('every sentinel down: the last known masters go on serving; back up, a manu
     await Promise.all(groups().sentinels.map((x) => x.start()));
   }
   await groups().waitUntilWatched();
+  // The proxy is subscribed again (it tries every 500 ms): it hears the promotion start.
+  for (const deadline = Date.now() + 10_000; !/ sub=3 /.test(String(await groups().sentinels[1].command('CLIENT', 'LIST'))); ) {
+    if (Date.now() > deadline) throw new Error('the proxy did not subscribe to the restarted sentinel again');
+    await new Promise((r) => setTimeout(r, 50));
+  }
 
   const old = await groups().masterOf('shard3');
   const { load, actedAt, settledAt } = await underLoad(p, 'manual', 'shard3', async () => {

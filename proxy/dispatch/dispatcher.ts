@@ -38,7 +38,7 @@ import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall
 import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from './split';
 import { PlainSplit } from './split-part';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
-import { CachingClient } from '../tracking/client-caching';
+import { CachingClient, ScriptSource } from '../tracking/client-caching';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
 export interface DispatchSession extends TransactionClient, SubscriberClient, CachingClient {
@@ -76,9 +76,12 @@ const OUT_OF_LANE: ReadonlySet<string> = new Set(['script|kill', 'function|kill'
 export class Dispatcher {
   /** How commands that are not simply routed by their keys are handled, in this proxy's mode. */
   private readonly policy: ReadonlyMap<string, Strategy>;
+  private readonly scriptSource: ScriptSource;
 
   constructor(private readonly ctx: ProxyContext, private readonly server: InfoServer) {
     this.policy = ctx.mode === 'ring' ? RING_POLICY : POLICY;
+    // Client-side caching reads a script's text to know whether it may read (tracking/script-use.ts).
+    this.scriptSource = { get table() { return ctx.table; }, body: (sha) => ctx.scripts.get(sha) };
   }
 
   /**
@@ -166,9 +169,9 @@ export class Dispatcher {
     info.counters.calls++;
     session.command = info.name;
     // Past tracking-table-max-keys, keys are evicted before any command runs, as Redis's processCommand does.
-    ctx.caching.commandArrived(session);
+    ctx.caching.commandArrived(session, info, args);
     const tracking = session.tracking;
-    if (tracking !== null) ctx.caching.beforeCommand(session, tracking, info, args, session.transaction?.inMulti === true);
+    if (tracking !== null) ctx.caching.beforeCommand(session, tracking, info, args, session.transaction?.inMulti === true, this.scriptSource);
 
     const strategy = strategyFor(info.name, container, container !== null && hasKeySpecs(info), this.policy);
     // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).

@@ -14,18 +14,20 @@
  * was not up) it sends the null invalidation, which tells the client to drop everything.
  */
 import { BackendPool } from '../backend/pool';
-import { CommandInfo } from '../commands/table';
+import { CommandInfo, CommandTable } from '../commands/table';
 import { keyPositions } from '../commands/keys';
-import { ReplySlot } from '../client/reply-slot';
+import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import { ClientTracking, TrackingRequest } from './tracking-state';
 import { ClientIds, KeyTable, forEachId } from './key-table';
 import { TableLimit, maxKeysSet } from './table-limit';
+import { ScriptUses } from './script-use';
+import { WriteOrder } from './write-order';
 import { ChangeFeed } from '../backend/change-feed';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
-export interface CachingClient {
+export interface CachingClient extends ReplyOwner {
   readonly id: number;
   protocol: 2 | 3;
   tracking: ClientTracking | null;
@@ -33,6 +35,14 @@ export interface CachingClient {
   readonly subscribed: boolean;
   /** Appends `frame` after every reply the client is owed; sent whatever CLIENT REPLY says. */
   pushOutOfBand(frame: Buffer): void;
+  /** Appends a reply slot: the place of the next reply. */
+  track<S extends ReplySlot>(slot: S): S;
+}
+
+/** Where a script's text is found (dispatch/ passes it): EVALSHA's from the proxy's script store. */
+export interface ScriptSource {
+  readonly table: CommandTable;
+  body(sha: Buffer): Buffer | undefined;
 }
 
 export interface CachingOptions {
@@ -53,6 +63,8 @@ const FLUSH = { 2: Buffer.from('$-1\r\n'), 3: Buffer.from('_\r\n') };
 /** How often the feeds are checked against the nodes while anyone tracks (events do it sooner). */
 const CHECK_EVERY_MS = 1000;
 const RECONNECT_MS = 100;
+/** Longest a reply waits behind the invalidations of a script or EXEC before it (feeds that do not answer). */
+const HOLD_MAX_MS = 1000;
 
 export class ClientCaching {
   private readonly trackers = new Map<number, CachingClient>();
@@ -64,6 +76,8 @@ export class ClientCaching {
   private timer: NodeJS.Timeout | null = null;
   private reconnectTimer: NodeJS.Timeout | null = null;
   private readonly limit: TableLimit<CachingClient>;
+  private readonly scripts = new ScriptUses();
+  private readonly writeOrder = new WriteOrder();
   /** Invalidations and flushes sent, for INFO. */
   invalidationsSent = 0;
   flushesSent = 0;
@@ -127,8 +141,13 @@ export class ClientCaching {
    * Every command of every client, before it runs (Redis's processCommand): past
    * tracking-table-max-keys, keys are evicted, as many as Redis would evict now.
    */
-  commandArrived(client: CachingClient): void {
+  commandArrived(client: CachingClient, info: CommandInfo, args: Buffer[]): void {
     if (this.table.overLimit) this.limit.enforce(client);
+    // The order writes are sent in is the order their keys change: invalidations follow it.
+    if (this.trackers.size > 0 && info.flags.has('write')) {
+      const positions = keyPositions(info, args);
+      if (positions !== null) for (const p of positions) this.writeOrder.note(args[p]);
+    }
   }
 
   /** CLIENT TRACKING ON (options already checked): answers once the feeds are up, or after readyTimeoutMs. */
@@ -164,8 +183,16 @@ export class ClientCaching {
    * the keys a read may hand the client (Redis remembers them when the command runs: earlier is
    * safe, later is not), and prepares what the client's own write invalidates.
    */
-  beforeCommand(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
-    const reads = info.flags.has('readonly') || isScriptCall(info.name);
+  beforeCommand(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean, source: ScriptSource): void {
+    const script = isScriptCall(info.name) ? this.scripts.of(scriptBody(info.name, args, source), source.table) : null;
+    if (script !== null && script.writes && tracking.noloop) this.scriptWrite(tracking, info, args, inMulti);
+    // (EXEC is dispatched with the transaction still open; a script queued in MULTI runs at EXEC.)
+    if ((info.name === 'exec' || (script !== null && script.writes && !inMulti)) && holdsOwnPushes(client, tracking)) {
+      tracking.holdPushes = true;
+      tracking.lastClaimed = null;
+      tracking.armedWrite ??= []; // its reply slot is claimed, and writeAnswered says when it came
+    }
+    const reads = script === null ? info.flags.has('readonly') : script.reads;
     if (reads) {
       tracking.usedSinceFlush = true;
       if (!this.allReady) tracking.flushAfter = true;
@@ -209,8 +236,20 @@ export class ClientCaching {
     }
   }
 
+  /**
+   * NOLOOP, default mode: a script's changes are the caller's own (Redis checks the client whose
+   * command runs). Which keys it changes only its node knows: its declared keys are taken for them.
+   * In BCAST mode Redis checks the client that made the change, the script's own: the caller is told.
+   */
+  private scriptWrite(tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
+    if (inMulti || tracking.bcast) return; // in MULTI, as for a write: the node's push is awaited
+    const positions = keyPositions(info, args);
+    if (positions !== null && positions.length > 0) tracking.armedWrite = positions.map((p) => args[p].toString('latin1'));
+  }
+
   /** After a command was dispatched: what it invalidates for the client itself, and a flush after a read made while a feed was down. */
   afterCommand(client: CachingClient, tracking: ClientTracking): void {
+    if (tracking.holdPushes) this.holdPlace(client, tracking);
     tracking.armedWrite = null;
     const own = tracking.ownInvalidations;
     if (own !== null) {
@@ -230,10 +269,34 @@ export class ClientCaching {
   writeAnswered(tracking: ClientTracking, slot: ReplySlot): void {
     const keys = tracking.writeAnswered(slot);
     if (keys === null) return;
+    const done = (): void => {
+      tracking.releaseWrite(keys);
+      this.releaseHolds(tracking, slot);
+    };
     const feeds = [...this.feeds.values()];
     let left = feeds.length;
-    if (left === 0) tracking.releaseWrite(keys);
-    for (const f of feeds) f.fence(() => --left === 0 && tracking.releaseWrite(keys));
+    if (left === 0) done();
+    for (const f of feeds) f.fence(() => --left === 0 && done());
+  }
+
+  /** A place right after the command's reply for what it changes (a client waits HOLD_MAX_MS at most). */
+  private holdPlace(client: CachingClient, tracking: ClientTracking): void {
+    tracking.holdPushes = false;
+    const command = tracking.lastClaimed;
+    const slot = client.track(new ReplySlot(client));
+    // Answered and passed by the feeds already (no feed up): nothing to wait for.
+    if (command === null || command === tracking.lastReleased) return slot.complete(Buffer.alloc(0));
+    const hold = { slot, frames: [] as Buffer[], command };
+    tracking.pushHolds.push(hold);
+    setTimeout(() => this.releaseHolds(tracking, command), HOLD_MAX_MS).unref();
+  }
+
+  /** The feeds have passed `command`: its place, and those before it, get what came meanwhile. */
+  private releaseHolds(tracking: ClientTracking, command: ReplySlot): void {
+    tracking.lastReleased = command;
+    const at = tracking.pushHolds.findIndex((h) => h.command === command);
+    if (at < 0) return;
+    for (const hold of tracking.pushHolds.splice(0, at + 1)) hold.slot.complete(Buffer.concat(hold.frames));
   }
 
   /**
@@ -337,7 +400,8 @@ export class ClientCaching {
   };
 
   private invalidateKeys(keys: Buffer[]): void {
-    for (const key of keys) {
+    // A node's batch is in key order; one Redis tells default-mode clients in the order keys changed.
+    for (const key of this.writeOrder.sort(keys)) {
       const ids = this.table.take(key.toString('latin1'));
       if (ids !== undefined) this.invalidateEntry(key, ids);
     }
@@ -380,7 +444,9 @@ export class ClientCaching {
       }
       target = redirected;
     }
-    if (target.protocol === 3) target.pushOutOfBand(Buffer.concat([PUSH_HEAD, body]));
+    const hold = target === client ? tracking.pushHolds[0] : undefined;
+    if (hold !== undefined && target.protocol === 3) hold.frames.push(PUSH_HEAD, body);
+    else if (target.protocol === 3) target.pushOutOfBand(Buffer.concat([PUSH_HEAD, body]));
     else if (redirected && target.subscribed) target.pushOutOfBand(Buffer.concat([MESSAGE_HEAD, body]));
   }
 }
@@ -393,4 +459,20 @@ function ownWrite(tracking: ClientTracking, key: Buffer): boolean {
 /** EVAL, EVALSHA, FCALL and their _RO forms: the keys they declare are what they may read. */
 function isScriptCall(name: string): boolean {
   return name.startsWith('eval') || name.startsWith('fcall');
+}
+
+/**
+ * Whether the client's own changes reach it on its own connection right after the reply that made
+ * them: RESP3, no REDIRECT, default mode (BCAST pushes come once the event loop turn ends), and not
+ * NOLOOP (which hides them).
+ */
+function holdsOwnPushes(client: CachingClient, tracking: ClientTracking): boolean {
+  return client.protocol === 3 && tracking.redirect === 0 && !tracking.bcast && !tracking.noloop;
+}
+
+/** The script's text: EVAL's own, EVALSHA's when the proxy has seen it; null for a function. */
+function scriptBody(name: string, args: Buffer[], source: ScriptSource): Buffer | null {
+  if (name === 'eval' || name === 'eval_ro') return args[1];
+  if (name === 'evalsha' || name === 'evalsha_ro') return source.body(args[1]) ?? null;
+  return null;
 }

@@ -40,6 +40,16 @@ export class ClientTracking {
   ownFlush = false;
   /** NOLOOP: keys of the write being dispatched, claimed by the first reply slot it appends. */
   armedWrite: string[] | null = null;
+  /**
+   * A script or EXEC that may change keys the client read is being dispatched: Redis tells the
+   * client right after its reply, before the next one; the proxy keeps a place there (pushHolds).
+   */
+  holdPushes = false;
+  /** Places right after such replies, oldest first: the client's invalidations go into the first until the feeds have passed its command. */
+  readonly pushHolds: { slot: ReplySlot; frames: Buffer[]; command: ReplySlot }[] = [];
+  /** The reply slot the last armed write claimed, and the last one the feeds have passed. */
+  lastClaimed: ReplySlot | null = null;
+  lastReleased: ReplySlot | null = null;
   /** NOLOOP: the client's writes in flight, by reply slot; and per key how many are open. */
   readonly ownWrites = new Map<ReplySlot, string[]>();
   readonly ownKeys = new Map<string, number>();
@@ -89,6 +99,7 @@ export class ClientTracking {
     const keys = this.armedWrite;
     if (keys === null) return;
     this.armedWrite = null;
+    this.lastClaimed = slot;
     this.ownWrites.set(slot, keys);
     for (const k of keys) this.ownKeys.set(k, (this.ownKeys.get(k) ?? 0) + 1);
   }

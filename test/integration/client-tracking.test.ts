@@ -7,6 +7,7 @@ import { useProxy } from '../helpers/proxy';
 import { useCluster } from '../helpers/cluster';
 import { ScriptStep, runScript } from '../helpers/tracking-script';
 import { exchange } from '../helpers/raw-exchange';
+import { createHash } from 'node:crypto';
 
 const { proxy } = useProxy();
 /** One Redis: a single-node cluster owning every slot. */
@@ -119,8 +120,52 @@ const EVICTION_CASES: [string, Case][] = [
   }],
 ];
 
+const SET_ONLY = "redis.call('set','{t}key3','bar')";
+const READ_OTHER = "return redis.call('get','{t}other')";
+const READ_THEN_WRITE = "redis.call('get', KEYS[1]); return redis.call('set', KEYS[2], 'x')";
+const sha = (body: string): string => createHash('sha1').update(body).digest('hex');
+const K = ['{t}key1', '{t}key2', '{t}key3'];
+const FUNCTION = "#!lua name=tlib\nredis.register_function('tget', function(keys) return redis.call('get', keys[1]) end)";
+// A script's declared keys are tracked only when it runs a read-only command (the proxy reads the
+// script's text); several keys changed by one command are told one by one, in the order written.
+const SCRIPT_CASES: [string, Case][] = [
+  ['RESP3: a script tracks its declared keys only if it reads; keys told in the order they were written', {
+    setup: { a: [['HELLO', '3'], ['FUNCTION', 'LOAD', 'REPLACE', FUNCTION]] },
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON'), a('EVAL', SET_ONLY, '2', K[0], K[1]), b('MSET', K[0], '1', K[1], '2', K[2], '3'),
+      a('EVALSHA', sha(SET_ONLY), '2', K[0], K[1]), b('MSET', K[0], '1', K[1], '2'),
+      a('EVAL', READ_OTHER, '2', K[0], K[1]), b('MSET', K[1], '1', K[0], '2', '{t}other', '3'),
+      a('EVAL_RO', 'return 1', '1', '{t}ro1'), b('SET', '{t}ro1', '1'),
+      a('EVAL_RO', "return redis.call('get', KEYS[1])", '1', '{t}ro2'), b('SET', '{t}ro2', '1'),
+      a('EVAL', "redis.log(redis.LOG_DEBUG, 'x'); return redis.sha1hex('')", '1', '{t}e5'), b('SET', '{t}e5', '1'),
+      a('EVAL', READ_THEN_WRITE, '2', '{t}e6', '{t}e7'), b('MSET', '{t}e6', '1', '{t}e7', '1'),
+      a('FCALL', 'tget', '1', '{t}f1'), b('SET', '{t}f1', '1'),
+      a('MGET', K[0], K[1]), b('MSET', K[1], 'a', K[0], 'b'),
+      a('MGET', ...K), together(['MULTI'], ['SET', K[2], 'a'], ['SET', K[0], 'b'], ['DEL', K[1]], ['EXEC']), b('MSET', ...K.flatMap((k) => [k, 'x'])),
+      a('MGET', ...K), b('DEL', K[2], K[0], K[1]), a('MGET', K[0], K[1]), a('MSET', K[1], 'a', K[0], 'b'),
+    ],
+  }],
+  ['RESP3 NOLOOP: a script\'s writes are the caller\'s own', {
+    setup: HELLO3,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'NOLOOP'), a('GET', '{t}n1'), a('EVAL', "return redis.call('set', KEYS[1], 'x')", '1', '{t}n1'), b('SET', '{t}n1', 'y'),
+      a('EVAL', READ_THEN_WRITE, '2', '{t}n2', '{t}n3'), b('SET', '{t}n3', '1'), b('SET', '{t}n2', '1'),
+      a('CLIENT', 'TRACKING', 'OFF'), a('CLIENT', 'TRACKING', 'ON', 'BCAST', 'NOLOOP', 'PREFIX', '{t}b'),
+      a('EVAL', "return redis.call('set', KEYS[1], '1')", '1', '{t}b1'), b('SET', '{t}b2', '1'),
+    ],
+  }],
+  ['RESP2 REDIRECT: scripts and multi-key writes', {
+    setup: { c: [['SUBSCRIBE', '__redis__:invalidate']] },
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '$id:c'), a('EVAL', SET_ONLY, '2', K[0], K[1]), b('MSET', K[0], '1', K[1], '2'),
+      a('EVAL', READ_OTHER, '2', K[0], K[1]), b('MSET', K[1], '1', K[0], '2'),
+      a('MGET', ...K), together(['MULTI'], ['SET', K[2], 'a'], ['SET', K[0], 'b'], ['DEL', K[1]], ['EXEC']),
+    ],
+  }],
+];
+
 describe('CLIENT TRACKING as one Redis, byte for byte', () => {
-  test.each([...CASES, ...EVICTION_CASES])('%s', async (_what, { setup, steps, mask }) => {
+  test.each([...CASES, ...EVICTION_CASES, ...SCRIPT_CASES])('%s', async (_what, { setup, steps, mask }) => {
     const names = ['a', 'b', ...(Object.keys(setup).includes('c') ? ['c'] : [])];
     const want = await runScript(referencePort(), names, setup, steps);
     const got = await runScript(proxy().address.port, names, setup, steps, want);

@@ -4,6 +4,10 @@
 import { ClientTracking, parseTracking, setCaching } from '../../proxy/tracking/tracking-state';
 import { KeyTable } from '../../proxy/tracking/key-table';
 import { changedKeys } from '../../proxy/backend/change-feed';
+import { scriptUse } from '../../proxy/tracking/script-use';
+import { WriteOrder } from '../../proxy/tracking/write-order';
+import { maxKeysSet, withMaxKeys } from '../../proxy/tracking/table-limit';
+import { CommandTable } from '../../proxy/commands/table';
 
 const args = (...a: string[]): Buffer[] => ['CLIENT', 'TRACKING', ...a].map((s) => Buffer.from(s));
 const enabled = (...a: string[]): ClientTracking => {
@@ -105,5 +109,55 @@ describe("a node's invalidate push", () => {
     expect(changedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n*2\r\n$1\r\na\r\n$3\r\nb\rc\r\n'))?.map(String)).toEqual(['a', 'b\rc']);
     expect(changedKeys(Buffer.from('>2\r\n$10\r\ninvalidate\r\n_\r\n'))).toBeNull();
     expect(changedKeys(Buffer.from('>2\r\n$7\r\nmessage\r\n$1\r\nx\r\n'))).toBeNull();
+  });
+});
+
+describe("a script's text: may it run a read-only command, may it write", () => {
+  const table = CommandTable.fallback();
+  test.each([
+    ["redis.call('set','{t}key3','bar')", false, true],
+    ["return redis.call('GET', KEYS[1])", true, false],
+    ["redis.pcall(\"incr\", KEYS[1]); return redis.call('object', 'encoding', KEYS[1])", true, true],
+    ["redis.log(redis.LOG_WARNING, 'x'); return redis.sha1hex('')", false, false],
+    ['return 1', false, false],
+  ])('%s', (body, reads, writes) => {
+    expect(scriptUse(body, table)).toEqual({ reads, writes });
+  });
+  test.each([
+    ['a command name not written out', 'return redis.call(ARGV[1], KEYS[1])'],
+    ['a name built from pieces', "return redis.call('g' .. 'et', KEYS[1])"],
+    ['the table under another name', "local r = redis; return r.call('get', KEYS[1])"],
+    ['globals reached another way', "return _G['red' .. 'is'].call('get', KEYS[1])"],
+    ['the debug library', "return debug.getinfo(1)"],
+    ['a command the table does not know', "return redis.call('nosuchcommand')"],
+  ])('%s: it may do anything', (_what, body) => {
+    expect(scriptUse(body, table)).toEqual({ reads: true, writes: true });
+  });
+});
+
+describe('WriteOrder', () => {
+  test("a batch in the order its keys were written; keys never seen written after, in the batch's order", () => {
+    const order = new WriteOrder();
+    for (const k of ['k2', 'k3', 'k1']) order.note(Buffer.from(k));
+    const batch = ['a', 'k1', 'k2', 'k3', 'z'].map((k) => Buffer.from(k));
+    expect(order.sort(batch).map(String)).toEqual(['k2', 'k3', 'k1', 'a', 'z']);
+    // Used up: the same keys changed again by something else come in the batch's order.
+    expect(order.sort(batch.slice(1, 4)).map(String)).toEqual(['k1', 'k2', 'k3']);
+  });
+});
+
+describe('tracking-table-max-keys through CONFIG', () => {
+  const b = (...a: string[]): Buffer[] => a.map((x) => Buffer.from(x));
+  test('CONFIG SET: the value when valid, else null', () => {
+    expect(maxKeysSet(b('CONFIG', 'SET', 'maxmemory', '1mb', 'Tracking-Table-Max-Keys', '10'))).toBe(10);
+    expect(maxKeysSet(b('CONFIG', 'SET', 'tracking-table-max-keys', '-1'))).toBeNull();
+    expect(maxKeysSet(b('CONFIG', 'SET', 'tracking-table-max-keys', '1k'))).toBeNull();
+    expect(maxKeysSet(b('CONFIG', 'SET', 'maxmemory', '1mb'))).toBeNull();
+  });
+  test("CONFIG GET: the node's reply with the proxy's value, RESP2 and RESP3", () => {
+    const pairs = '$9\r\nmaxmemory\r\n$1\r\n0\r\n$23\r\ntracking-table-max-keys\r\n$7\r\n1000000\r\n';
+    expect(withMaxKeys(Buffer.from(`*4\r\n${pairs}`), 5).toString()).toBe(`*4\r\n${pairs.replace('$7\r\n1000000', '$1\r\n5')}`);
+    expect(withMaxKeys(Buffer.from(`%2\r\n${pairs}`), 5).toString()).toBe(`%2\r\n${pairs.replace('$7\r\n1000000', '$1\r\n5')}`);
+    expect(withMaxKeys(Buffer.from('*0\r\n'), 5).toString()).toBe('*0\r\n');
   });
 });

@@ -172,6 +172,8 @@ export class ClientCaching {
   /** CLIENT TRACKING OFF, RESET, or the client went away. Its keys stay in the table, ignored, as on Redis. */
   disable(client: CachingClient): void {
     if (client.tracking === null) return;
+    // Places kept for invalidations wait for nothing now.
+    for (const hold of client.tracking.pushHolds.splice(0)) hold.slot.complete(Buffer.concat(hold.frames));
     client.tracking = null;
     this.trackers.delete(client.id);
     this.bcast.delete(client);

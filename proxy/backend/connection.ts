@@ -34,6 +34,16 @@ export interface BackendRequest {
   onFailure(message: string, written: boolean): void;
   /** The proxy's own request (topology, registration...): not in the node's nutcracker counts. */
   readonly internal?: boolean;
+  /** The client it is sent for, when known: an open group (openGroup) lets other clients' requests go ahead. */
+  readonly owner?: { readonly id: number };
+}
+
+/** Requests held aside and queued together (BackendConnection.openGroup). */
+export interface OpenGroup {
+  /** Whether the group holds a request of client `clientId`. */
+  holds(clientId: number): boolean;
+  /** Queues the group's requests (send): called once. */
+  seal(): void;
 }
 
 export interface ConnectionOptions {
@@ -68,6 +78,8 @@ export class BackendConnection {
   private readonly output = new OutputBuffer();
   private flushScheduled = false;
   private blocked = false;
+  /** Requests held aside to be queued together (openGroup), else null. */
+  private group: OpenGroup | null = null;
   private repliesSeen = 0;
   /** When requests in flight last saw progress: sent onto an idle connection, or bytes came back (Date.now()). */
   private lastProgressAt = 0;
@@ -156,6 +168,8 @@ export class BackendConnection {
   }
 
   send(request: BackendRequest): void {
+    const group = this.group;
+    if (group !== null && (request.owner === undefined || group.holds(request.owner.id))) this.sealGroup();
     if (this.state === 'closed') {
       queueMicrotask(() => request.onFailure(errors.connectionLost(this.address), false));
       return;
@@ -173,6 +187,29 @@ export class BackendConnection {
     }
   }
 
+  /**
+   * Opens `group` (migration/converging-batch.ts gathers one turn's converging writes in one
+   * MULTI): it queues its requests when sealed, which happens before this connection queues a
+   * request of a client the group holds (or of no client), before the queue is written, and when
+   * the connection fails. Other clients' requests go ahead of it: there is no order between two
+   * clients' requests. An open group is sealed first.
+   */
+  openGroup(group: OpenGroup): void {
+    this.sealGroup();
+    this.group = group;
+    if (this.state === 'closed') this.sealGroup();
+    else if (!this.flushScheduled && this.state === 'ready') {
+      this.flushScheduled = true;
+      setImmediate(this.flushNow);
+    }
+  }
+
+  private sealGroup(): void {
+    const group = this.group;
+    this.group = null;
+    if (group !== null) group.seal();
+  }
+
   /** Closes the connection; pending requests fail with `reason`. */
   close(reason = 'closed by slotproxy'): void {
     this.fail(`ERR slotproxy: ${reason}`);
@@ -184,6 +221,7 @@ export class BackendConnection {
   };
 
   private flush(): void {
+    this.sealGroup();
     if (this.state !== 'ready' || this.blocked || this.queued.length === 0) return;
     if (this.inflight.length === 0) this.lastProgressAt = Date.now();
     for (let r = this.queued.shift(); r !== undefined; r = this.queued.shift()) this.inflight.push(r);
@@ -292,6 +330,7 @@ export class BackendConnection {
     const queued = this.queued.drain();
     for (const r of inflight) r.onFailure(message, true);
     for (const r of queued) r.onFailure(message, false);
+    this.sealGroup(); // its requests fail too (the connection is closed)
     for (const l of this.closeListeners) l(message);
   }
 }

@@ -23,7 +23,7 @@ function arg(name: string, fallback: number): number {
 
 type Target = { nodes: string[] } | { cluster: string } | null;
 
-function ringConfig(nodes: string[], to: Target): RingModeConfig {
+export function ringConfig(nodes: string[], to: Target): RingModeConfig {
   const named = (addrs: string[]) => addrs.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
   const migrationTo = to === null ? null : 'nodes' in to ? { nodes: named(to.nodes) } : { cluster: { seeds: [to.cluster] } };
   const cfg = parseConfig({

@@ -37,7 +37,7 @@ import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
 import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply, parseApplyMany, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
 import { CopyTarget, copyTargets } from './copy-keys';
 import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
-import { sideRequest } from './side-request';
+import { migrationScript } from './side-request';
 import { ACK_SCRIPT, CLOSING_TTL_MS, closingCall, closingPlace } from './closing';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
@@ -404,11 +404,8 @@ export class ChangeCopier implements MigrationChanges {
   }
 
   /** A migration script by SHA1; by body where the node does not hold it (a restart, a failover). */
-  private async script(owners: SlotOwners | null, address: string, command: (bySha: boolean) => (Buffer | string)[]): Promise<Buffer> {
-    const opts = { lane: LANE, maxRedirects: this.ctx.forward.maxRedirects, retryWindowMs: this.ctx.forward.retryWindowMs };
-    const frame = await sideRequest(this.ctx.pool, owners, address, command(true), opts);
-    if (frame.length > 9 && frame.toString('latin1', 0, 9) === '-NOSCRIPT') return sideRequest(this.ctx.pool, owners, address, command(false), opts);
-    return frame;
+  private script(owners: SlotOwners | null, address: string, command: (bySha: boolean) => (Buffer | string)[]): Promise<Buffer> {
+    return migrationScript(this.ctx, owners, address, command, LANE);
   }
 
   private openGap(node: NodeChanges, reason: string): void {

@@ -37,6 +37,7 @@
  */
 import { createHash } from 'node:crypto';
 import { Reply, decodeReply, errorText } from '../resp/decode-reply';
+import { arrayElements } from '../resp/reply-framer';
 import { keySlot } from '../../sharding/slot';
 import { slotTag } from '../../sharding/slot-tags';
 
@@ -59,11 +60,13 @@ export const DIGESTS_KEY = `${BOOKKEEPING_PREFIX}digests`;
  * unchanged key look changed (one APPLY too many, never one too few).
  */
 /** One key's snapshot, shared by the single and the batched script (their fingerprints must agree). */
-const SNAPSHOT_FUNCTION = `local function snapshot(key, versions, digests, ifChanged)
+const SNAPSHOT_FUNCTION = `local clock
+local function snapshot(key, versions, digests, ifChanged)
   local d = redis.call('DUMP', key)
   local f = 'gone'
+  local ok, at = true, -1
   if d then
-    local ok, at = pcall(redis.call, 'PEXPIRETIME', key)
+    ok, at = pcall(redis.call, 'PEXPIRETIME', key)
     if not ok then at = 'p' .. redis.call('PTTL', key) end
     f = string.sub(redis.sha1hex(d), 1, 20) .. ':' .. at
   end
@@ -71,12 +74,15 @@ const SNAPSHOT_FUNCTION = `local function snapshot(key, versions, digests, ifCha
   redis.call('HSET', digests, key, f)
   local v = redis.call('HINCRBY', versions, key, 1)
   if v == 1 then
-    local t = redis.call('TIME')
-    local first = t[1] .. string.format('%06d', tonumber(t[2]))
+    -- One clock reading serves every key of the script.
+    clock = clock or redis.call('TIME')
+    local first = clock[1] .. string.format('%06d', tonumber(clock[2]))
     redis.call('HSET', versions, key, first)
     v = tonumber(first)
   end
   if not d then return {v, '', -2} end
+  -- No expiry (PEXPIRETIME -1): no PTTL to ask.
+  if ok and at == -1 then return {v, d, -1} end
   return {v, d, redis.call('PTTL', key)}
 end`;
 
@@ -91,6 +97,15 @@ return snapshot(KEYS[1], KEYS[2], KEYS[3], ARGV[1] == '1')`;
 export const SNAPSHOT_CHANGED_SCRIPT = `${SNAPSHOT_FUNCTION}
 local out = {}
 for i = 3, #KEYS do out[i - 2] = snapshot(KEYS[i], KEYS[1], KEYS[2], true) end
+return out`;
+
+/**
+ * A converging burst's snapshots (converging-batch.ts), inside its MULTI right after its writes:
+ * KEYS = versions hash, digests hash, then keys that share them; per key, its snapshot.
+ */
+export const SNAPSHOT_MANY_SCRIPT = `${SNAPSHOT_FUNCTION}
+local out = {}
+for i = 3, #KEYS do out[i - 2] = snapshot(KEYS[i], KEYS[1], KEYS[2], false) end
 return out`;
 
 /** 1: applied; 0: B already had this version or a newer one; -1 - version: fenced (done). */
@@ -144,6 +159,7 @@ export function bookkeepingOf(kind: 'ring' | 'cluster'): Bookkeeping {
 
 const SNAPSHOT_SHA = createHash('sha1').update(SNAPSHOT_SCRIPT).digest('hex');
 const SNAPSHOT_CHANGED_SHA = createHash('sha1').update(SNAPSHOT_CHANGED_SCRIPT).digest('hex');
+const SNAPSHOT_MANY_SHA = createHash('sha1').update(SNAPSHOT_MANY_SCRIPT).digest('hex');
 const APPLY_SHA = createHash('sha1').update(APPLY_SCRIPT).digest('hex');
 
 /** The script by body (EVAL), or by SHA1 (EVALSHA, once the script is loaded). `ifChanged`: see SNAPSHOT_SCRIPT. */
@@ -154,6 +170,20 @@ export function snapshotCommand(key: Buffer, bySha = false, book: Bookkeeping = 
 /** Snapshots of those of `keys` that changed; they share their bookkeeping (one node or one slot). */
 export function snapshotChangedCommand(keys: readonly Buffer[], bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
   return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_CHANGED_SHA : SNAPSHOT_CHANGED_SCRIPT, String(2 + keys.length), book.versionsKey(keys[0]), book.digestsKey(keys[0]), ...keys];
+}
+
+/** Snapshots of `keys`, which share their bookkeeping (one node or one slot). */
+export function snapshotManyCommand(keys: readonly Buffer[], bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
+  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_MANY_SHA : SNAPSHOT_MANY_SCRIPT, String(2 + keys.length), book.versionsKey(keys[0]), book.digestsKey(keys[0]), ...keys];
+}
+
+/** SNAPSHOT_MANY's reply: `count` snapshots, in key order. */
+export function parseSnapshots(frame: Buffer, count: number): Snapshot[] {
+  const err = errorText(frame);
+  if (err !== null) throw new Error(err);
+  const elements = arrayElements(frame);
+  if (elements === null || elements.length !== count) throw new Error('unexpected snapshot reply');
+  return elements.map(parseSnapshot);
 }
 
 /** The batch's reply: per key, its snapshot, or null when it had not changed. */

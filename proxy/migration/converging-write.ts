@@ -11,44 +11,26 @@
  * last version B took. If that is >= v, an earlier-applied snapshot already carried this write;
  * if not, the write never reached B, and it is run again on B (now the only ring), exactly once.
  *
- * Queue-time errors (EXECABORT) mean nothing ran: the client gets the write's own error. A lost
- * connection after the burst was written leaves the outcome unknown: the client gets that error,
- * and the keys are still copied (snapshot and apply on their own) so B converges either way.
+ * Writes of one turn to the same node on the same connection share the burst (converging-batch.ts:
+ * MULTI, w1 ... wn, SNAPSHOT of all their keys, EXEC; then one APPLY per node of B), each client
+ * getting its own element of EXEC's reply.
+ *
+ * Queue-time errors (EXECABORT) mean nothing ran: the client gets the write's own error (a shared
+ * burst is first sent again a write at a time). A lost connection after the burst was written
+ * leaves the outcome unknown: the client gets that error, and the keys are still copied (snapshot
+ * and apply on their own) so B converges either way.
  */
-import { BackendRequest } from '../backend/connection';
 import { ProxyContext } from '../context';
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
-import { arrayElements } from '../resp/reply-framer';
 import { requestRaw } from '../backend/request';
-import { ApplyOutcome, Snapshot, parseSnapshot, snapshotCommand } from './converge';
-import { CopyTarget, applySnapshots, missedByFence, snapshotThenApply } from './copy-keys';
+import { keySlot } from '../../sharding/slot';
+import { CopyTarget, missedByFence } from './copy-keys';
+import { BurstResult, BurstWrite, sendConverging } from './converging-batch';
 import { Redirect, redirectOf } from './redirect';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
-const MULTI = encode.command(['MULTI']);
-const ASKING = encode.command(['ASKING']);
-const EXEC = encode.command(['EXEC']);
-
-/** One command of the burst: its reply frame, or the failure. */
-class Part implements BackendRequest {
-  frame: Buffer | null = null;
-  failure: { message: string; written: boolean } | null = null;
-
-  constructor(readonly payload: Buffer, private readonly done: () => void) {}
-
-  onReply(frame: Buffer): void {
-    this.frame = frame;
-    this.done();
-  }
-
-  onFailure(message: string, written: boolean): void {
-    this.failure = { message, written };
-    this.done();
-  }
-}
-
-export class ConvergingWrite extends ReplySlot {
+export class ConvergingWrite extends ReplySlot implements BurstWrite {
   /** Settles when the client's reply is known (read-new holds the session's next requests on it). */
   readonly settled: Promise<void>;
   private settle: () => void = () => undefined;
@@ -56,14 +38,23 @@ export class ConvergingWrite extends ReplySlot {
   constructor(
     private readonly ctx: ProxyContext,
     owner: ReplyOwner,
-    private readonly payload: Buffer,
+    readonly payload: Buffer,
     private address: string,
-    private readonly targets: readonly CopyTarget[],
+    readonly targets: readonly CopyTarget[],
     /** A script or function: it may write keys it does not declare, which the change feeds carry (change-copier.ts). */
-    private readonly undeclared = false,
+    readonly undeclared = false,
+    /**
+     * Writes Redis may refuse when out of memory (denyoom) or not: only writes alike share a burst.
+     * null: the write goes in a burst of its own.
+     */
+    private readonly oomClass: string | null = null,
   ) {
     super(owner);
     this.settled = new Promise((resolve) => (this.settle = resolve));
+  }
+
+  get clientId(): number {
+    return this.owner.id;
   }
 
   /** A cluster side A redirected the burst: nothing ran; these bound how often it is sent again. */
@@ -71,92 +62,59 @@ export class ConvergingWrite extends ReplySlot {
   private asking = false;
   private readonly startedAt = Date.now();
 
-  start(): void {
+  /** `alone`: in a burst of its own (sent again after a shared burst was refused, or a redirection). */
+  start(alone = false): void {
     // The client's protocol lane: the reply is the client's, and its reads to A use the same lane.
     const conn = this.ctx.pool.connection(this.address, this.owner.id, this.owner.protocol);
-    let missing = 3 + this.targets.length;
-    const parts: Part[] = [];
-    const done = (): void => {
-      if (--missing === 0) this.burstDone(parts).catch((err: unknown) => this.finish(encode.error(`ERR slotproxy: ${String(err)}`)));
-    };
-    // ASK: ASKING holds for a whole MULTI (Redis keeps the flag until EXEC).
-    if (this.asking) conn.send({ payload: ASKING, onReply: () => undefined, onFailure: () => undefined });
-    parts.push(new Part(MULTI, done), new Part(this.payload, done));
-    for (const t of this.targets) parts.push(new Part(encode.command(snapshotCommand(t.key, false, t.fromBook)), done));
-    parts.push(new Part(EXEC, done));
-    // Adjacent on one connection, sent in one turn: nothing of this lane's other clients between.
-    for (const p of parts) conn.send(p);
+    sendConverging(this.ctx, conn, this.address, alone || this.asking || this.undeclared ? null : this.group(), this, this.asking);
   }
 
-  private async burstDone(parts: Part[]): Promise<void> {
-    const write = parts[1];
-    const exec = parts[parts.length - 1];
-    const failed = parts.find((p) => p.failure !== null)?.failure ?? null;
-    if (failed !== null) {
-      this.ctx.stats.backendErrors++;
-      // EXEC never reached A: the node dropped the MULTI with the connection, nothing ran.
-      if (exec.failure !== null && !exec.failure.written) {
-        this.finish(encode.error(failed.message));
-        return;
+  /** Which burst it may share: writes alike, and on a Redis Cluster side A, of one slot. */
+  private group(): string | null {
+    if (this.oomClass === null) return null;
+    const t = this.targets[0];
+    return t.fromOwners === null ? this.oomClass : `${this.oomClass} ${keySlot(t.key)}`;
+  }
+
+  burstDone(r: BurstResult): void {
+    this.settleWith(r).catch((err: unknown) => this.finish(encode.error(`ERR slotproxy: ${String(err)}`)));
+  }
+
+  private async settleWith(r: BurstResult): Promise<void> {
+    switch (r.kind) {
+      case 'failed':
+        this.ctx.stats.backendErrors++;
+        return this.finish(encode.error(r.message));
+      case 'copy-failed':
+        this.ctx.stats.backendErrors++;
+        return this.finish(encode.error(errors.migrationCopyFailed(this.address, r.message)));
+      case 'aborted': {
+        // Nothing ran. In a shared burst, a write refused at queue time gets its own refusal; the
+        // others (and a cluster's redirection) are sent again a write at a time.
+        if (!r.alone) {
+          if (r.queued[0] === 45 && redirectOf(r.queued, this.address) === null) return this.finish(r.queued);
+          return this.start(true);
+        }
+        // A cluster A's redirection is followed (any command of the burst may carry it, or EXEC
+        // itself), else the write's own queueing error says why.
+        const redirect = r.frames.map((f) => redirectOf(f, this.address)).find((x) => x !== null) ?? null;
+        if (await this.followed(redirect)) return this.start(true);
+        return this.finish(r.queued[0] === 45 ? r.queued : r.exec);
       }
-      // It may have run on A: bring B up to date all the same, then pass the failure on.
-      await snapshotThenApply(this.ctx, this.owner.id, this.targets).catch(() => undefined);
-      this.finish(encode.error(failed.message));
-      return;
-    }
-    const elements = arrayElements(exec.frame as Buffer);
-    if (elements === null || elements.length !== 1 + this.targets.length) {
-      // EXECABORT (nothing ran): a cluster A's redirection is followed, else the write's own queueing error says why.
-      const queued = write.frame as Buffer;
-      // Any command of the burst may carry it (the write, or a snapshot), or EXEC itself.
-      const redirect = parts.slice(1).map((p) => redirectOf(p.frame, this.address)).find((r) => r !== null) ?? null;
-      if (await this.followed(redirect)) return this.start();
-      this.finish(queued[0] === 45 ? queued : (exec.frame as Buffer));
-      return;
-    }
-    const reply = elements[0];
-    let snapshots: Snapshot[];
-    try {
-      snapshots = elements.slice(1).map(parseSnapshot);
-    } catch (err) {
-      this.finish(encode.error(errors.migrationCopyFailed(this.address, String(err))));
-      return;
-    }
-    let outcomes: ApplyOutcome[];
-    try {
-      if (this.undeclared) await this.undeclaredCopied();
-      outcomes = await applySnapshots(this.ctx, this.owner.id, this.targets, snapshots);
-    } catch (err) {
-      this.ctx.stats.backendErrors++;
-      this.finish(encode.error(errors.migrationCopyFailed(this.address, err instanceof Error ? err.message : String(err))));
-      return;
+      case 'ran':
+        break;
     }
     // Fenced: ring B is the only ring now. Did an earlier snapshot carry this write there?
-    const missed = missedByFence(outcomes, snapshots);
-    if (missed === 'none') {
-      this.finish(reply);
-      return;
-    }
-    if (missed === 'some') {
-      this.finish(encode.error(errors.migrationSwitchedMidWrite(this.targets[0].to)));
-      return;
-    }
+    const missed = missedByFence(r.outcomes, r.snapshots);
+    if (missed === 'none') return this.finish(r.reply);
+    // Snapshots taken after the burst (NOSCRIPT) cannot tell whether an earlier one carried it.
+    if (missed === 'some' || !r.exact) return this.finish(encode.error(errors.migrationSwitchedMidWrite(this.targets[0].to)));
     // Run it once on B, where nothing of it arrived; its reply is the client's.
     try {
       this.finish(await requestRaw(this.ctx.pool.connection(this.targets[0].to, this.owner.id, this.owner.protocol), this.payload));
     } catch (err) {
       this.finish(encode.error(err instanceof Error ? err.message : String(err)));
     }
-  }
-
-  /**
-   * A script's undeclared keys reach B before its declared ones are applied: should B be fenced
-   * for `done` meanwhile, the declared APPLYs then all come after the fence, so the script counts
-   * as missed and runs once on B, whole (its undeclared writes carried either way).
-   */
-  private async undeclaredCopied(): Promise<void> {
-    const problem = await (this.ctx.changes?.after(this.address) ?? null);
-    if (problem !== null) throw new Error(problem);
   }
 
   /** True when the burst is to be sent again after `r` (bounded by the proxy's redirect limits). */

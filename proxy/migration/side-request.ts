@@ -6,8 +6,8 @@
  * the node's answer is final. Resolves with the final reply frame (an error reply is a frame too);
  * rejects when no reply came.
  */
+import { BackendConnection } from '../backend/connection';
 import { BackendPool } from '../backend/pool';
-import { request } from '../backend/request';
 import { SlotOwners } from '../../sharding/key-space';
 import { redirectOf } from './redirect';
 import * as encode from '../resp/encode';
@@ -68,6 +68,49 @@ export async function sideRequest(
     }
     return frame;
   }
+}
+
+/**
+ * One of the migration's scripts (converge.ts), by SHA1 (`command(true)`), and by body where the
+ * node does not hold it (a restart, a failover, SCRIPT FLUSH), on lane `lane`.
+ */
+export async function migrationScript(
+  ctx: { pool: BackendPool; forward: { maxRedirects: number; retryWindowMs: number } },
+  owners: SlotOwners | null,
+  address: string,
+  command: (bySha: boolean) => (Buffer | string)[],
+  lane: number,
+): Promise<Buffer> {
+  const opts = { lane, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs };
+  const frame = await sideRequest(ctx.pool, owners, address, command(true), opts);
+  if (frame.length > 9 && frame.toString('latin1', 0, 9) === '-NOSCRIPT') return sideRequest(ctx.pool, owners, address, command(false), opts);
+  return frame;
+}
+
+/**
+ * Sent as no client's: a client's converging burst left open on the connection
+ * (converging-batch.ts) is not sealed by it. Nothing here needs an order against a client's
+ * requests: APPLYs and snapshots are ordered by their versions.
+ */
+const NO_CLIENT = Object.freeze({ id: -1 });
+
+function request(conn: BackendConnection, args: readonly (Buffer | string)[], timeoutMs: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const timer = timeoutMs > 0 ? setTimeout(() => reject(new Error(`${conn.address} did not answer ${String(args[0])} within ${timeoutMs} ms`)), timeoutMs) : null;
+    conn.send({
+      payload: encode.command(args),
+      internal: true,
+      owner: NO_CLIENT,
+      onReply: (frame) => {
+        if (timer !== null) clearTimeout(timer);
+        resolve(frame);
+      },
+      onFailure: (message) => {
+        if (timer !== null) clearTimeout(timer);
+        reject(new Error(message));
+      },
+    });
+  });
 }
 
 function backoff(attempt: number): Promise<void> {

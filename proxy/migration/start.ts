@@ -31,7 +31,10 @@ export function convergingWrite(
     return { hold: undefined };
   }
   const undeclared = writesUndeclared(args[0].toString('latin1').toLowerCase());
-  const write = session.track(new ConvergingWrite(ctx, session, writePayload(ctx, args, raw), address, targets, undeclared));
+  // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
+  const info = ctx.table.lookup(args[0]);
+  const oomClass = info === undefined ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
+  const write = session.track(new ConvergingWrite(ctx, session, writePayload(ctx, args, raw), address, targets, undeclared, oomClass));
   ctx.ring?.track(write.settled);
   write.start();
   return { hold: placement.phase === 'read-new' ? write.settled : undefined };

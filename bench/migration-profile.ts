@@ -1,0 +1,168 @@
+// Where a double-written write's cost goes (issue 32): the write load of bench/migration.ts, one
+// command at a time, with per request the CPU of the proxy (this process: the proxy runs in it)
+// and of every redis-server (/proc/<pid>/stat), and each node's `INFO commandstats` (calls and
+// microseconds per command). Interleaved rounds, medians; the machine is shared, so compare the
+// targets within one run. Run: `npm run build && node dist/bench/migration-profile.js
+// [--requests 100000] [--rounds 3] [--pipelines 1,16] [--tests set,incr] [--targets none,ring,cluster]`.
+// With `node --cpu-prof` the proxy's own profile comes with it.
+
+import { execFile } from 'node:child_process';
+import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
+import { RedisCluster } from '../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../cmd/sandbox/redis-node';
+import { ProxyServer } from '../proxy/server/server';
+import { setLogLevel } from '../proxy/telemetry/log';
+import { findExecutable } from './children';
+import { treeStats } from './process-stats';
+import { ringConfig } from './migration';
+
+function arg(name: string, fallback: string): string {
+  const i = process.argv.indexOf(name);
+  return i < 0 ? fallback : process.argv[i + 1];
+}
+
+/** requests/s of one redis-benchmark test, `-c 50 -P pipeline` (the load of bench/migration.ts). */
+function load(port: number, test: string, requests: number, pipeline: number): Promise<number> {
+  const bin = findExecutable('redis-benchmark');
+  if (bin === null) throw new Error('redis-benchmark is not installed');
+  const args = ['-p', String(port), '-t', test, '-n', String(requests), '-r', '100000', '-c', '50', '-P', String(pipeline), '-d', '32', '--csv'];
+  return new Promise((resolve, reject) => {
+    execFile(bin, args, { timeout: 600_000 }, (err, stdout) => {
+      if (err !== null) return reject(err);
+      resolve(Number(/"[A-Z]+","([\d.]+)"/.exec(stdout)?.[1] ?? NaN));
+    });
+  });
+}
+
+type Stats = Map<string, { calls: number; usec: number }>;
+
+async function commandStats(node: RedisNode): Promise<Stats> {
+  const text = String(await node.command('INFO', 'commandstats'));
+  const out: Stats = new Map();
+  for (const m of text.matchAll(/cmdstat_([^:]+):calls=(\d+),usec=(\d+)/g)) out.set(m[1], { calls: Number(m[2]), usec: Number(m[3]) });
+  return out;
+}
+
+interface Group {
+  name: string;
+  nodes: RedisNode[];
+  pids: number[];
+}
+
+interface Sample {
+  target: string;
+  pipeline: number;
+  test: string;
+  rps: number;
+  /** CPU microseconds per request: the proxy, then each group of nodes. */
+  cpu: Map<string, number>;
+  /** Per group and command: calls and usec per request. */
+  cmds: Map<string, Map<string, { calls: number; usec: number }>>;
+}
+
+const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
+const fmt = (n: number, digits = 1): string => n.toFixed(digits);
+
+async function main(): Promise<void> {
+  setLogLevel('silent');
+  const requests = Number(arg('--requests', '100000'));
+  const rounds = Number(arg('--rounds', '3'));
+  const pipelines = arg('--pipelines', '1,16').split(',').map(Number);
+  const tests = arg('--tests', 'set,incr').split(',');
+  const wanted = arg('--targets', 'none,ring,cluster').split(',');
+  const nodes = await StandaloneNodes.start(3);
+  const cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
+  try {
+    const [a, b, c] = nodes.addresses;
+    const pid = async (n: RedisNode): Promise<number> => Number(/process_id:(\d+)/.exec(String(await n.command('INFO', 'server')))?.[1]);
+    const groups: Group[] = [
+      { name: 'ring a, b', nodes: nodes.nodes.slice(0, 2), pids: [] },
+      { name: 'ring c', nodes: nodes.nodes.slice(2), pids: [] },
+      { name: 'cluster', nodes: cluster.masters, pids: [] },
+    ];
+    for (const g of groups) g.pids = await Promise.all(g.nodes.map(pid));
+    const all = [...nodes.nodes, ...cluster.masters];
+    const targets = [
+      ['none', ringConfig([a, b], null)],
+      ['ring', ringConfig([a, b], { nodes: [a, b, c] })],
+      ['cluster', ringConfig([a, b], { cluster: cluster.masters[0].address })],
+    ] as const;
+    const samples: Sample[] = [];
+    for (let round = 0; round < rounds; round++) {
+      for (const pipeline of pipelines) {
+        for (const test of tests) {
+          for (const [target, config] of targets.filter(([t]) => wanted.includes(t))) {
+            await Promise.all(all.map((n) => n.command('FLUSHALL')));
+            const proxy = await ProxyServer.start(config);
+            try {
+              const n = pipeline === 1 ? requests / 4 : requests;
+              await Promise.all(all.map((node) => node.command('CONFIG', 'RESETSTAT')));
+              const cpu0 = groups.map((g) => g.pids.reduce((s, p) => s + treeStats(p).cpuSeconds, 0));
+              const self0 = process.cpuUsage();
+              const rps = await load(proxy.address.port, test, n, pipeline);
+              const self = process.cpuUsage(self0);
+              const cpu = new Map<string, number>([['proxy', (self.user + self.system) / n]]);
+              groups.forEach((g, i) => cpu.set(g.name, ((g.pids.reduce((s, p) => s + treeStats(p).cpuSeconds, 0) - cpu0[i]) * 1e6) / n));
+              const cmds = new Map<string, Map<string, { calls: number; usec: number }>>();
+              for (const g of groups) {
+                const per = new Map<string, { calls: number; usec: number }>();
+                for (const s of await Promise.all(g.nodes.map(commandStats))) {
+                  for (const [name, v] of s) {
+                    if (name === 'info' || name === 'config') continue;
+                    const cur = per.get(name) ?? { calls: 0, usec: 0 };
+                    per.set(name, { calls: cur.calls + v.calls / n, usec: cur.usec + v.usec / n });
+                  }
+                }
+                cmds.set(g.name, per);
+              }
+              samples.push({ target, pipeline, test, rps, cpu, cmds });
+              process.stderr.write(`round ${round + 1} -P ${pipeline} ${test} ${target}: ${Math.round(rps)} ops/s\n`);
+            } finally {
+              await proxy.close(500);
+            }
+          }
+        }
+      }
+    }
+    const out: string[] = [];
+    for (const pipeline of pipelines) {
+      for (const test of tests) {
+        out.push(`### -P ${pipeline} ${test.toUpperCase()}`, '');
+        out.push('| Target | ops/s | ratio | CPU µs/request: proxy | ring a, b | ring c | cluster | total |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+        const base = median(samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === 'none').map((s) => s.rps));
+        for (const [target] of targets) {
+          const mine = samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === target);
+          if (mine.length === 0) continue;
+          const m = (k: string): number => median(mine.map((s) => s.cpu.get(k) ?? 0));
+          const total = ['proxy', ...groups.map((g) => g.name)].reduce((s, k) => s + m(k), 0);
+          out.push(`| ${target} | ${Math.round(median(mine.map((s) => s.rps)))} | ${fmt(median(mine.map((s) => s.rps)) / base, 2)} | ${fmt(m('proxy'))} | ${fmt(m('ring a, b'))} | ${fmt(m('ring c'))} | ${fmt(m('cluster'))} | ${fmt(total)} |`);
+        }
+        out.push('', '| Target | Nodes | Command | calls/request | µs/request (commandstats) |', '| --- | --- | --- | ---: | ---: |');
+        for (const [target] of targets) {
+          const mine = samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === target);
+          if (mine.length === 0) continue;
+          for (const g of groups) {
+            const names = new Set(mine.flatMap((s) => [...(s.cmds.get(g.name)?.keys() ?? [])]));
+            for (const name of names) {
+              const v = (k: 'calls' | 'usec'): number => median(mine.map((s) => s.cmds.get(g.name)?.get(name)?.[k] ?? 0));
+              if (v('calls') < 0.001) continue;
+              out.push(`| ${target} | ${g.name} | ${name} | ${fmt(v('calls'), 3)} | ${fmt(v('usec'), 2)} |`);
+            }
+          }
+        }
+        out.push('');
+      }
+    }
+    process.stdout.write(out.join('\n') + '\n');
+  } finally {
+    await Promise.all([nodes.stop(), cluster.stop()]);
+  }
+}
+
+main().then(
+  () => process.exit(0),
+  (err: unknown) => {
+    process.stderr.write(`bench/migration-profile: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exit(1);
+  },
+);

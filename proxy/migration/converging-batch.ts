@@ -1,0 +1,279 @@
+/**
+ * Converging writes (converging-write.ts) that reach the same node of side A on the same connection
+ * in one turn of the event loop (a client's pipeline, several clients sharing a lane) go as one
+ * burst, and their keys as one APPLY per node (and fence) of side B:
+ *
+ *   on A:  MULTI, w1 ... wn, SNAPSHOT_MANY k..., EXEC      (one SNAPSHOT_MANY per bookkeeping)
+ *   on B:  APPLY_MANY k... per node and fence
+ *
+ * Each client still gets its own element of EXEC's reply. The burst is an open group of its
+ * connection (BackendConnection.openGroup): it is queued whole when the turn's output is written,
+ * or before anything else one of its clients sends there (so nothing a client sends after its
+ * write can run before it); other clients' requests go ahead of it meanwhile, as they may. The
+ * snapshots follow every write of the burst inside one MULTI, so no other command
+ * runs between a write and its key's snapshot: the version is the state right after it as far as
+ * `done` is concerned (converge.ts). A key written twice in a burst is snapshotted once, after both.
+ *
+ * Redis refuses a whole MULTI when one command is refused at queue time (EXECABORT: nothing ran).
+ * Writes that may be refused for reasons the others do not share stay apart (the caller's `group`:
+ * writes Redis refuses when out of memory never share a burst with those it does not; on a Redis
+ * Cluster side A a burst holds one slot); a burst refused all the same is sent again a write at a
+ * time. The scripts go by SHA1 once a node is known to hold them (the first burst to a node sends
+ * the body); a node that answers NOSCRIPT (a restart, SCRIPT FLUSH) gets the keys' snapshots taken
+ * on their own after the burst, and its next burst sends the body again.
+ */
+import { BackendConnection, BackendRequest, OpenGroup } from '../backend/connection';
+import { ProxyContext } from '../context';
+import { arrayElements } from '../resp/reply-framer';
+import { ApplyOutcome, Snapshot, applyManyCommand, parseApplyMany, parseSnapshots, snapshotManyCommand } from './converge';
+import { CopyTarget, snapshotThenApply } from './copy-keys';
+import { migrationScript } from './side-request';
+import * as encode from '../resp/encode';
+
+/** A write of a burst: converging-write.ts. */
+export interface BurstWrite {
+  readonly payload: Buffer;
+  readonly targets: readonly CopyTarget[];
+  /** A script, which may write keys it does not declare: its declared keys are applied after the change feed's barrier. */
+  readonly undeclared: boolean;
+  readonly clientId: number;
+  burstDone(result: BurstResult): void;
+}
+
+export type BurstResult =
+  /**
+   * EXEC ran: the write's element of its reply, its keys' snapshots and what their APPLYs answered.
+   * `exact`: the snapshots were taken inside the burst; else afterwards, on their own (NOSCRIPT).
+   */
+  | { kind: 'ran'; reply: Buffer; snapshots: Snapshot[]; outcomes: ApplyOutcome[]; exact: boolean }
+  /** EXEC ran but the keys' copy to side B failed. */
+  | { kind: 'copy-failed'; message: string }
+  /** Nothing ran (EXECABORT). `alone`: the write was the burst's only one; `frames`: every part's queue-time reply. */
+  | { kind: 'aborted'; alone: boolean; queued: Buffer; exec: Buffer; frames: (Buffer | null)[] }
+  /** The connection failed: no reply. When the burst may have run, its keys were copied all the same. */
+  | { kind: 'failed'; message: string };
+
+const MULTI = encode.command(['MULTI']);
+const EXEC = encode.command(['EXEC']);
+const ASKING = encode.command(['ASKING']);
+
+/** The burst still open at the end of each connection's queue. */
+const open = new WeakMap<BackendConnection, Burst>();
+/** Nodes of side A known to hold SNAPSHOT_MANY: bursts to others send its body (which loads it). */
+const loaded = new Set<string>();
+
+/**
+ * Sends `write` on `conn` to `address`, in the burst open there when it has the same `group`,
+ * else in a new one; `group` null: a burst of its own, sent at once (after ASKING when `asking`).
+ */
+export function sendConverging(ctx: ProxyContext, conn: BackendConnection, address: string, group: string | null, write: BurstWrite, asking = false): void {
+  if (group !== null) {
+    let burst = open.get(conn);
+    if (burst === undefined || burst.group !== group || burst.address !== address) {
+      burst = new Burst(ctx, conn, address, group);
+      open.set(conn, burst);
+      conn.openGroup(burst);
+    }
+    burst.add(write);
+    return;
+  }
+  if (asking) conn.send({ payload: ASKING, onReply: () => undefined, onFailure: () => undefined });
+  const burst = new Burst(ctx, conn, address, null);
+  burst.add(write);
+  burst.seal();
+}
+
+/** One command of the burst: its reply frame, or the failure. */
+class Part implements BackendRequest {
+  frame: Buffer | null = null;
+  failure: { message: string; written: boolean } | null = null;
+
+  constructor(
+    readonly payload: Buffer,
+    private readonly burst: Burst,
+  ) {}
+
+  onReply(frame: Buffer): void {
+    this.frame = frame;
+    this.burst.partDone();
+  }
+
+  onFailure(message: string, written: boolean): void {
+    this.failure = { message, written };
+    this.burst.partDone();
+  }
+}
+
+class Burst implements OpenGroup {
+  private readonly writes: BurstWrite[] = [];
+  /** MULTI, the writes, the snapshots, EXEC. */
+  private readonly parts: Part[] = [];
+  /** Every key of the burst once, and where it is in `targets`. */
+  private readonly targets: CopyTarget[] = [];
+  private readonly index = new Map<string, number>();
+  /** The keys of each SNAPSHOT_MANY, as indexes into `targets`. */
+  private readonly snapshotGroups: number[][] = [];
+  private bySha = false;
+  private sealed = false;
+  private outstanding = 0;
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly conn: BackendConnection,
+    readonly address: string,
+    readonly group: string | null,
+  ) {}
+
+  add(write: BurstWrite): void {
+    this.writes.push(write);
+    for (const t of write.targets) {
+      const id = t.key.toString('latin1');
+      if (this.index.has(id)) continue;
+      this.index.set(id, this.targets.length);
+      this.targets.push(t);
+    }
+  }
+
+  holds(clientId: number): boolean {
+    for (const w of this.writes) if (w.clientId === clientId) return true;
+    return false;
+  }
+
+  /** Queues the whole burst: called by the connection (an open group), or at once. */
+  seal(): void {
+    if (this.sealed) return;
+    if (open.get(this.conn) === this) open.delete(this.conn);
+    this.sealed = true;
+    this.bySha = loaded.has(this.address);
+    const byBook = new Map<string, number[]>();
+    this.targets.forEach((t, i) => {
+      const id = t.fromBook.versionsKey(t.key);
+      let g = byBook.get(id);
+      if (g === undefined) {
+        g = [];
+        byBook.set(id, g);
+        this.snapshotGroups.push(g);
+      }
+      g.push(i);
+    });
+    this.send(MULTI);
+    for (const w of this.writes) this.send(w.payload);
+    for (const g of this.snapshotGroups) {
+      const t0 = this.targets[g[0]];
+      this.send(encode.command(snapshotManyCommand(g.map((i) => this.targets[i].key), this.bySha, t0.fromBook)));
+    }
+    this.send(EXEC);
+  }
+
+  private send(payload: Buffer): void {
+    const part = new Part(payload, this);
+    this.parts.push(part);
+    this.outstanding++;
+    this.conn.send(part);
+  }
+
+  partDone(): void {
+    if (--this.outstanding === 0 && this.sealed) {
+      this.done().catch((err: unknown) => {
+        for (const w of this.writes) w.burstDone({ kind: 'copy-failed', message: err instanceof Error ? err.message : String(err) });
+      });
+    }
+  }
+
+  private async done(): Promise<void> {
+    const exec = this.parts[this.parts.length - 1];
+    const failed = this.parts.find((p) => p.failure !== null)?.failure ?? null;
+    if (failed !== null) {
+      // EXEC on the wire: it may have run on A, so B is brought up to date all the same.
+      if (exec.failure === null || exec.failure.written) await snapshotThenApply(this.ctx, this.writes[0].clientId, this.targets).catch(() => undefined);
+      for (const w of this.writes) w.burstDone({ kind: 'failed', message: failed.message });
+      return;
+    }
+    const execFrame = exec.frame as Buffer;
+    const n = this.writes.length;
+    const elements = arrayElements(execFrame);
+    if (elements === null || elements.length !== n + this.snapshotGroups.length) {
+      const frames = this.parts.slice(1).map((p) => p.frame);
+      this.writes.forEach((w, i) => w.burstDone({ kind: 'aborted', alone: n === 1, queued: this.parts[1 + i].frame as Buffer, exec: execFrame, frames }));
+      return;
+    }
+    let snapshots: Snapshot[] | null = null;
+    try {
+      snapshots = this.parseSnapshots(elements.slice(n));
+      loaded.add(this.address);
+    } catch (err) {
+      // The writes ran, their snapshots did not (NOSCRIPT, or the script failed): taken below, on their own.
+      if (String(err).includes('NOSCRIPT')) loaded.delete(this.address);
+    }
+    if (this.writes.some((w) => w.undeclared)) {
+      // A script's undeclared keys reach B before its declared ones are applied: should B be
+      // fenced for `done` meanwhile, the declared APPLYs then all come after the fence, so the
+      // script counts as missed and runs once on B, whole (its undeclared writes carried either way).
+      const problem = await (this.ctx.changes?.after(this.address) ?? null);
+      if (problem !== null) {
+        for (const w of this.writes) w.burstDone({ kind: 'copy-failed', message: problem });
+        return;
+      }
+    }
+    if (snapshots !== null) {
+      this.report(elements, snapshots, await this.applyAll(snapshots), true);
+      return;
+    }
+    let copied: { snapshots: Snapshot[]; outcomes: ApplyOutcome[] };
+    try {
+      copied = await snapshotThenApply(this.ctx, this.writes[0].clientId, this.targets);
+    } catch (err) {
+      for (const w of this.writes) w.burstDone({ kind: 'copy-failed', message: err instanceof Error ? err.message : String(err) });
+      return;
+    }
+    this.report(elements, copied.snapshots, copied.outcomes, false);
+  }
+
+  /** Per key of `targets`, its snapshot, from SNAPSHOT_MANY's replies (in snapshotGroups order). */
+  private parseSnapshots(frames: Buffer[]): Snapshot[] {
+    const out = new Array<Snapshot>(this.targets.length);
+    this.snapshotGroups.forEach((g, i) => {
+      const snaps = parseSnapshots(frames[i], g.length);
+      g.forEach((t, j) => (out[t] = snaps[j]));
+    });
+    return out;
+  }
+
+  /** One APPLY_MANY per node and fence of side B; per key, its outcome or why it failed. */
+  private async applyAll(snapshots: readonly Snapshot[]): Promise<(ApplyOutcome | Error)[]> {
+    const out = new Array<ApplyOutcome | Error>(this.targets.length);
+    const groups = new Map<string, number[]>();
+    this.targets.forEach((t, i) => {
+      const id = `${t.to} ${t.toBook.fenceKey(t.key)}`;
+      const g = groups.get(id);
+      if (g === undefined) groups.set(id, [i]);
+      else g.push(i);
+    });
+    const lane = this.writes[0].clientId;
+    await Promise.all(
+      [...groups.values()].map(async (g) => {
+        const t0 = this.targets[g[0]];
+        try {
+          const keys = g.map((i) => this.targets[i].key);
+          const snaps = g.map((i) => snapshots[i]);
+          const frame = await migrationScript(this.ctx, t0.toOwners, t0.to, (sha) => applyManyCommand(keys, snaps, sha, t0.toBook), lane);
+          parseApplyMany(frame, g.length).forEach((o, j) => (out[g[j]] = o));
+        } catch (err) {
+          const e = err instanceof Error ? err : new Error(String(err));
+          for (const i of g) out[i] = e;
+        }
+      }),
+    );
+    return out;
+  }
+
+  /** Each write gets its element of EXEC's reply with its keys' snapshots and outcomes. */
+  private report(elements: Buffer[], snapshots: readonly Snapshot[], outcomes: readonly (ApplyOutcome | Error)[], exact: boolean): void {
+    this.writes.forEach((w, i) => {
+      const mine = w.targets.map((t) => this.index.get(t.key.toString('latin1')) as number);
+      const failure = mine.map((k) => outcomes[k]).find((o): o is Error => o instanceof Error);
+      if (failure !== undefined) return w.burstDone({ kind: 'copy-failed', message: failure.message });
+      w.burstDone({ kind: 'ran', reply: elements[i], snapshots: mine.map((k) => snapshots[k]), outcomes: mine.map((k) => outcomes[k] as ApplyOutcome), exact });
+    });
+  }
+}

@@ -78,6 +78,8 @@ export class BackendConnection {
   private readonly output = new OutputBuffer();
   private flushScheduled = false;
   private blocked = false;
+  /** Writes held by the pool (holdWrites): requests queue, nothing is written while above 0. */
+  private writeHolds = 0;
   /** Requests held aside to be queued together (openGroup), else null. */
   private group: OpenGroup | null = null;
   private repliesSeen = 0;
@@ -210,6 +212,22 @@ export class BackendConnection {
     if (group !== null) group.seal();
   }
 
+  /**
+   * Requests sent from now on queue but are not written until releaseWrites (holds nest): the pool
+   * holds a node's shared connections while a blocking command is on its way to that node.
+   */
+  holdWrites(): void {
+    this.writeHolds++;
+  }
+
+  releaseWrites(): void {
+    if (this.writeHolds === 0 || --this.writeHolds > 0) return;
+    if (!this.flushScheduled && this.state === 'ready') {
+      this.flushScheduled = true;
+      setImmediate(this.flushNow);
+    }
+  }
+
   /** Closes the connection; pending requests fail with `reason`. */
   close(reason = 'closed by slotproxy'): void {
     this.fail(`ERR slotproxy: ${reason}`);
@@ -222,7 +240,7 @@ export class BackendConnection {
 
   private flush(): void {
     this.sealGroup();
-    if (this.state !== 'ready' || this.blocked || this.queued.length === 0) return;
+    if (this.state !== 'ready' || this.blocked || this.writeHolds > 0 || this.queued.length === 0) return;
     if (this.inflight.length === 0) this.lastProgressAt = Date.now();
     for (let r = this.queued.shift(); r !== undefined; r = this.queued.shift()) this.inflight.push(r);
     this.inflightBytes += this.queuedBytes;

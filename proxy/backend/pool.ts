@@ -48,6 +48,8 @@ interface NodeState {
   resp3Spares: BackendConnection[];
   failures: number;
   counters: NodeCounters;
+  /** holdWrites in force: every shared connection, also one opened meanwhile, holds its writes. */
+  writeHolds: number;
 }
 
 /** One node's nutcracker server stats, read when the stats JSON is built. */
@@ -115,19 +117,7 @@ export class BackendPool {
    * script. Requests already written behind the script wait for it on their lane.
    */
   connection(address: string, lane: number, protocol: 2 | 3 = 2): BackendConnection {
-    let node = this.nodes.get(address);
-    if (node === undefined) {
-      const n = this.options.connectionsPerNode;
-      node = {
-        lanes: new Array<BackendConnection | null>(n).fill(null),
-        resp3Lanes: new Array<BackendConnection | null>(n).fill(null),
-        spares: [],
-        resp3Spares: [],
-        failures: 0,
-        counters: this.countersOf(address),
-      };
-      this.nodes.set(address, node);
-    }
+    const node = this.nodeState(address);
     const lanes = protocol === 3 ? node.resp3Lanes : node.lanes;
     const i = lane % lanes.length;
     const existing = lanes[i];
@@ -138,6 +128,43 @@ export class BackendPool {
     const conn = this.open(address, node, protocol);
     lanes[i] = conn;
     return conn;
+  }
+
+  private nodeState(address: string): NodeState {
+    let node = this.nodes.get(address);
+    if (node === undefined) {
+      const n = this.options.connectionsPerNode;
+      node = {
+        lanes: new Array<BackendConnection | null>(n).fill(null),
+        resp3Lanes: new Array<BackendConnection | null>(n).fill(null),
+        spares: [],
+        resp3Spares: [],
+        failures: 0,
+        counters: this.countersOf(address),
+        writeHolds: 0,
+      };
+      this.nodes.set(address, node);
+    }
+    return node;
+  }
+
+  /**
+   * Holds what `address`'s shared connections write until the returned function is called (once;
+   * later calls do nothing): the requests of every client to that node queue meanwhile, in order,
+   * and nothing sent to other nodes waits. A blocking command holds its node until the node has
+   * read it (dispatch/blocking.ts), so a command another client sends after it gets there after it.
+   */
+  holdWrites(address: string): () => void {
+    const node = this.nodeState(address);
+    node.writeHolds++;
+    for (const c of sharedConnections(node)) c?.holdWrites();
+    let released = false;
+    return () => {
+      if (released) return;
+      released = true;
+      node.writeHolds--;
+      for (const c of sharedConnections(node)) c?.releaseWrites();
+    };
   }
 
   /**
@@ -287,6 +314,7 @@ export class BackendPool {
     const options = { ...this.connectionOptions(this.connectDelay(delay), protocol), counters: node.counters, busyCheck };
     if (toBusyNode) options.handshake = options.handshake.filter((h) => !h.equals(READONLY));
     const conn = new BackendConnection(address, options);
+    for (let i = 0; i < node.writeHolds; i++) conn.holdWrites();
     let connected = false;
     conn.onReady(() => {
       connected = true;

@@ -10,8 +10,9 @@
  *
  * It reaches its node before anything another client sends after it, as on one server (a FLUSHALL
  * sent right after an XREADGROUP ... BLOCK unblocks it rather than running first): until the node
- * has read it (the CLIENT ID written with it answered), every client's next request waits, at most
- * ORDER_WAIT_MS (a node slow to accept a connection does not hold the others longer).
+ * has read it (the CLIENT ID written with it answered), what the proxy's shared connections to that
+ * node write waits (BackendPool.holdWrites), at most ORDER_WAIT_MS (a node slow to accept a
+ * connection does not hold the others longer). Other nodes' traffic does not wait.
  *
  * CLIENT UNBLOCK of a proxy client is passed on as CLIENT UNBLOCK of the dedicated connection on
  * its node (whose id a `CLIENT ID` written just before the command tells), so the node ends the
@@ -49,34 +50,17 @@ const RETRY_DELAY_MS = 100;
 const CLIENT_ID = encode.command(['CLIENT', 'ID']);
 const ORDER_WAIT_MS = 250;
 
-/** Per proxy: blocking commands sent and not yet read by their node. */
-const unread = new WeakMap<ProxyContext, Set<Promise<void>>>();
-
 /**
- * Resolves once every blocking command sent so far has reached its node (or ORDER_WAIT_MS passed);
- * null when none is on its way, the usual case. The dispatcher holds each request behind it.
+ * Holds the shared connections to `address` until the returned function is called (the blocking
+ * command got there) or ORDER_WAIT_MS passed; calling it again does nothing.
  */
-export function blockingOnTheWay(ctx: ProxyContext): Promise<void> | null {
-  const pending = unread.get(ctx);
-  return pending === undefined || pending.size === 0 ? null : Promise.all(pending).then(() => undefined);
-}
-
-/** Registers a blocking command on its way to its node; the returned function says it got there (idempotent). */
-function onTheWay(ctx: ProxyContext): () => void {
-  let pending = unread.get(ctx);
-  if (pending === undefined) unread.set(ctx, (pending = new Set()));
-  const set = pending;
-  let arrived = (): void => undefined;
-  const promise = new Promise<void>((resolve) => {
-    const timer = setTimeout(() => arrived(), ORDER_WAIT_MS);
-    arrived = (): void => {
-      clearTimeout(timer);
-      set.delete(promise);
-      resolve();
-    };
-  });
-  set.add(promise);
-  return () => arrived();
+function onTheWay(ctx: ProxyContext, address: string): () => void {
+  const release = ctx.pool.holdWrites(address);
+  const timer = setTimeout(release, ORDER_WAIT_MS);
+  return () => {
+    clearTimeout(timer);
+    release();
+  };
 }
 
 /**
@@ -99,7 +83,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
   /** Set while the proxy unblocks the command to send it again elsewhere. */
   private rehoming = false;
   private forgetBlocked: (() => void) | null = null;
-  /** Set from the first start until the node has read the command: later requests of every client wait. */
+  /** Set from the first start until the node has read the command: what other clients send to that node waits. */
   private arrived: (() => void) | null = null;
 
   constructor(
@@ -140,7 +124,7 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
     }
     if (address === null) return this.complete(encode.error(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED));
     // Once: a retry or a move is not ordered again.
-    this.arrived ??= onTheWay(this.ctx);
+    this.arrived ??= onTheWay(this.ctx, address);
     this.conn = this.ctx.pool.dedicated(address, 0, this.session.protocol);
     this.address = address;
     this.nodeClientId = null;

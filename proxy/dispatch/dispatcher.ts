@@ -32,7 +32,7 @@ import { Spread, TransactionClient, discardTransaction, queueInTransaction, tran
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from '../pubsub/subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from '../pubsub/subscription-state';
-import { blockingOnTheWay, runBlocking, runWait } from './blocking';
+import { runBlocking, runWait } from './blocking';
 import { ConfigGet } from './config-get';
 import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
 import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from './split';
@@ -82,15 +82,6 @@ export class Dispatcher {
     this.policy = ctx.mode === 'ring' ? RING_POLICY : POLICY;
     // Client-side caching reads a script's text to know whether it may read (tracking/script-use.ts).
     this.scriptSource = { get table() { return ctx.table; }, body: (sha) => ctx.scripts.get(sha) };
-  }
-
-  /**
-   * Resolves once every blocking command sent so far has reached its node; null when none is on its
-   * way. A session runs no request before (blocking.ts), so a blocking command reaches its node
-   * before anything another client sends after it, as on one server.
-   */
-  blockingOnTheWay(): Promise<void> | null {
-    return blockingOnTheWay(this.ctx);
   }
 
   /** New sessions start unauthenticated when the config has an `auth` section. */

@@ -332,13 +332,6 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   }
 
   private run(args: Buffer[], raw: Buffer | null): void {
-    const blocking = this.host.dispatcher.blockingOnTheWay();
-    if (blocking !== null) {
-      // Another client's blocking command, sent first, reaches its node first.
-      this.held = [{ args, raw }];
-      void blocking.then(() => this.release());
-      return;
-    }
     this.silent = this.replyOff || this.skipNext;
     this.skipNext = false;
     const pending = this.host.dispatcher.dispatch(this, args, raw);

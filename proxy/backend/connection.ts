@@ -206,6 +206,12 @@ export class BackendConnection {
     }
   }
 
+  /** Whether a request of client `clientId` is queued or in flight here. */
+  holdsRequestOf(clientId: number): boolean {
+    const of = (r: BackendRequest): boolean => r.owner?.id === clientId;
+    return this.queued.some(of) || this.inflight.some(of);
+  }
+
   private sealGroup(): void {
     const group = this.group;
     this.group = null;

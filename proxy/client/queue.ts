@@ -41,6 +41,12 @@ export class Queue<T> {
     return item;
   }
 
+  /** Whether an item passes `test`. */
+  some(test: (item: T) => boolean): boolean {
+    for (let i = this.head; i < this.items.length; i++) if (test(this.items[i] as T)) return true;
+    return false;
+  }
+
   /** Empties the queue, returning what it held in order. */
   drain(): T[] {
     const out = this.items.slice(this.head) as T[];

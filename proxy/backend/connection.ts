@@ -206,9 +206,9 @@ export class BackendConnection {
     }
   }
 
-  /** Whether a request of client `clientId` is queued or in flight here. */
-  holdsRequestOf(clientId: number): boolean {
-    const of = (r: BackendRequest): boolean => r.owner?.id === clientId;
+  /** Whether a request of client `clientId`, or of no known client, is queued or in flight here. */
+  mayHoldRequestOf(clientId: number): boolean {
+    const of = (r: BackendRequest): boolean => r.owner === undefined || r.owner.id === clientId;
     return this.queued.some(of) || this.inflight.some(of);
   }
 

@@ -114,6 +114,11 @@ export function migrationCopyFailed(addr: string, cause: string): string {
   return `ERR slotproxy: the write ran on ${addr} but its copy to the new ring failed (${cause}); run slotproxy migrate copy`;
 }
 
+/** A write that shared a converging burst with one refused at queue time, when sending it again would let the client's later request overtake it. */
+export function migrationBurstRefused(addr: string): string {
+  return `ERR slotproxy: not run: another write sent with it to ${addr} in one MULTI was refused, and a later request of this client was already on its way; send it again`;
+}
+
 export function migrationSwitchedMidWrite(addr: string): string {
   return `ERR slotproxy: the ring migration switched to done during this write; it may have reached ${addr} only in part`;
 }

@@ -241,6 +241,44 @@ export function applyManyCommand(keys: readonly Buffer[], snaps: readonly Snapsh
   return args;
 }
 
+/**
+ * A converging burst's APPLY on a Redis Cluster side B (apply-burst.ts): keys of one node, of any
+ * of its slots, each with its slot's bookkeeping. KEYS[1]: the first key (the request is routed by
+ * it); ARGV: per key its name, versions hash, fence, version, has-payload, payload, ttl. The keys
+ * after the first are not declared, so a node that does not serve one of them fails the script
+ * there (the caller then applies them per slot). Answers as APPLY_MANY does.
+ */
+export const APPLY_NODE_SCRIPT = `local out = {}
+for i = 0, #ARGV / 7 - 1 do
+  local a = i * 7
+  local key, versions = ARGV[a + 1], ARGV[a + 2]
+  local cur = tonumber(redis.call('HGET', versions, key) or '0')
+  if redis.call('EXISTS', ARGV[a + 3]) == 1 then
+    out[i + 1] = -1 - cur
+  elseif tonumber(ARGV[a + 4]) <= cur then
+    out[i + 1] = 0
+  else
+    redis.call('HSET', versions, key, ARGV[a + 4])
+    if ARGV[a + 5] == '0' then
+      redis.call('DEL', key)
+    else
+      redis.call('RESTORE', key, ARGV[a + 7], ARGV[a + 6], 'REPLACE')
+    end
+    out[i + 1] = 1
+  end
+end
+return out`;
+const APPLY_NODE_SHA = createHash('sha1').update(APPLY_NODE_SCRIPT).digest('hex');
+
+export function applyNodeCommand(keys: readonly Buffer[], snaps: readonly Snapshot[], bySha = false, book: Bookkeeping = CLUSTER_BOOKKEEPING): (Buffer | string)[] {
+  const args: (Buffer | string)[] = [bySha ? 'EVALSHA' : 'EVAL', bySha ? APPLY_NODE_SHA : APPLY_NODE_SCRIPT, '1', keys[0]];
+  keys.forEach((key, i) => {
+    const s = snaps[i];
+    args.push(key, book.versionsKey(key), book.fenceKey(key), String(s.version), s.payload === null ? '0' : '1', s.payload ?? '', String(s.ttlMs));
+  });
+  return args;
+}
+
 export function parseApplyMany(frame: Buffer, count: number): ApplyOutcome[] {
   const err = errorText(frame);
   if (err !== null) throw new Error(err);

@@ -17,17 +17,20 @@
  * Redis refuses a whole MULTI when one command is refused at queue time (EXECABORT: nothing ran).
  * Writes that may be refused for reasons the others do not share stay apart (the caller's `group`:
  * writes Redis refuses when out of memory never share a burst with those it does not; on a Redis
- * Cluster side A a burst holds one slot); a burst refused all the same is sent again a write at a
- * time. The scripts go by SHA1 once a node is known to hold them (the first burst to a node sends
+ * Cluster side A, where a key's slot may be moving, none is shared). Should a shared burst still be
+ * refused because of one write (an ACL rule of the proxy's user, say), that write gets its own
+ * refusal and each other one is sent again on its own, unless a later request of its client is
+ * already behind the burst (it would overtake the write): that write is answered that it did not
+ * run. The node then gets one burst per write for a minute. The scripts go by SHA1 once a node is known to hold them (the first burst to a node sends
  * the body); a node that answers NOSCRIPT (a restart, SCRIPT FLUSH) gets the keys' snapshots taken
  * on their own after the burst, and its next burst sends the body again.
  */
 import { BackendConnection, BackendRequest, OpenGroup } from '../backend/connection';
 import { ProxyContext } from '../context';
 import { arrayElements } from '../resp/reply-framer';
-import { ApplyOutcome, Snapshot, applyManyCommand, parseApplyMany, parseSnapshots, snapshotManyCommand } from './converge';
+import { ApplyOutcome, Snapshot, parseSnapshots, snapshotManyCommand } from './converge';
 import { CopyTarget, snapshotThenApply } from './copy-keys';
-import { migrationScript } from './side-request';
+import { applyBurst } from './apply-burst';
 import * as encode from '../resp/encode';
 
 /** A write of a burst: converging-write.ts. */
@@ -48,8 +51,11 @@ export type BurstResult =
   | { kind: 'ran'; reply: Buffer; snapshots: Snapshot[]; outcomes: ApplyOutcome[]; exact: boolean }
   /** EXEC ran but the keys' copy to side B failed. */
   | { kind: 'copy-failed'; message: string }
-  /** Nothing ran (EXECABORT). `alone`: the write was the burst's only one; `frames`: every part's queue-time reply. */
-  | { kind: 'aborted'; alone: boolean; queued: Buffer; exec: Buffer; frames: (Buffer | null)[] }
+  /**
+   * Nothing ran (EXECABORT). `alone`: the write was the burst's only one; `frames`: every part's
+   * queue-time reply; `resendable`: nothing of its client is behind the burst, so it may be sent again.
+   */
+  | { kind: 'aborted'; alone: boolean; resendable: boolean; queued: Buffer; exec: Buffer; frames: (Buffer | null)[] }
   /** The connection failed: no reply. When the burst may have run, its keys were copied all the same. */
   | { kind: 'failed'; message: string };
 
@@ -61,6 +67,20 @@ const ASKING = encode.command(['ASKING']);
 const open = new WeakMap<BackendConnection, Burst>();
 /** Nodes of side A known to hold SNAPSHOT_MANY: bursts to others send its body (which loads it). */
 const loaded = new Set<string>();
+/** Nodes of side A that refused one write of a shared burst: until when they get a burst per write. */
+const unshared = new Map<string, number>();
+const UNSHARED_MS = 60_000;
+/** The burst's own commands (MULTI, the snapshots, EXEC) are no client's. */
+const NO_CLIENT = Object.freeze({ id: -1 });
+
+/** False while `address` gets a burst per write (it refused one write of a shared burst). */
+export function sharesBursts(address: string): boolean {
+  const until = unshared.get(address);
+  if (until === undefined) return true;
+  if (Date.now() < until) return false;
+  unshared.delete(address);
+  return true;
+}
 
 /**
  * Sends `write` on `conn` to `address`, in the burst open there when it has the same `group`,
@@ -70,15 +90,16 @@ export function sendConverging(ctx: ProxyContext, conn: BackendConnection, addre
   if (group !== null) {
     let burst = open.get(conn);
     if (burst === undefined || burst.group !== group || burst.address !== address) {
-      burst = new Burst(ctx, conn, address, group);
+      burst = new Burst(ctx, conn, address, group, false);
       open.set(conn, burst);
       conn.openGroup(burst);
     }
     burst.add(write);
     return;
   }
-  if (asking) conn.send({ payload: ASKING, onReply: () => undefined, onFailure: () => undefined });
-  const burst = new Burst(ctx, conn, address, null);
+  const burst = new Burst(ctx, conn, address, null, asking);
+  // An open group of its own, sealed at once: whatever group was open is queued first, whole.
+  conn.openGroup(burst);
   burst.add(write);
   burst.seal();
 }
@@ -91,6 +112,7 @@ class Part implements BackendRequest {
   constructor(
     readonly payload: Buffer,
     private readonly burst: Burst,
+    readonly owner: { readonly id: number },
   ) {}
 
   onReply(frame: Buffer): void {
@@ -106,8 +128,10 @@ class Part implements BackendRequest {
 
 class Burst implements OpenGroup {
   private readonly writes: BurstWrite[] = [];
-  /** MULTI, the writes, the snapshots, EXEC. */
+  /** Every command sent, the writes', and EXEC. */
   private readonly parts: Part[] = [];
+  private readonly writeParts: Part[] = [];
+  private exec: Part | null = null;
   /** Every key of the burst once, and where it is in `targets`. */
   private readonly targets: CopyTarget[] = [];
   private readonly index = new Map<string, number>();
@@ -122,6 +146,7 @@ class Burst implements OpenGroup {
     private readonly conn: BackendConnection,
     readonly address: string,
     readonly group: string | null,
+    private readonly asking: boolean,
   ) {}
 
   add(write: BurstWrite): void {
@@ -135,6 +160,7 @@ class Burst implements OpenGroup {
   }
 
   holds(clientId: number): boolean {
+    if (this.sealed) return false;
     for (const w of this.writes) if (w.clientId === clientId) return true;
     return false;
   }
@@ -156,20 +182,23 @@ class Burst implements OpenGroup {
       }
       g.push(i);
     });
-    this.send(MULTI);
-    for (const w of this.writes) this.send(w.payload);
+    // ASK: ASKING holds for a whole MULTI (Redis keeps the flag until EXEC).
+    if (this.asking) this.send(ASKING, NO_CLIENT);
+    this.send(MULTI, NO_CLIENT);
+    for (const w of this.writes) this.writeParts.push(this.send(w.payload, { id: w.clientId }));
     for (const g of this.snapshotGroups) {
       const t0 = this.targets[g[0]];
-      this.send(encode.command(snapshotManyCommand(g.map((i) => this.targets[i].key), this.bySha, t0.fromBook)));
+      this.send(encode.command(snapshotManyCommand(g.map((i) => this.targets[i].key), this.bySha, t0.fromBook)), NO_CLIENT);
     }
-    this.send(EXEC);
+    this.exec = this.send(EXEC, NO_CLIENT);
   }
 
-  private send(payload: Buffer): void {
-    const part = new Part(payload, this);
+  private send(payload: Buffer, owner: { readonly id: number }): Part {
+    const part = new Part(payload, this, owner);
     this.parts.push(part);
     this.outstanding++;
     this.conn.send(part);
+    return part;
   }
 
   partDone(): void {
@@ -181,7 +210,7 @@ class Burst implements OpenGroup {
   }
 
   private async done(): Promise<void> {
-    const exec = this.parts[this.parts.length - 1];
+    const exec = this.exec as Part;
     const failed = this.parts.find((p) => p.failure !== null)?.failure ?? null;
     if (failed !== null) {
       // EXEC on the wire: it may have run on A, so B is brought up to date all the same.
@@ -192,11 +221,7 @@ class Burst implements OpenGroup {
     const execFrame = exec.frame as Buffer;
     const n = this.writes.length;
     const elements = arrayElements(execFrame);
-    if (elements === null || elements.length !== n + this.snapshotGroups.length) {
-      const frames = this.parts.slice(1).map((p) => p.frame);
-      this.writes.forEach((w, i) => w.burstDone({ kind: 'aborted', alone: n === 1, queued: this.parts[1 + i].frame as Buffer, exec: execFrame, frames }));
-      return;
-    }
+    if (elements === null || elements.length !== n + this.snapshotGroups.length) return this.refused(execFrame);
     let snapshots: Snapshot[] | null = null;
     try {
       snapshots = this.parseSnapshots(elements.slice(n));
@@ -216,7 +241,7 @@ class Burst implements OpenGroup {
       }
     }
     if (snapshots !== null) {
-      this.report(elements, snapshots, await this.applyAll(snapshots), true);
+      this.report(elements, snapshots, await applyBurst(this.ctx, this.targets, snapshots, this.writes[0].clientId), true);
       return;
     }
     let copied: { snapshots: Snapshot[]; outcomes: ApplyOutcome[] };
@@ -229,6 +254,17 @@ class Burst implements OpenGroup {
     this.report(elements, copied.snapshots, copied.outcomes, false);
   }
 
+  /** EXECABORT: nothing ran. Whether each write may be sent again is decided before any is. */
+  private refused(execFrame: Buffer): void {
+    const queued = this.writeParts.map((p) => p.frame as Buffer);
+    const frames = this.parts.map((p) => p.frame);
+    const alone = this.writes.length === 1;
+    if (!alone && queued.some((f) => f[0] === 45) && queued.some((f) => f[0] !== 45)) unshared.set(this.address, Date.now() + UNSHARED_MS);
+    const later = open.get(this.conn);
+    const resendable = this.writes.map((w) => !this.conn.mayHoldRequestOf(w.clientId) && later?.holds(w.clientId) !== true);
+    this.writes.forEach((w, i) => w.burstDone({ kind: 'aborted', alone, resendable: resendable[i], queued: queued[i], exec: execFrame, frames }));
+  }
+
   /** Per key of `targets`, its snapshot, from SNAPSHOT_MANY's replies (in snapshotGroups order). */
   private parseSnapshots(frames: Buffer[]): Snapshot[] {
     const out = new Array<Snapshot>(this.targets.length);
@@ -236,34 +272,6 @@ class Burst implements OpenGroup {
       const snaps = parseSnapshots(frames[i], g.length);
       g.forEach((t, j) => (out[t] = snaps[j]));
     });
-    return out;
-  }
-
-  /** One APPLY_MANY per node and fence of side B; per key, its outcome or why it failed. */
-  private async applyAll(snapshots: readonly Snapshot[]): Promise<(ApplyOutcome | Error)[]> {
-    const out = new Array<ApplyOutcome | Error>(this.targets.length);
-    const groups = new Map<string, number[]>();
-    this.targets.forEach((t, i) => {
-      const id = `${t.to} ${t.toBook.fenceKey(t.key)}`;
-      const g = groups.get(id);
-      if (g === undefined) groups.set(id, [i]);
-      else g.push(i);
-    });
-    const lane = this.writes[0].clientId;
-    await Promise.all(
-      [...groups.values()].map(async (g) => {
-        const t0 = this.targets[g[0]];
-        try {
-          const keys = g.map((i) => this.targets[i].key);
-          const snaps = g.map((i) => snapshots[i]);
-          const frame = await migrationScript(this.ctx, t0.toOwners, t0.to, (sha) => applyManyCommand(keys, snaps, sha, t0.toBook), lane);
-          parseApplyMany(frame, g.length).forEach((o, j) => (out[g[j]] = o));
-        } catch (err) {
-          const e = err instanceof Error ? err : new Error(String(err));
-          for (const i of g) out[i] = e;
-        }
-      }),
-    );
     return out;
   }
 

@@ -23,9 +23,8 @@
 import { ProxyContext } from '../context';
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { requestRaw } from '../backend/request';
-import { keySlot } from '../../sharding/slot';
 import { CopyTarget, missedByFence } from './copy-keys';
-import { BurstResult, BurstWrite, sendConverging } from './converging-batch';
+import { BurstResult, BurstWrite, sendConverging, sharesBursts } from './converging-batch';
 import { Redirect, redirectOf } from './redirect';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -69,11 +68,10 @@ export class ConvergingWrite extends ReplySlot implements BurstWrite {
     sendConverging(this.ctx, conn, this.address, alone || this.asking || this.undeclared ? null : this.group(), this, this.asking);
   }
 
-  /** Which burst it may share: writes alike, and on a Redis Cluster side A, of one slot. */
+  /** Which burst it may share: writes alike, on a ring side A (a cluster's slots may be moving: one burst each). */
   private group(): string | null {
-    if (this.oomClass === null) return null;
-    const t = this.targets[0];
-    return t.fromOwners === null ? this.oomClass : `${this.oomClass} ${keySlot(t.key)}`;
+    if (this.oomClass === null || this.targets[0].fromOwners !== null || !sharesBursts(this.address)) return null;
+    return this.oomClass;
   }
 
   burstDone(r: BurstResult): void {
@@ -93,6 +91,8 @@ export class ConvergingWrite extends ReplySlot implements BurstWrite {
         // others (and a cluster's redirection) are sent again a write at a time.
         if (!r.alone) {
           if (r.queued[0] === 45 && redirectOf(r.queued, this.address) === null) return this.finish(r.queued);
+          // A later request of the client is behind the burst already: sent again, this would run after it.
+          if (!r.resendable) return this.finish(encode.error(errors.migrationBurstRefused(this.address)));
           return this.start(true);
         }
         // A cluster A's redirection is followed (any command of the burst may carry it, or EXEC

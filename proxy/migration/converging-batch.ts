@@ -82,6 +82,12 @@ export function sharesBursts(address: string): boolean {
   return true;
 }
 
+/** Whether a burst of `group` to `address` holding a write of client `clientId` is open on `conn`. */
+export function joinsOpenBurst(conn: BackendConnection, address: string, group: string, clientId: number): boolean {
+  const burst = open.get(conn);
+  return burst !== undefined && burst.group === group && burst.address === address && burst.holds(clientId);
+}
+
 /**
  * Sends `write` on `conn` to `address`, in the burst open there when it has the same `group`,
  * else in a new one; `group` null: a burst of its own, sent at once (after ASKING when `asking`).

@@ -70,7 +70,7 @@ export class ConvergingWrite extends ReplySlot implements BurstWrite {
 
   /** Which burst it may share: writes alike, on a ring side A (a cluster's slots may be moving: one burst each). */
   private group(): string | null {
-    if (this.oomClass === null || this.targets[0].fromOwners !== null || !sharesBursts(this.address)) return null;
+    if (this.oomClass === null || (this.targets[0]?.fromOwners ?? null) !== null || !sharesBursts(this.address)) return null;
     return this.oomClass;
   }
 

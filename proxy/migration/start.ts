@@ -2,14 +2,16 @@ import { ProxyContext } from '../context';
 import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite } from './converging-write';
+import { joinsOpenBurst } from './converging-batch';
 import { copyTargets } from './copy-keys';
 import { writesUndeclared } from './after-copy';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 
 /**
- * Starts a client's write under a converging placement when one of its keys changes owner; null
- * when none does (the caller forwards it as usual: its node is the same in both rings).
+ * Starts a client's write under a converging placement when one of its keys changes owner (or
+ * when it can ride in a burst of its client's, see below); null when none does (the caller
+ * forwards it as usual: its node is the same in both rings).
  * `hold`: in read-new, reads go to ring B, so the session's next requests wait until this write
  * has reached B (a pipelined GET after SET must see the SET); in double-write reads go to A,
  * where the write already is, so nothing waits.
@@ -24,16 +26,23 @@ export function convergingWrite(
   placement: Placement,
 ): { hold: Promise<void> | undefined } | null {
   const targets = copyTargets(placement, positions.map((p) => args[p]));
-  if (targets.length === 0) return null;
   const address = placement.writeAddress(shard);
+  const undeclared = writesUndeclared(args[0].toString('latin1').toLowerCase());
+  // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
+  const info = ctx.table.lookup(args[0]);
+  const oomClass = info === undefined || info.flags.has('no_multi') ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
+  if (targets.length === 0) {
+    // Its node is the same in both rings. Behind a burst of its client's still open on the
+    // connection it would close it (the client's order): it goes inside instead, nothing to copy.
+    // Not for a client in a transaction's state (WATCH), whose writes have their own connection.
+    const inTransaction = ((session as { transaction?: unknown }).transaction ?? null) !== null;
+    if (address === null || undeclared || oomClass === null || inTransaction || ctx.sentinel?.holdsWrites(address) === true) return null;
+    if (!joinsOpenBurst(ctx.pool.connection(address, session.id, session.protocol), address, oomClass, session.id)) return null;
+  }
   if (address === null) {
     session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
     return { hold: undefined };
   }
-  const undeclared = writesUndeclared(args[0].toString('latin1').toLowerCase());
-  // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
-  const info = ctx.table.lookup(args[0]);
-  const oomClass = info === undefined ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
   const write = session.track(new ConvergingWrite(ctx, session, writePayload(ctx, args, raw), address, targets, undeclared, oomClass));
   ctx.ring?.track(write.settled);
   write.start();

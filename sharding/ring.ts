@@ -13,7 +13,7 @@
  * A Ring is immutable: a new server list builds a new Ring, swapped whole.
  */
 import { DistributionName, HashName } from '../config/schema';
-import { taggedRange } from './hash-tag';
+import { hashTagged } from './hash-tag';
 import { KEY_HASHES, KeyHash } from './hash';
 import { KeySpace } from './key-space';
 import { DistributedNode, NodeLookup } from './distribution';
@@ -134,8 +134,8 @@ export class Ring implements KeySpace {
    * twemproxy skips hashing when a pool has one server; the lookup gives the same answer.
    */
   hashOf(key: Buffer): number {
-    const [start, end] = taggedRange(key, this.tag);
-    return end === start ? 0 : this.keyHash(key, start, end);
+    // A tag is never empty (taggedRange): only the empty key hashes no bytes.
+    return key.length === 0 ? 0 : hashTagged(key, this.tag, this.keyHash);
   }
 
   /** True when `other` hashes keys exactly as this ring does (one hash serves both lookups). */

@@ -5,7 +5,7 @@
  * tag were `{bar` (it keeps looking for a tag after an empty `{}`), while Redis hashes the whole
  * key. The package stays as a cross-check in the unit tests for keys without that pattern.
  */
-import { hashedRange } from './hash-tag';
+import { BRACES, hashTagged } from './hash-tag';
 
 /** CRC16-CCITT (XMODEM, polynomial 0x1021) lookup table; twemproxy's `crc16` key hash uses it too. */
 export const CRC16_TABLE = (() => {
@@ -29,6 +29,5 @@ export function crc16(buf: Uint8Array, start = 0, end = buf.length): number {
 
 /** The hash slot of `key`. */
 export function keySlot(key: Buffer): number {
-  const [start, end] = hashedRange(key);
-  return crc16(key, start, end) & (SLOT_COUNT - 1);
+  return hashTagged(key, BRACES, crc16) & (SLOT_COUNT - 1);
 }

@@ -35,7 +35,7 @@ import { SUBSCRIBED_MODE_COMMANDS } from '../pubsub/subscription-state';
 import { runBlocking, runWait } from './blocking';
 import { ConfigGet } from './config-get';
 import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
-import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from './split';
+import { SPLIT_RULES, SplitCommand, SplitRule, groupByShard, partPositions, splitByShard } from './split';
 import { PlainSplit } from './split-part';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
 import { CachingClient, ScriptSource } from '../tracking/client-caching';
@@ -284,9 +284,10 @@ export class Dispatcher {
     const router = this.ctx.router;
     const shard = router.shardOf(args[positions[0]]);
     for (let i = 1; i < positions.length; i++) {
-      if (router.shardOf(args[positions[i]]) !== shard) {
+      const other = router.shardOf(args[positions[i]]);
+      if (other !== shard) {
         const rule = this.ctx.crossSlot === 'split' && session.transaction === null ? SPLIT_RULES.get(info.name) : undefined;
-        if (rule !== undefined) return this.split(session, info, args, positions, rule);
+        if (rule !== undefined) return this.split(session, info, args, positions, rule, shard, i, other);
         this.ctx.stats.crossSlotErrors++;
         noteTargetRefusal(this.ctx, info.name, positions.map((p) => args[p]));
         session.replyNow(encode.error(errors.CROSSSLOT));
@@ -325,24 +326,37 @@ export class Dispatcher {
     return this.forward(session, args, raw, shard, info);
   }
 
-  /** crossSlot: split: one request per shard, merged in key order (split.ts). */
-  private split(session: DispatchSession, info: CommandInfo, args: Buffer[], positions: readonly number[], rule: SplitRule): Promise<void> | undefined {
+  /**
+   * crossSlot: split: one request per shard, merged in key order (split.ts). route() found the keys
+   * before `firstOther` on `shard` and that one on `other`: those are not hashed again.
+   */
+  private split(
+    session: DispatchSession,
+    info: CommandInfo,
+    args: Buffer[],
+    positions: readonly number[],
+    rule: SplitRule,
+    shard: number,
+    firstOther: number,
+    other: number,
+  ): Promise<void> | undefined {
     if ((args.length - 1) % rule.stride !== 0) {
       session.replyNow(encode.error(errors.wrongArity(info.name))); // MSET with a key and no value
       return undefined;
     }
     this.ctx.stats.splitCommands++;
     const router = this.ctx.router;
-    const parts = splitByShard(args, positions, rule.stride, (key) => router.shardOf(key));
+    const shardOf = (key: Buffer, k: number): number => (k < firstOther ? shard : k === firstOther ? other : router.shardOf(key));
     const ring = this.ctx.ring;
     if (this.ctx.replicaReads === null && (ring === null || (!ring.placement.converges && ring.drained() === null))) {
       // The plain path (split-part.ts); a migration's converging writes and replica reads take the long one.
       // A ring's one-key parts keep the client's command, as nutcracker's fragments do: its servers
       // see the bytes nutcracker would send, and its stats count them (request_bytes, response_bytes).
-      if (ring === null) useSingleCommands(parts, rule);
-      session.track(new PlainSplit(this.ctx, session, rule, parts, positions.length, info.flags.has('readonly'))).send();
+      const groups = groupByShard(args, positions, shardOf);
+      session.track(new PlainSplit(this.ctx, session, rule, groups, positions.length, info.flags.has('readonly'))).send(rule, args, positions, ring === null);
       return undefined;
     }
+    const parts = splitByShard(args, positions, rule.stride, shardOf);
     const command = session.track(new SplitCommand(session, rule, parts, positions.length));
     let holds: Promise<void>[] | null = null;
     for (let i = 0; i < parts.length; i++) {

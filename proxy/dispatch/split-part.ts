@@ -11,7 +11,7 @@ import { ReplyOwner } from '../client/reply-slot';
 import { ProxyContext } from '../context';
 import * as encode from '../resp/encode';
 import { ForwardedCommand, isRedirectOrRetry } from './forward';
-import { SplitCommand, SplitPart, SplitRule } from './split';
+import { ShardGroup, SplitCommand, SplitRule, partCommand } from './split';
 
 /** A SplitCommand whose parts are PartRequests; counted in the latency histogram and reply errors as one request. */
 export class PlainSplit extends SplitCommand {
@@ -21,18 +21,21 @@ export class PlainSplit extends SplitCommand {
     private readonly ctx: ProxyContext,
     owner: ReplyOwner,
     rule: SplitRule,
-    parts: readonly SplitPart[],
+    parts: readonly ShardGroup[],
     keyCount: number,
     private readonly retrySafe: boolean,
   ) {
     super(owner, rule, parts, keyCount);
   }
 
-  /** Writes every part to the node serving its shard. */
-  send(): void {
+  /**
+   * Writes every part to the node serving its shard: its request built from the client's `args`
+   * (keys at `positions`); in cluster mode (`singles`) a part of one key as GET/SET.
+   */
+  send(rule: SplitRule, args: Buffer[], positions: readonly number[], singles: boolean): void {
     const parts = this.parts;
     for (let i = 0; i < parts.length; i++) {
-      const payload = encode.command(parts[i].args);
+      const payload = encode.commandOfKeys(partCommand(rule, args[0], parts[i], singles), args, positions, rule.stride, parts[i].keyIndexes);
       const address = this.ctx.router.nodeOf(parts[i].shard);
       if (address === null) {
         this.forwarded(i, payload).start(); // no node serves it yet: ForwardedCommand retries

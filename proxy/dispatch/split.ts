@@ -13,7 +13,7 @@
  */
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { Releasable } from '../client/client-session';
-import { arrayElementBounds } from '../resp/reply-framer';
+import { arrayElements } from '../resp/reply-framer';
 import * as encode from '../resp/encode';
 
 /** How each splittable command's keys sit in its arguments, and how part replies merge. */
@@ -38,64 +38,86 @@ export const SPLIT_RULES: ReadonlyMap<string, SplitRule> = new Map([
   ['touch', { stride: 1, merge: 'sum' }],
 ]);
 
-/** One part: the shard it goes to, the argument list to send and where its keys stand in the client's key order. */
-export interface SplitPart {
+/** One part's keys: the shard they go to and where they stand in the client's key order. */
+export interface ShardGroup {
   shard: number;
-  args: Buffer[];
   /** Positions of this part's keys among the request's keys (0-based, in key order). */
   keyIndexes: number[];
 }
+
+/** One part with the argument list to send (the long path dispatches it as a request of its own). */
+export interface SplitPart extends ShardGroup {
+  args: Buffer[];
+}
+
+/** groupByShard's working arrays, reused (it runs to its end before anything calls it again) up to this many keys. */
+const SCRATCH_KEYS = 1024;
+const PART_OF: number[] = [];
+const SHARDS: number[] = [];
+const SIZES: number[] = [];
 
 /**
  * Groups the keys at `positions` by shard, keeping the first-seen order of shards and of keys.
  * A list, not a map: a request spans a handful of shards at most.
  */
-export function splitByShard(
+export function groupByShard(
   args: Buffer[],
   positions: readonly number[],
-  stride: number,
-  shardOf: (key: Buffer) => number,
-): SplitPart[] {
-  // First pass: each key's part, and each part's size. Second: arrays of their final size, so that
-  // what stays alive while the parts are in flight holds no spare capacity.
+  /** The shard of `key`, the request's key number `keyIndex`. */
+  shardOf: (key: Buffer, keyIndex: number) => number,
+): ShardGroup[] {
+  // First pass: each key's part, and each part's size (in scratch arrays: nothing of it outlives
+  // the call). Second: arrays of their final size, so that what stays alive while the parts are in
+  // flight holds no spare capacity.
   const keyCount = positions.length;
-  const partOf = new Array<number>(keyCount);
-  const shards: number[] = [];
-  const sizes: number[] = [];
+  const scratch = keyCount <= SCRATCH_KEYS;
+  const partOf = scratch ? PART_OF : new Array<number>(keyCount);
+  const shards = scratch ? SHARDS : [];
+  const sizes = scratch ? SIZES : [];
+  let partCount = 0;
   for (let keyIndex = 0; keyIndex < keyCount; keyIndex++) {
-    const shard = shardOf(args[positions[keyIndex]]);
+    const shard = shardOf(args[positions[keyIndex]], keyIndex);
     let p = 0;
-    while (p < shards.length && shards[p] !== shard) p++;
-    if (p === shards.length) {
-      shards.push(shard);
-      sizes.push(0);
+    while (p < partCount && shards[p] !== shard) p++;
+    if (p === partCount) {
+      shards[p] = shard;
+      sizes[p] = 0;
+      partCount++;
     }
     sizes[p]++;
     partOf[keyIndex] = p;
   }
-  const parts = new Array<SplitPart>(shards.length);
-  for (let p = 0; p < shards.length; p++) {
-    const partArgs = new Array<Buffer>(1 + sizes[p] * stride);
-    partArgs[0] = args[0];
-    parts[p] = { shard: shards[p], args: partArgs, keyIndexes: new Array<number>(sizes[p]) };
+  const groups = new Array<ShardGroup>(partCount);
+  for (let p = 0; p < partCount; p++) {
+    groups[p] = { shard: shards[p], keyIndexes: new Array<number>(sizes[p]) };
     sizes[p] = 0; // from here on: keys placed so far
   }
   for (let keyIndex = 0; keyIndex < keyCount; keyIndex++) {
     const p = partOf[keyIndex];
-    const part = parts[p];
-    const slot = sizes[p]++;
-    const pos = positions[keyIndex];
-    for (let j = 0; j < stride; j++) part.args[1 + slot * stride + j] = args[pos + j];
-    part.keyIndexes[slot] = keyIndex;
+    groups[p].keyIndexes[sizes[p]++] = keyIndex;
   }
-  return parts;
+  return groups;
 }
 
-/** Sends each part of one key as `rule.single` (GET, SET) instead of the client's command. */
-export function useSingleCommands(parts: SplitPart[], rule: SplitRule): void {
-  const single = rule.single;
-  if (single === undefined) return;
-  for (let p = 0; p < parts.length; p++) if (parts[p].keyIndexes.length === 1) parts[p].args[0] = single;
+/** groupByShard, each part with its argument list: the client's command, then its keys (and values) sharing the request's buffers. */
+export function splitByShard(args: Buffer[], positions: readonly number[], stride: number, shardOf: (key: Buffer, keyIndex: number) => number): SplitPart[] {
+  return groupByShard(args, positions, shardOf).map(({ shard, keyIndexes }) => {
+    const partArgs = new Array<Buffer>(1 + keyIndexes.length * stride);
+    partArgs[0] = args[0];
+    for (let slot = 0; slot < keyIndexes.length; slot++) {
+      const pos = positions[keyIndexes[slot]];
+      for (let j = 0; j < stride; j++) partArgs[1 + slot * stride + j] = args[pos + j];
+    }
+    return { shard, args: partArgs, keyIndexes };
+  });
+}
+
+/**
+ * The command a part is sent as: in cluster mode a part of one key goes as `rule.single` (GET,
+ * SET); otherwise, and in ring mode always (as nutcracker's fragments), the client's command.
+ */
+export function partCommand(rule: SplitRule, command: Buffer, group: ShardGroup, singles: boolean): Buffer {
+  return singles && rule.single !== undefined && group.keyIndexes.length === 1 ? rule.single : command;
 }
 
 /** Shared, never changed: where a part's keys stand in its arguments (1, 1+stride, ...), by stride and key count. */
@@ -118,7 +140,7 @@ export class SplitCommand extends ReplySlot {
   private readonly replies: (Buffer | null)[];
   private missing: number;
 
-  constructor(owner: ReplyOwner, private readonly rule: SplitRule, protected readonly parts: readonly SplitPart[], private readonly keyCount: number) {
+  constructor(owner: ReplyOwner, private readonly rule: SplitRule, protected readonly parts: readonly ShardGroup[], private readonly keyCount: number) {
     super(owner);
     this.replies = new Array<Buffer | null>(parts.length).fill(null);
     this.missing = parts.length;
@@ -155,45 +177,46 @@ export class SplitCommand extends ReplySlot {
   }
 
   /**
-   * MGET: each part's values, located by their bulk headers in its raw reply and copied in key
-   * order into one buffer; nothing decoded, no buffer per value.
+   * MGET: each part's values copied in key order into one buffer, nothing decoded. A part's reply
+   * holds its values in its keys' order, so one cursor per part walks it as the keys come: one
+   * pass, no bounds kept, no native call per value (short values: a byte loop beats a native copy).
    */
   private mergeValues(frames: Buffer[]): Buffer {
     const n = this.keyCount;
-    // For key k: the part reply holding its value, and the value frame's bounds in it.
-    const source = new Array<Buffer>(n);
-    const bounds = new Array<number>(2 * n);
-    const resp3 = this.owner.protocol === 3;
-    const header = `*${n}\r\n`;
-    let size = header.length;
+    const parts = this.parts;
+    const cursors = new Array<number>(frames.length);
+    const partOf = new Array<number>(n);
+    let size = 1 + decimalLength(n) + 2;
     for (let i = 0; i < frames.length; i++) {
-      const keyIndexes = this.parts[i].keyIndexes;
-      if (frames[i][0] === 36 /* $ */ && keyIndexes.length === 1) {
-        // A GET part: its reply is the value's frame.
-        const k = keyIndexes[0];
-        source[k] = frames[i];
-        bounds[2 * k] = 0;
-        bounds[2 * k + 1] = frames[i].length;
-        size += frames[i].length;
-        continue;
+      const frame = frames[i];
+      const keyIndexes = parts[i].keyIndexes;
+      for (let j = 0; j < keyIndexes.length; j++) partOf[keyIndexes[j]] = i;
+      if (frame[0] === 36 /* $ */ && keyIndexes.length === 1) {
+        cursors[i] = 0; // a GET part: its reply is the value's frame
+      } else {
+        const body = frame[0] === 42 /* * */ && frame[1] !== 45 ? lineEnd(frame, 1) : -1;
+        if (body < 0 || parseDecimal(frame, 1, body - 2) !== keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
+        cursors[i] = body;
       }
-      const found = arrayElementBounds(frames[i]);
-      if (found === null || found.length !== 2 * keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
-      for (let j = 0; j < keyIndexes.length; j++) {
-        const k = keyIndexes[j];
-        source[k] = frames[i];
-        bounds[2 * k] = found[2 * j];
-        bounds[2 * k + 1] = found[2 * j + 1];
-        size += found[2 * j + 1] - found[2 * j];
-      }
+      size += frame.length - cursors[i];
     }
+    const resp3 = this.owner.protocol === 3;
     const out = Buffer.allocUnsafe(size);
-    let at = out.write(header, 0, 'latin1');
+    let at = writeArrayHeader(out, n);
     for (let k = 0; k < n; k++) {
-      const frame = source[k];
-      const start = bounds[2 * k];
-      const end = bounds[2 * k + 1];
-      if (resp3 && frame[start + 1] === 45) {
+      const p = partOf[k];
+      const frame = frames[p];
+      const start = cursors[p];
+      if (frame[start] !== 36 /* $ */) return this.mergeFramed(frames); // no MGET value: framed in full
+      // The bulk's header, `$<len>\r\n` or `$-1\r\n`, read in one pass.
+      let i = start + 1;
+      const nil = frame[i] === 45;
+      let len = 0;
+      for (; i < frame.length && frame[i] !== 13; i++) len = len * 10 + frame[i] - 48;
+      const end = nil ? i + 2 : i + 2 + len + 2;
+      if (end > frame.length) throw new Error('MGET part reply is not an array of its keys');
+      cursors[p] = end;
+      if (nil && resp3) {
         // Parts speak RESP2 (PartSession); a RESP3 client gets RESP3's null (`_`), as from one Redis.
         at += encode.RESP3_NULL.copy(out, at);
         continue;
@@ -203,18 +226,64 @@ export class SplitCommand extends ReplySlot {
     return at === size ? out : out.subarray(0, at);
   }
 
+  /** MGET's merge for part replies holding other than bulk strings: each element found by the reply framer. */
+  private mergeFramed(frames: Buffer[]): Buffer {
+    const values = new Array<Buffer>(this.keyCount);
+    for (let i = 0; i < frames.length; i++) {
+      const keyIndexes = this.parts[i].keyIndexes;
+      const elements = frames[i][0] === 36 && keyIndexes.length === 1 ? [frames[i]] : arrayElements(frames[i]);
+      if (elements === null || elements.length !== keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
+      for (let j = 0; j < keyIndexes.length; j++) {
+        const e = elements[j];
+        values[keyIndexes[j]] = this.owner.protocol === 3 && e[0] === 36 && e[1] === 45 ? encode.RESP3_NULL : e;
+      }
+    }
+    return encode.arrayOfFrames(values);
+  }
+
   /** The error of the part holding the earliest key, if any part failed. */
   private firstError(frames: Buffer[]): Buffer | undefined {
     let best: Buffer | undefined;
     let bestKey = Infinity;
-    frames.forEach((f, i) => {
+    for (let i = 0; i < frames.length; i++) {
+      const f = frames[i];
       if (f[0] === 45 && this.parts[i].keyIndexes[0] < bestKey) {
         best = f;
         bestKey = this.parts[i].keyIndexes[0];
       }
-    });
+    }
     return best;
   }
+}
+
+/** Where the line whose text starts at `from` ends (after its CRLF), or -1: a byte loop, part replies' lines are short. */
+function lineEnd(frame: Buffer, from: number): number {
+  for (let i = from; i < frame.length - 1; i++) if (frame[i] === 13) return i + 2;
+  return -1;
+}
+
+/** The decimal at [from, to) of `frame` (a RESP length: digits, or -1). */
+function parseDecimal(frame: Buffer, from: number, to: number): number {
+  if (frame[from] === 45) return -1;
+  let n = 0;
+  for (let i = from; i < to; i++) n = n * 10 + frame[i] - 48;
+  return n;
+}
+
+function decimalLength(n: number): number {
+  let d = 1;
+  for (let m = n; m >= 10; m = (m / 10) | 0) d++;
+  return d;
+}
+
+/** Writes `*<n>\r\n` at the start of `out`; returns its length. */
+function writeArrayHeader(out: Buffer, n: number): number {
+  const end = 1 + decimalLength(n);
+  out[0] = 42;
+  for (let i = end - 1, m = n; i > 0; i--, m = (m / 10) | 0) out[i] = 48 + (m % 10);
+  out[end] = 13;
+  out[end + 1] = 10;
+  return end + 2;
 }
 
 const WRONGTYPE = Buffer.from('-WRONGTYPE ');

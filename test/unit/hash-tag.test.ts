@@ -2,7 +2,7 @@
 // KEYSLOT, `slotproxy slot`), cross-checked against an independent transcription of Redis's
 // keyHashSlot and against cluster-key-slot (on the keys that package hashes right).
 import calculateSlot from 'cluster-key-slot';
-import { hashTag, hashedRange } from '../../sharding/hash-tag';
+import { BRACES, hashTag, hashTagged, hashedRange, taggedRange } from '../../sharding/hash-tag';
 import { SLOT_COUNT, crc16 as crc16Table, keySlot } from '../../sharding/slot';
 
 /** CRC16-XMODEM bit by bit (poly 0x1021, init 0), independent of any lookup table. */
@@ -74,6 +74,27 @@ describe('hashedRange and hashTag', () => {
     const key = Buffer.from([0xff, 0x7b, 0x00, 0x80, 0x7d, 0x7b, 0x01, 0x7d]);
     expect(hashedRange(key)).toEqual([2, 4]);
     expect([...(hashTag(key) as Buffer)]).toEqual([0x00, 0x80]);
+  });
+
+  test('long keys (scanned natively past 64 bytes) find the same tag as short ones', () => {
+    for (const pad of [0, 30, 63, 64, 65, 200]) {
+      const before = 'p'.repeat(pad);
+      expect(hashTag(k(`${before}{tag}rest`))?.toString('latin1')).toBe('tag');
+      expect(hashTag(k(`x{${before}}`))?.toString('latin1')).toBe(pad === 0 ? undefined : before);
+      expect(hashTag(k(`${before}{}{tag}`))).toBeNull();
+      expect(hashTag(k(`${before}{open`))).toBeNull();
+    }
+  });
+
+  test('hashTagged hashes the range taggedRange names, for either delimiters or none', () => {
+    const range = (_key: Buffer, start: number, end: number): number => start * 1000 + end;
+    const keys = ['foo{}{bar}', 'foo{{bar}}', '{a}', 'x{}}', '', '{', 'a}b{', `${'p'.repeat(70)}{t}`, 'a[b]c', 'a[]b[c]'];
+    for (const tag of [BRACES, { open: 91, close: 93 }, null]) {
+      for (const key of keys.map(k)) {
+        const [start, end] = taggedRange(key, tag);
+        expect([key.toString(), hashTagged(key, tag, range)]).toEqual([key.toString(), range(key, start, end)]);
+      }
+    }
   });
 
   test('the tag is a view of the key, not a copy', () => {

@@ -1,7 +1,8 @@
 // The pure parts of `crossSlot: split` (dispatch/split.ts): how keys are grouped into parts, the
 // shared key-position lists, and the stand-in session a part is dispatched against. End to end
 // against real Redis: test/integration/cross-slot-split.test.ts.
-import { SPLIT_RULES, SplitCommand, SplitRule, partPositions, splitByShard, useSingleCommands } from '../../proxy/dispatch/split';
+import { SPLIT_RULES, SplitCommand, SplitRule, groupByShard, partCommand, partPositions, splitByShard } from '../../proxy/dispatch/split';
+import * as encode from '../../proxy/resp/encode';
 import { ReplyOwner } from '../../proxy/client/reply-slot';
 
 const b = (s: string): Buffer => Buffer.from(s);
@@ -63,7 +64,7 @@ describe('partPositions', () => {
 
 describe('PartSession', () => {
   const owner: ReplyOwner = { id: 7, protocol: 3, onSlotFilled: () => undefined };
-  const split = (): SplitCommand => new SplitCommand(owner, { stride: 1, merge: 'sum' }, [{ shard: 0, args: [], keyIndexes: [0] }], 1);
+  const split = (): SplitCommand => new SplitCommand(owner, { stride: 1, merge: 'sum' }, [{ shard: 0, keyIndexes: [0] }], 1);
 
   test('a signed-in RESP2 client outside MULTI and Pub/Sub, with the client\'s id', () => {
     const part = split().partSession(0);
@@ -88,7 +89,7 @@ describe('PartSession', () => {
 
   test('its reply completes the split command for its owner', () => {
     const filled: Buffer[] = [];
-    const command = new SplitCommand({ id: 1, protocol: 2, onSlotFilled: (slot) => filled.push(slot.reply as Buffer) }, { stride: 1, merge: 'sum' }, [{ shard: 0, args: [], keyIndexes: [0] }, { shard: 1, args: [], keyIndexes: [1] }], 2);
+    const command = new SplitCommand({ id: 1, protocol: 2, onSlotFilled: (slot) => filled.push(slot.reply as Buffer) }, { stride: 1, merge: 'sum' }, [{ shard: 0, keyIndexes: [0] }, { shard: 1, keyIndexes: [1] }], 2);
     command.partSession(1).replyNow(b(':2\r\n'));
     expect(filled).toEqual([]);
     command.partSession(0).replyNow(b(':1\r\n'));
@@ -99,20 +100,26 @@ describe('PartSession', () => {
 describe('one-key parts sent as GET and SET', () => {
   const mget = SPLIT_RULES.get('mget') as SplitRule;
 
-  test('a part of one key is sent as the single command, a part of more keys keeps the client\'s', () => {
+  test('in cluster mode a part of one key is sent as the single command, a part of more keys keeps the client\'s; a ring keeps it always', () => {
     const args = [b('MGET'), b('a'), b('b'), b('c')];
-    const parts = splitByShard(args, [1, 2, 3], 1, (k) => (k.toString() === 'b' ? 1 : 0));
-    useSingleCommands(parts, mget);
-    expect(parts.map((p) => p.args.map((a) => a.toString()))).toEqual([['MGET', 'a', 'c'], ['GET', 'b']]);
-    const mset = splitByShard([b('MSET'), b('a'), b('1'), b('b'), b('2')], [1, 3], 2, (k) => (k.toString() === 'b' ? 1 : 0));
-    useSingleCommands(mset, SPLIT_RULES.get('mset') as SplitRule);
-    expect(mset.map((p) => p.args.map((a) => a.toString()))).toEqual([['SET', 'a', '1'], ['SET', 'b', '2']]);
+    const groups = groupByShard(args, [1, 2, 3], (k) => (k.toString() === 'b' ? 1 : 0));
+    const sent = (singles: boolean): string[] => groups.map((g) => encode.commandOfKeys(partCommand(mget, args[0], g, singles), args, [1, 2, 3], 1, g.keyIndexes).toString());
+    expect(sent(true)).toEqual(['*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nc\r\n', '*2\r\n$3\r\nGET\r\n$1\r\nb\r\n']);
+    expect(sent(false)).toEqual(['*3\r\n$4\r\nMGET\r\n$1\r\na\r\n$1\r\nc\r\n', '*2\r\n$4\r\nMGET\r\n$1\r\nb\r\n']);
+    const msetArgs = [b('MSET'), b('a'), b('1'), b('b'), b('2')];
+    const mset = SPLIT_RULES.get('mset') as SplitRule;
+    const msetSent = groupByShard(msetArgs, [1, 3], (k) => (k.toString() === 'b' ? 1 : 0)).map((g) =>
+      encode.commandOfKeys(partCommand(mset, msetArgs[0], g, true), msetArgs, [1, 3], 2, g.keyIndexes).toString(),
+    );
+    expect(msetSent).toEqual(['*3\r\n$3\r\nSET\r\n$1\r\na\r\n$1\r\n1\r\n', '*3\r\n$3\r\nSET\r\n$1\r\nb\r\n$1\r\n2\r\n']);
+    // DEL has no single command: its parts keep DEL.
+    expect(partCommand(SPLIT_RULES.get('del') as SplitRule, b('DEL'), { shard: 0, keyIndexes: [0] }, true).toString()).toBe('DEL');
   });
 
   const merged = (protocol: 2 | 3, replies: string[]): string => {
     const filled: Buffer[] = [];
     const keyIndexes = [[0, 2], [1], [3]];
-    const parts = replies.map((_, i) => ({ shard: i, args: [], keyIndexes: keyIndexes[i] }));
+    const parts = replies.map((_, i) => ({ shard: i, keyIndexes: keyIndexes[i] }));
     const command = new SplitCommand({ id: 1, protocol, onSlotFilled: (slot) => filled.push(slot.reply as Buffer) }, mget, parts, replies.length + 1);
     replies.forEach((r, i) => command.partSession(i).replyNow(b(r)));
     return texts(filled)[0];

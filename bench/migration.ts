@@ -136,7 +136,7 @@ export async function runMigrationBench(keys: number, requests: number): Promise
         return `| -P ${r.pipeline} | ${r.label} | ${fmt(r.set)} | ${fmt(r.incr)} | ${(r.set / base.set).toFixed(2)} | ${(r.incr / base.incr).toFixed(2)} |`;
       }),
       '',
-      'In double-write a write to a key that moves runs as MULTI, write, snapshot script, EXEC on A, then an apply script on B before its reply (one more round trip, two small Lua scripts). Into a ring of 3 about a third of the keys move; into a cluster every key does.',
+      'In double-write the writes of one turn to one node of A go as one MULTI, the writes, one snapshot script for all their moving keys, EXEC; then one apply script per node of B, before their replies (one more round trip, two Lua scripts per burst); each node\'s change feed checks every moving key once more ("only if changed"). Into a ring of 3 about a third of the keys move; into a cluster every key does. `node dist/bench/migration-profile.js` shows where the time goes (CPU per request of the proxy and the nodes, INFO commandstats).',
       '',
     ];
     return lines.join('\n');

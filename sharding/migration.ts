@@ -157,6 +157,14 @@ export class Placement {
     return from === to ? null : { from, to };
   }
 
+  /** copyTarget of the keys of `shard` (a shard this placement's shardOf gave): one for all of them, no key hashed. */
+  copyTargetOfShard(shard: number): { from: string; to: string } | null {
+    if (!this.converges || this.to === null) return null;
+    const from = this.from.addressOf(Math.floor(shard / this.stride)) ?? '';
+    const to = this.to.addressOf(shard % this.stride) ?? '';
+    return from === to ? null : { from, to };
+  }
+
   /**
    * While writes still land on A (double-write, read-new): true when `keys` share a shard of side A
    * but not of side B, so only the target's rules refuse them.

@@ -35,7 +35,7 @@ import { log } from '../telemetry/log';
 import { MigrationFeedCounts } from '../telemetry/metrics';
 import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
 import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply, parseApplyMany, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
-import { CopyTarget, copyTargets } from './copy-keys';
+import { CopyTarget, movingTargets } from './copy-keys';
 import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
 import { migrationScript } from './side-request';
 import { ACK_SCRIPT, CLOSING_TTL_MS, closingCall, closingPlace } from './closing';
@@ -314,8 +314,7 @@ export class ChangeCopier implements MigrationChanges {
     const placement = this.ring.placement;
     // On a ring A, a key changed on a node that does not own it in A is side B's write there (an
     // APPLY, when the rings share nodes): nothing to copy. (A cluster A's map may lag a reshard.)
-    const keys = batch.map((p) => p.key).filter((k) => placement.from.kind !== 'ring' || ownerOfKey(placement.from, k) === node.address);
-    const targets = copyTargets(placement, keys);
+    const targets = movingTargets(placement, batch.map((p) => p.key), node.address);
     const forced = targets.filter((t) => force.has(t.key.toString('latin1')));
     const groups = groupByBookkeeping(targets.filter((t) => !force.has(t.key.toString('latin1'))));
     await Promise.all([...forced.map((t) => this.copyOne(node, t)), ...groups.map((g) => this.copyChanged(node, g))]);

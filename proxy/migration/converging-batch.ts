@@ -134,6 +134,8 @@ class Part implements BackendRequest {
 
 class Burst implements OpenGroup {
   private readonly writes: BurstWrite[] = [];
+  /** The clients of `writes` (asked for every request sent on the connection while the burst is open). */
+  private readonly clients = new Set<number>();
   /** Every command sent, the writes', and EXEC. */
   private readonly parts: Part[] = [];
   private readonly writeParts: Part[] = [];
@@ -157,6 +159,7 @@ class Burst implements OpenGroup {
 
   add(write: BurstWrite): void {
     this.writes.push(write);
+    this.clients.add(write.clientId);
     for (const t of write.targets) {
       const id = t.key.toString('latin1');
       if (this.index.has(id)) continue;
@@ -166,9 +169,7 @@ class Burst implements OpenGroup {
   }
 
   holds(clientId: number): boolean {
-    if (this.sealed) return false;
-    for (const w of this.writes) if (w.clientId === clientId) return true;
-    return false;
+    return !this.sealed && this.clients.has(clientId);
   }
 
   /** Queues the whole burst: called by the connection (an open group), or at once. */

@@ -50,6 +50,52 @@ export function copyTargets(placement: Placement | undefined, keys: Iterable<Buf
   return targets;
 }
 
+/**
+ * copyTargets of keys that share `shard` (the dispatcher's shard of a request, from the same
+ * placement): their owners are the shard's, so no key is hashed again.
+ */
+export function shardTargets(placement: Placement, keys: readonly Buffer[], shard: number): CopyTarget[] {
+  const t = placement.copyTargetOfShard(shard);
+  if (t === null || placement.to === null) return [];
+  const fromBook = bookkeepingOf(placement.from.kind);
+  const toBook = bookkeepingOf(placement.to.kind);
+  const fromOwners = ownersOf(placement.from);
+  const toOwners = ownersOf(placement.to);
+  const targets: CopyTarget[] = [];
+  for (const key of keys) {
+    if (targets.some((x) => x.key.equals(key))) continue;
+    targets.push({ key, from: t.from, to: t.to, fromBook, toBook, fromOwners, toOwners });
+  }
+  return targets;
+}
+
+/**
+ * The keys among `keys` that move, each hashed once for both sides; with `onNode`, on a ring side A
+ * only those whose node in A is `onNode` (a change feed's node: a key changed on a node that does
+ * not own it in A is side B's write there).
+ */
+export function movingTargets(placement: Placement, keys: readonly Buffer[], onNode?: string): CopyTarget[] {
+  if (!placement.converges || placement.to === null) return [];
+  const out: CopyTarget[] = [];
+  const ringA = placement.from.kind === 'ring';
+  for (const key of keys) {
+    const shard = placement.shardOf(key);
+    if (onNode !== undefined && ringA && placement.writeAddress(shard) !== onNode) continue;
+    out.push(...shardTargets(placement, [key], shard));
+  }
+  return dedupe(out);
+}
+
+function dedupe(targets: CopyTarget[]): CopyTarget[] {
+  const seen = new Set<string>();
+  return targets.filter((t) => {
+    const id = t.key.toString('latin1');
+    if (seen.has(id)) return false;
+    seen.add(id);
+    return true;
+  });
+}
+
 /** Applies each target's snapshot on its new owner; throws when a node cannot be reached or errs. */
 export function applySnapshots(ctx: ProxyContext, clientId: number, targets: readonly CopyTarget[], snapshots: readonly Snapshot[]): Promise<ApplyOutcome[]> {
   const opts = { lane: clientId, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs };

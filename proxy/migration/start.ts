@@ -3,7 +3,7 @@ import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite } from './converging-write';
 import { joinsOpenBurst } from './converging-batch';
-import { copyTargets } from './copy-keys';
+import { shardTargets } from './copy-keys';
 import { writesUndeclared } from './after-copy';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -25,7 +25,8 @@ export function convergingWrite(
   positions: readonly number[],
   placement: Placement,
 ): { hold: Promise<void> | undefined } | null {
-  const targets = copyTargets(placement, positions.map((p) => args[p]));
+  // Every key of the request is of `shard` (the dispatcher checked): the shard names their owners.
+  const targets = shardTargets(placement, positions.map((p) => args[p]), shard);
   const address = placement.writeAddress(shard);
   const undeclared = writesUndeclared(args[0].toString('latin1').toLowerCase());
   // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.

@@ -65,6 +65,13 @@ describe('a ring migrating into a cluster', () => {
     expect(p.readAddress(shard)).toBe(side(reads));
     expect(p.writeAddress(shard)).toBe(side(writes));
     expect(p.copyTarget(key)).toEqual(phase === 'done' ? null : { from: ownerOfKey(ring, key), to: ownerOfKey(cluster, key) });
+    if (phase !== 'done') {
+      // The dispatcher's shard names the same owners, with no key hashed again.
+      for (let i = 0; i < 200; i++) {
+        const k = Buffer.from(`k${i}`);
+        expect(p.copyTargetOfShard(p.shardOf(k))).toEqual(p.copyTarget(k));
+      }
+    }
   });
 
   test('a shard pairs the ring node and the slot: keys must share both', () => {

@@ -49,6 +49,11 @@ describe('migration placement', () => {
     expect(p.copyTarget(moving)).toEqual(copies ? { from: A.nodeOf(moving).addr, to: B.nodeOf(moving).addr } : null);
     // A key whose owner does not change is never copied.
     expect(p.copyTarget(staying)).toBeNull();
+    // The dispatcher's shard names the same owners, with no key hashed again.
+    for (let i = 0; i < 200; i++) {
+      const k = Buffer.from(`k${i}`);
+      expect(p.copyTargetOfShard(p.shardOf(k))).toEqual(p.copyTarget(k));
+    }
     expect(p.readMasters()).toEqual(reads === 'A' ? ['10.0.0.1:1', '10.0.0.1:2'] : ['10.0.0.1:1', '10.0.0.1:2', '10.0.0.1:3']);
   });
 

@@ -32,9 +32,22 @@ function parseLength(buf: Buffer, from: number, to: number): number {
   return buf[from] === 45 ? -n : n;
 }
 
+/** Where the CR ending the line at `at` is, or -1: a byte loop (RESP lines are short, a native call costs more). */
+function crAt(buf: Buffer, at: number): number {
+  for (let i = at; i < buf.length; i++) if (buf[i] === 13) return i;
+  return -1;
+}
+
+/** Copies src[start, end) to `out` at `at`, returning where the next byte goes: a byte loop below 64 bytes, as slotproxy copies. */
+function copyRange(src: Buffer, start: number, end: number, out: Buffer, at: number): number {
+  if (end - start > 64) return at + src.copy(out, at, start, end);
+  for (let i = start; i < end; i++) out[at++] = src[i];
+  return at;
+}
+
 /** Length of the whole RESP frame at `at`, or -1 when `buf` does not hold all of it yet. */
 function frameLength(buf: Buffer, at: number): number {
-  const eol = buf.indexOf(13, at);
+  const eol = crAt(buf, at);
   if (eol < 0 || eol + 1 >= buf.length) return -1;
   const type = buf[at];
   if (type !== 42 && type !== 36) return eol + 2 - at; // + - : lines
@@ -157,25 +170,25 @@ class Merge {
   private values(): Buffer {
     const n = this.keyCount;
     const bounds = new Array<number>(3 * n); // per key: part, start, end
-    const header = `*${n}\r\n`;
+    const header = arrayHeader(n);
     let size = header.length;
     for (let p = 0; p < this.parts.length; p++) {
       const frame = this.parts[p] as Buffer;
       const keys = this.partKeys[p];
-      let at = 0;
-      if (frame[0] === 42 /* * */) at = frame.indexOf(10) + 1;
+      const isArray = frame[0] === 42; /* * */
+      let at = isArray ? crAt(frame, 0) + 2 : 0;
       for (let j = 0; j < keys.length; j++) {
-        const len = frame[0] === 42 ? frameLength(frame, at) : frame.length;
+        const len = isArray ? frameLength(frame, at) : frame.length;
         bounds[3 * keys[j]] = p;
         bounds[3 * keys[j] + 1] = at;
         bounds[3 * keys[j] + 2] = at + len;
         size += len;
-        if (frame[0] === 42) at += len;
+        at += len;
       }
     }
     const out = Buffer.allocUnsafe(size);
-    let at = out.write(header, 0, 'latin1');
-    for (let k = 0; k < n; k++) at += (this.parts[bounds[3 * k]] as Buffer).copy(out, at, bounds[3 * k + 1], bounds[3 * k + 2]);
+    let at = copyRange(header, 0, header.length, out, 0);
+    for (let k = 0; k < n; k++) at = copyRange(this.parts[bounds[3 * k]] as Buffer, bounds[3 * k + 1], bounds[3 * k + 2], out, at);
     return out;
   }
 }
@@ -223,7 +236,7 @@ class Node {
       if (w.merge !== null) w.merge.fill(w.index, frame);
       else if (w.client.fill(w.seq, frame)) ready.add(w.client);
     });
-    if (this.next > 65536) {
+    if (this.next >= 1024) {
       this.waiting.splice(0, this.next);
       this.next = 0;
     }
@@ -236,12 +249,12 @@ let slotOwners: Node[] | null = null;
 
 /** Where each argument of a request `*N $len arg ...` lies: [start, end) pairs, flat. */
 function argBounds(frame: Buffer): number[] {
-  const eol = frame.indexOf(13);
+  const eol = crAt(frame, 0);
   const n = parseLength(frame, 1, eol);
   const out = new Array<number>(2 * n);
   let at = eol + 2;
   for (let i = 0; i < n; i++) {
-    const end = frame.indexOf(13, at);
+    const end = crAt(frame, at);
     const len = parseLength(frame, at + 1, end);
     out[2 * i] = end + 2;
     out[2 * i + 1] = end + 2 + len;
@@ -312,7 +325,7 @@ function split(frame: Buffer, b: number[], isGet: boolean, stride: number, clien
     const keys = partKeys[p];
     // A cluster's one-key part goes as GET/SET, as slotproxy cluster sends it; a ring's keeps MGET/MSET.
     const single = slotOwners !== null && keys.length === 1;
-    const head = single ? (isGet ? GET_HEAD : SET_HEAD) : `*${1 + keys.length * stride}\r\n${isGet ? '$4\r\nMGET\r\n' : '$4\r\nMSET\r\n'}`;
+    const head = single ? (isGet ? GET_HEAD : SET_HEAD) : multiHead(isGet, 1 + keys.length * stride);
     let size = head.length;
     const first = 2 * (1 + keys[0] * stride);
     for (const k of keys) {
@@ -320,14 +333,24 @@ function split(frame: Buffer, b: number[], isGet: boolean, stride: number, clien
       size += withHeaderEnd(b, i + stride - 1) - withHeaderStart(b, i);
     }
     const out = Buffer.allocUnsafe(size);
-    let at = typeof head === 'string' ? out.write(head, 0, 'latin1') : head.copy(out, 0);
+    let at = copyRange(head, 0, head.length, out, 0);
     for (const k of keys) {
       const i = 1 + k * stride;
-      at += frame.copy(out, at, withHeaderStart(b, i), withHeaderEnd(b, i + stride - 1));
+      at = copyRange(frame, withHeaderStart(b, i), withHeaderEnd(b, i + stride - 1), out, at);
     }
     const node = slotOwners !== null ? slotOwners[shards[p]] : nodeOfKey(frame, b[first], b[first + 1]);
     node.queuePart(out, merge, p, client);
   }
+}
+/** `*<n>\r\n` and the command, made once per argument count. */
+const MULTI_HEADS: Buffer[][] = [[], []];
+function multiHead(isGet: boolean, n: number): Buffer {
+  const heads = MULTI_HEADS[isGet ? 0 : 1];
+  return (heads[n] ??= Buffer.from(`*${n}\r\n$4\r\n${isGet ? 'MGET' : 'MSET'}\r\n`, 'latin1'));
+}
+const ARRAY_HEADERS: Buffer[] = [];
+function arrayHeader(n: number): Buffer {
+  return (ARRAY_HEADERS[n] ??= Buffer.from(`*${n}\r\n`, 'latin1'));
 }
 const GET_HEAD = Buffer.from('*2\r\n$3\r\nGET\r\n');
 const SET_HEAD = Buffer.from('*3\r\n$3\r\nSET\r\n');
@@ -348,10 +371,12 @@ for (let i = 0; i < 256; i++) {
   CRC_TABLE[i] = crc;
 }
 function slotOf(buf: Buffer, start: number, end: number): number {
-  const open = buf.indexOf(123 /* { */, start);
-  if (open >= 0 && open < end) {
-    const close = buf.indexOf(125 /* } */, open + 1);
-    if (close >= 0 && close < end && close > open + 1) {
+  let open = start;
+  while (open < end && buf[open] !== 123 /* { */) open++;
+  if (open < end) {
+    let close = open + 1;
+    while (close < end && buf[close] !== 125 /* } */) close++;
+    if (close < end && close > open + 1) {
       start = open + 1;
       end = close;
     }
@@ -405,6 +430,9 @@ async function main(): Promise<void> {
     })
     .listen(Number(listenPort), '127.0.0.1', () => console.log(`mux-floor listening on 127.0.0.1:${listenPort}`));
 }
+
+// An orderly exit on SIGTERM, so that `node --cpu-prof` writes its profile.
+process.on('SIGTERM', () => process.exit(0));
 
 main().catch((err: Error) => {
   console.error(`mux-floor: ${err.message}`);

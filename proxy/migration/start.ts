@@ -28,9 +28,9 @@ export function convergingWrite(
   // Every key of the request is of `shard` (the dispatcher checked): the shard names their owners.
   const targets = shardTargets(placement, positions.map((p) => args[p]), shard);
   const address = placement.writeAddress(shard);
-  const undeclared = writesUndeclared(args[0].toString('latin1').toLowerCase());
-  // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
   const info = ctx.table.lookup(args[0]);
+  const undeclared = writesUndeclared(info?.name ?? args[0].toString('latin1').toLowerCase());
+  // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
   const oomClass = info === undefined || info.flags.has('no_multi') ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
   if (targets.length === 0) {
     // Its node is the same in both rings. Behind a burst of its client's still open on the

@@ -76,6 +76,11 @@ async function makeReplica(replica: RedisNode, master: RedisNode): Promise<void>
 }
 
 afterEach(async () => {
+  // A test's proxies and sentinels go with it: a proxy left running (one still double-writing,
+  // say, with change feeds on both nodes) would copy the next test's keys behind its back.
+  await Promise.all(clients.splice(0).map((c) => c.quit().catch(() => c.disconnect())));
+  for (const p of proxies.splice(0)) await p.close(200);
+  for (const f of fakes.splice(0)) await f.stop();
   // Every test starts with two masters.
   await node(0).command('REPLICAOF', 'NO', 'ONE');
   await node(1).command('REPLICAOF', 'NO', 'ONE');

@@ -69,6 +69,8 @@ export interface SentinelFollower {
   holdsWrites(address: string): boolean;
   /** `address` refused a write as a replica (READONLY): its master is asked for again. */
   demoted(address: string): void;
+  /** Where the master that was at `address` is now (undefined when `address` is no Sentinel master's). */
+  masterNow(address: string): string | undefined;
   /** The error of a request whose wait ended with no failover; `cause` the last error it got. */
   gaveUp(address: string, cause: string): string;
   stop(): void;

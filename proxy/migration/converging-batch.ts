@@ -56,8 +56,11 @@ export type BurstResult =
    * queue-time reply; `resendable`: nothing of its client is behind the burst, so it may be sent again.
    */
   | { kind: 'aborted'; alone: boolean; resendable: boolean; queued: Buffer; exec: Buffer; frames: (Buffer | null)[] }
-  /** The connection failed: no reply. When the burst may have run, its keys were copied all the same. */
-  | { kind: 'failed'; message: string };
+  /**
+   * The connection failed: no reply. `written`: EXEC reached the wire, so the burst may have run
+   * (its keys were copied all the same); else nothing ran.
+   */
+  | { kind: 'failed'; message: string; written: boolean };
 
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
@@ -221,8 +224,9 @@ class Burst implements OpenGroup {
     const failed = this.parts.find((p) => p.failure !== null)?.failure ?? null;
     if (failed !== null) {
       // EXEC on the wire: it may have run on A, so B is brought up to date all the same.
-      if (exec.failure === null || exec.failure.written) await snapshotThenApply(this.ctx, this.writes[0].clientId, this.targets).catch(() => undefined);
-      for (const w of this.writes) w.burstDone({ kind: 'failed', message: failed.message });
+      const written = exec.failure === null || exec.failure.written;
+      if (written) await snapshotThenApply(this.ctx, this.writes[0].clientId, this.targets).catch(() => undefined);
+      for (const w of this.writes) w.burstDone({ kind: 'failed', message: failed.message, written });
       return;
     }
     const execFrame = exec.frame as Buffer;

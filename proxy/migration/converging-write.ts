@@ -58,6 +58,7 @@ export class ConvergingWrite extends ReplySlot implements BurstWrite {
 
   /** A cluster side A redirected the burst: nothing ran; these bound how often it is sent again. */
   private hops = 0;
+  private failoverTries = 0;
   private asking = false;
   private readonly startedAt = Date.now();
 
@@ -81,6 +82,7 @@ export class ConvergingWrite extends ReplySlot implements BurstWrite {
   private async settleWith(r: BurstResult): Promise<void> {
     switch (r.kind) {
       case 'failed':
+        if (!r.written && this.waitsForFailover(r.message)) return;
         this.ctx.stats.backendErrors++;
         return this.finish(encode.error(r.message));
       case 'copy-failed':
@@ -115,6 +117,27 @@ export class ConvergingWrite extends ReplySlot implements BurstWrite {
     } catch (err) {
       this.finish(encode.error(err instanceof Error ? err.message : String(err)));
     }
+  }
+
+  /**
+   * Side A's node is a Sentinel master that could not be reached and nothing was written: the write
+   * waits for the failover and goes to the promoted master, as a plain request does
+   * (dispatch/forward.ts), up to ring.sentinel.failoverWaitMs; then Sentinel's clear error.
+   */
+  private waitsForFailover(message: string): boolean {
+    const sentinel = this.ctx.sentinel;
+    const window = sentinel?.waitWindowMs(this.address) ?? null;
+    if (sentinel === null || window === null) return false;
+    if (Date.now() - this.startedAt >= window) {
+      this.finish(encode.error(sentinel.gaveUp(this.address, message)));
+      return true;
+    }
+    this.ctx.stats.retries++;
+    sentinel.retryAfter(this.address, Math.min(500, 20 * 2 ** this.failoverTries++), () => {
+      this.address = sentinel.masterNow(this.address) ?? this.address;
+      this.start(true);
+    });
+    return true;
   }
 
   /** True when the burst is to be sent again after `r` (bounded by the proxy's redirect limits). */

@@ -67,6 +67,11 @@ export class MasterFollower implements SentinelFollower {
     return this.masters.nameOf(address) === undefined ? null : this.options.failoverWaitMs;
   }
 
+  masterNow(address: string): string | undefined {
+    const name = this.masters.nameOf(address);
+    return name === undefined ? undefined : this.masters.addressOf(name);
+  }
+
   retryAfter(address: string, delayMs: number, retry: () => void): void {
     const name = this.masters.nameOf(address);
     if (name === undefined) {

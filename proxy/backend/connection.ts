@@ -18,7 +18,7 @@
  */
 import net from 'node:net';
 import { Queue } from '../client/queue';
-import { inBatch } from '../client/reply-flusher';
+import { batchClock, inBatch } from '../client/reply-flusher';
 import { ReplyFramer, ReplyFramingError } from '../resp/reply-framer';
 import { OutputBuffer } from './output-buffer';
 import { BackendTls, backendSocket } from '../security/tls';
@@ -83,7 +83,11 @@ export class BackendConnection {
   /** Requests held aside to be queued together (openGroup), else null. */
   private group: OpenGroup | null = null;
   private repliesSeen = 0;
-  /** When requests in flight last saw progress: sent onto an idle connection, or bytes came back (Date.now()). */
+  /**
+   * When requests in flight last saw progress: sent onto an idle connection, or bytes came back
+   * (batchClock(), ms: the pool asks stalledFor() for every request, and inside a socket read's
+   * handling that clock is read once, not once per request as Date.now() was).
+   */
   private lastProgressAt = 0;
   /** When the node last answered BUSY here (Date.now(); 0: never): it was running a script then. */
   busySeenAt = 0;
@@ -158,7 +162,7 @@ export class BackendConnection {
    * connection stuck behind a script that runs on (pool.ts sends new requests elsewhere then).
    */
   stalledFor(): number {
-    return this.inflight.length === 0 ? 0 : Date.now() - this.lastProgressAt;
+    return this.inflight.length === 0 ? 0 : batchClock() - this.lastProgressAt;
   }
 
   onClose(listener: (reason: string) => void): void {
@@ -247,7 +251,7 @@ export class BackendConnection {
   private flush(): void {
     this.sealGroup();
     if (this.state !== 'ready' || this.blocked || this.writeHolds > 0 || this.queued.length === 0) return;
-    if (this.inflight.length === 0) this.lastProgressAt = Date.now();
+    if (this.inflight.length === 0) this.lastProgressAt = batchClock();
     for (let r = this.queued.shift(); r !== undefined; r = this.queued.shift()) this.inflight.push(r);
     this.inflightBytes += this.queuedBytes;
     this.queuedBytes = 0;
@@ -282,7 +286,7 @@ export class BackendConnection {
 
   private onData(chunk: Buffer): void {
     // Once per read, not per reply: a node busy with a script sends nothing at all.
-    this.lastProgressAt = Date.now();
+    this.lastProgressAt = batchClock();
     try {
       inBatch(this.frame, chunk);
     } catch (err) {

@@ -8,7 +8,15 @@ export function request(conn: BackendConnection, args: readonly (Buffer | string
 }
 
 /** The same for a request already encoded (a client's own bytes, sent as they are: counted for the node unless `internal`). */
-export function requestRaw(conn: BackendConnection, payload: Buffer, timeoutMs = 0, what = 'the request', internal = false): Promise<Buffer> {
+export function requestRaw(
+  conn: BackendConnection,
+  payload: Buffer,
+  timeoutMs = 0,
+  what = 'the request',
+  internal = false,
+  /** Whose request it is (BackendRequest.owner); a converging burst open on `conn` reads it. */
+  owner?: { readonly id: number },
+): Promise<Buffer> {
   return new Promise((resolve, reject) => {
     let timer: NodeJS.Timeout | null = null;
     if (timeoutMs > 0) {
@@ -17,6 +25,7 @@ export function requestRaw(conn: BackendConnection, payload: Buffer, timeoutMs =
     conn.send({
       payload,
       internal,
+      owner,
       onReply: (frame) => {
         if (timer !== null) clearTimeout(timer);
         resolve(frame);

@@ -8,6 +8,7 @@
  */
 import { BackendConnection } from '../backend/connection';
 import { BackendPool } from '../backend/pool';
+import { requestRaw } from '../backend/request';
 import { SlotOwners } from '../../sharding/key-space';
 import { redirectOf } from './redirect';
 import * as encode from '../resp/encode';
@@ -95,22 +96,7 @@ export async function migrationScript(
 const NO_CLIENT = Object.freeze({ id: -1 });
 
 function request(conn: BackendConnection, args: readonly (Buffer | string)[], timeoutMs: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const timer = timeoutMs > 0 ? setTimeout(() => reject(new Error(`${conn.address} did not answer ${String(args[0])} within ${timeoutMs} ms`)), timeoutMs) : null;
-    conn.send({
-      payload: encode.command(args),
-      internal: true,
-      owner: NO_CLIENT,
-      onReply: (frame) => {
-        if (timer !== null) clearTimeout(timer);
-        resolve(frame);
-      },
-      onFailure: (message) => {
-        if (timer !== null) clearTimeout(timer);
-        reject(new Error(message));
-      },
-    });
-  });
+  return requestRaw(conn, encode.command(args), timeoutMs, String(args[0]), true, NO_CLIENT);
 }
 
 function backoff(attempt: number): Promise<void> {

@@ -7,7 +7,7 @@
 import { createHash } from 'node:crypto';
 import Redis from 'ioredis';
 import calculateSlot from 'cluster-key-slot';
-import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { useReferenceNode } from '../helpers/reference-node';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { runRedisCli } from '../../cmd/sandbox/redis-cli';
 import { useProxy, useRingProxy } from '../helpers/proxy';
@@ -20,35 +20,18 @@ const DEBUG = ['--enable-debug-command', 'yes'];
 // that used it would wait behind the busy script it has to kill.
 const h = useProxy({ backend: { connectionsPerNode: 1 } }, { extraArgs: DEBUG });
 
-let ref: RedisCluster | undefined;
-const refClients: Redis[] = [];
+const one = useReferenceNode({ extraArgs: DEBUG });
+const refNode = one.node;
+const refConnect = one.connect;
 
 /** A client of the proxy and one of the reference node, for every test. */
 let c: Redis;
 let r: Redis;
 
 beforeAll(async () => {
-  ref = await RedisCluster.start({ masters: 1, replicasPerMaster: 0, extraArgs: DEBUG });
   c = h.connect();
   r = refConnect();
 }, 60_000);
-
-afterAll(async () => {
-  for (const c of refClients) c.disconnect();
-  await ref?.stop();
-}, 30_000);
-
-function refNode(): RedisNode {
-  if (ref === undefined) throw new Error('the reference node did not start');
-  return ref.nodes[0];
-}
-
-/** A client of the reference single-node cluster, closed in afterAll. */
-function refConnect(): Redis {
-  const c = new Redis({ port: refNode().port, maxRetriesPerRequest: 0 });
-  refClients.push(c);
-  return c;
-}
 
 type Outcome = unknown;
 

@@ -5,7 +5,7 @@
 
 import { createHash } from 'node:crypto';
 import Redis from 'ioredis';
-import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { useReferenceNode } from '../helpers/reference-node';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { client, startProxy, useProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
@@ -16,34 +16,17 @@ import { ReplyFramer } from '../../proxy/resp/reply-framer';
 // The default backend.commandTimeoutMs (10000): nothing set on purpose.
 const h = useProxy({}, { masters: 3, replicasPerMaster: 0 });
 
-let ref: RedisCluster | undefined;
-const refClients: Redis[] = [];
+const one = useReferenceNode();
+const refNode = one.node;
+const refConnect = one.connect;
 /** A client of the proxy and one of the reference node. */
 let c: Redis;
 let r: Redis;
 
 beforeAll(async () => {
-  ref = await RedisCluster.start({ masters: 1, replicasPerMaster: 0 });
   c = h.connect();
   r = refConnect();
 }, 60_000);
-
-afterAll(async () => {
-  for (const x of refClients) x.disconnect();
-  await ref?.stop();
-}, 30_000);
-
-function refNode(): RedisNode {
-  if (ref === undefined) throw new Error('the reference node did not start');
-  return ref.nodes[0];
-}
-
-/** A client of the reference single-node cluster, closed in afterAll. */
-function refConnect(): Redis {
-  const x = new Redis({ port: refNode().port, maxRetriesPerRequest: 0 });
-  refClients.push(x);
-  return x;
-}
 
 const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
 

@@ -28,6 +28,19 @@ beforeAll(async () => {
   r = refConnect();
 }, 60_000);
 
+/**
+ * The proxy (with `node`, the master of the test's key) and the reference node, each with a client
+ * to run a script and one to kill it, both connected.
+ */
+async function bothSides(node: RedisNode): Promise<{ port: number; node: RedisNode; runner: Redis; killer: Redis }[]> {
+  const sides = [
+    { port: h.proxy().address.port, node, runner: h.connect(), killer: h.connect() },
+    { port: refNode().port, node: refNode(), runner: refConnect(), killer: refConnect() },
+  ];
+  for (const side of sides) await Promise.all([side.runner.ping(), side.killer.ping()]);
+  return sides;
+}
+
 const sha1 = (s: string): string => createHash('sha1').update(s).digest('hex');
 
 /** The `field:value` lines of an INFO reply whose names match `names`, in order. */
@@ -194,13 +207,8 @@ describe('busy scripts as one Redis', () => {
 
     test('a function running on one master: its name, command and duration, RESP2 and RESP3; an EVAL running: BUSY', async () => {
       const [, { key, node }] = await keyPerMaster(h.cluster(), 'stats');
-      const sides = [
-        { port: h.proxy().address.port, node, runner: h.connect(), killer: h.connect() },
-        { port: refNode().port, node: refNode(), runner: refConnect(), killer: refConnect() },
-      ];
       const seen: unknown[][] = [];
-      for (const side of sides) {
-        await Promise.all([side.runner.ping(), side.killer.ping()]);
+      for (const side of await bothSides(node)) {
         const running = outcome(side.runner.call('FCALL', 'spin', '1', key));
         await busy(side.node);
         seen.push([await lastReply(side.port, STATS), await lastReply(side.port, RESP3_STATS)]);
@@ -230,13 +238,8 @@ describe('busy scripts as one Redis', () => {
 
     test('queued while the script runs: BUSY, and EXEC answers EXECABORT naming it; after the script: previous errors', async () => {
       const [{ key, node }, other] = await keyPerMaster(h.cluster(), 'txbusy');
-      const sides = [
-        { port: h.proxy().address.port, node, runner: h.connect(), killer: h.connect() },
-        { port: refNode().port, node: refNode(), runner: refConnect(), killer: refConnect() },
-      ];
       const seen: unknown[][] = [];
-      for (const side of sides) {
-        await Promise.all([side.runner.ping(), side.killer.ping()]);
+      for (const side of await bothSides(node)) {
         // Busy at queue time and at EXEC: an EVAL.
         const evalRunning = outcome(side.runner.call('EVAL', SPIN, '1', key));
         await busy(side.node);

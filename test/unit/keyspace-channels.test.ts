@@ -73,5 +73,7 @@ test('a long pattern of stars is answered at once', () => {
   expect(mayMatchKeyspace(p)).toBe(true);
   expect(mayMatchKeyspace(b(`${'?'.repeat(5)}${'*'.repeat(200_000)}Q`))).toBe(true);
   expect(mayMatchKeyspace(b(`x${'*'.repeat(200_000)}`))).toBe(false);
-  expect(Date.now() - t).toBeLessThan(1000);
-});
+  // A backtracking matcher takes longer than the universe's age on these; a linear one milliseconds
+  // (1.6 s seen on a machine loaded by other test runs): the bound only tells the two apart.
+  expect(Date.now() - t).toBeLessThan(10_000);
+}, 30_000);

@@ -8,14 +8,14 @@
  */
 import { ProxyContext } from '../context';
 import { ApplyOutcome, Snapshot, applyManyCommand, applyNodeCommand, parseApplyMany } from './converge';
-import { CopyTarget } from './copy-keys';
+import { CopyTarget, groupIndexes } from './copy-keys';
 import { migrationScript } from './side-request';
 
 /** Per target, what its APPLY answered, or why it failed. */
 export async function applyBurst(ctx: ProxyContext, targets: readonly CopyTarget[], snapshots: readonly Snapshot[], lane: number): Promise<(ApplyOutcome | Error)[]> {
   const out = new Array<ApplyOutcome | Error>(targets.length);
   const perSlot = (t: CopyTarget): string => `${t.to} ${t.toBook.fenceKey(t.key)}`;
-  const groups = groupBy(targets, (t) => (t.toOwners === null ? perSlot(t) : t.to));
+  const groups = groupIndexes(targets, (t) => (t.toOwners === null ? perSlot(t) : t.to));
   await Promise.all(
     groups.map(async (g) => {
       const t0 = targets[g[0]];
@@ -27,7 +27,7 @@ export async function applyBurst(ctx: ProxyContext, targets: readonly CopyTarget
         } catch {
           // Per slot, below.
         }
-        await Promise.all(groupBy(g.map((i) => targets[i]), perSlot).map((s) => applyMany(ctx, targets, snapshots, s.map((j) => g[j]), lane, out)));
+        await Promise.all(groupIndexes(g.map((i) => targets[i]), perSlot).map((s) => applyMany(ctx, targets, snapshots, s.map((j) => g[j]), lane, out)));
         return;
       }
       await applyMany(ctx, targets, snapshots, g, lane, out);
@@ -46,21 +46,4 @@ async function applyMany(ctx: ProxyContext, targets: readonly CopyTarget[], snap
     const e = err instanceof Error ? err : new Error(String(err));
     for (const i of g) out[i] = e;
   }
-}
-
-/** Indexes of `items` grouped by `key`, groups in first-seen order. */
-function groupBy<T>(items: readonly T[], key: (item: T) => string): number[][] {
-  const byKey = new Map<string, number[]>();
-  const groups: number[][] = [];
-  items.forEach((item, i) => {
-    const k = key(item);
-    let g = byKey.get(k);
-    if (g === undefined) {
-      g = [];
-      byKey.set(k, g);
-      groups.push(g);
-    }
-    g.push(i);
-  });
-  return groups;
 }

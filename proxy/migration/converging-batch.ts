@@ -29,7 +29,7 @@ import { BackendConnection, BackendRequest, OpenGroup } from '../backend/connect
 import { ProxyContext } from '../context';
 import { arrayElements } from '../resp/reply-framer';
 import { ApplyOutcome, Snapshot, parseSnapshots, snapshotManyCommand } from './converge';
-import { CopyTarget, snapshotThenApply } from './copy-keys';
+import { CopyTarget, groupIndexes, snapshotThenApply } from './copy-keys';
 import { applyBurst } from './apply-burst';
 import * as encode from '../resp/encode';
 
@@ -147,7 +147,7 @@ class Burst implements OpenGroup {
   private readonly targets: CopyTarget[] = [];
   private readonly index = new Map<string, number>();
   /** The keys of each SNAPSHOT_MANY, as indexes into `targets`. */
-  private readonly snapshotGroups: number[][] = [];
+  private snapshotGroups: number[][] = [];
   private bySha = false;
   private sealed = false;
   private outstanding = 0;
@@ -181,17 +181,7 @@ class Burst implements OpenGroup {
     if (open.get(this.conn) === this) open.delete(this.conn);
     this.sealed = true;
     this.bySha = loaded.has(this.address);
-    const byBook = new Map<string, number[]>();
-    this.targets.forEach((t, i) => {
-      const id = t.fromBook.versionsKey(t.key);
-      let g = byBook.get(id);
-      if (g === undefined) {
-        g = [];
-        byBook.set(id, g);
-        this.snapshotGroups.push(g);
-      }
-      g.push(i);
-    });
+    this.snapshotGroups = groupIndexes(this.targets, (t) => t.fromBook.versionsKey(t.key));
     // ASK: ASKING holds for a whole MULTI (Redis keeps the flag until EXEC).
     if (this.asking) this.send(ASKING, NO_CLIENT);
     this.send(MULTI, NO_CLIENT);

@@ -26,6 +26,23 @@ export interface CopyTarget {
 }
 
 /** A side's live slot map, or null for a ring. */
+/** Indexes of `items` grouped by `key`, groups and indexes in first-seen order (targets per script). */
+export function groupIndexes<T>(items: readonly T[], key: (item: T) => string): number[][] {
+  const byKey = new Map<string, number[]>();
+  const groups: number[][] = [];
+  items.forEach((item, i) => {
+    const k = key(item);
+    let g = byKey.get(k);
+    if (g === undefined) {
+      g = [];
+      byKey.set(k, g);
+      groups.push(g);
+    }
+    g.push(i);
+  });
+  return groups;
+}
+
 export function ownersOf(side: KeySpace): SlotOwners | null {
   return side instanceof ClusterKeySpace ? side.owners : null;
 }

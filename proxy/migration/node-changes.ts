@@ -3,7 +3,7 @@
  * not yet copied, the barriers waiting on them, and whether changes may have gone unseen (a gap).
  */
 import { ChangeFeed } from '../backend/change-feed';
-import { CopyTarget } from './copy-keys';
+import { CopyTarget, groupIndexes } from './copy-keys';
 import { MigrationFeedCounts } from '../telemetry/metrics';
 
 export type FeedState = 'starting' | 'live' | 'lost' | 're-walking' | 'behind';
@@ -51,17 +51,5 @@ export type ChangeCounts = Omit<MigrationFeedCounts, 'feeds' | 'uncovered'> & { 
 
 /** Targets grouped by A node and bookkeeping (a ring node's, or a cluster slot's). */
 export function groupByBookkeeping(targets: readonly CopyTarget[]): CopyTarget[][] {
-  const byKey = new Map<string, CopyTarget[]>();
-  const groups: CopyTarget[][] = [];
-  for (const t of targets) {
-    const id = `${t.from} ${t.fromBook.versionsKey(t.key)}`;
-    let g = byKey.get(id);
-    if (g === undefined) {
-      g = [];
-      byKey.set(id, g);
-      groups.push(g);
-    }
-    g.push(t);
-  }
-  return groups;
+  return groupIndexes(targets, (t) => `${t.from} ${t.fromBook.versionsKey(t.key)}`).map((g) => g.map((i) => targets[i]));
 }

@@ -4,17 +4,23 @@
 // microseconds per command). Interleaved rounds, medians; the machine is shared, so compare the
 // targets within one run. Run: `npm run build && node dist/bench/migration-profile.js
 // [--requests 100000] [--rounds 3] [--pipelines 1,16] [--tests set,incr] [--targets none,ring,cluster]`.
-// With `node --cpu-prof` the proxy's own profile comes with it.
+// With `node --cpu-prof` the proxy's own profile comes with it. The floor targets (`floor`,
+// `floor-ring`, `floor-cluster`, `floor-ring-versions`, `floor-cluster-versions`, `floor-ring-feed`,
+// `floor-cluster-feed`) run bench/mux-floor.ts in
+// a child process: the least a double-write costs on our connection model (ratios against `floor`).
 
 import { execFile } from 'node:child_process';
 import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
 import { RedisCluster } from '../cmd/sandbox/redis-cluster';
 import { RedisNode } from '../cmd/sandbox/redis-node';
 import { ProxyServer } from '../proxy/server/server';
+import { RingModeConfig } from '../config/schema';
 import { setLogLevel } from '../proxy/telemetry/log';
 import { findExecutable } from './children';
 import { treeStats } from './process-stats';
 import { ringConfig } from './migration';
+import { startProxy } from './targets';
+import path from 'node:path';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
@@ -82,26 +88,33 @@ async function main(): Promise<void> {
     ];
     for (const g of groups) g.pids = await Promise.all(g.nodes.map(pid));
     const all = [...nodes.nodes, ...cluster.masters];
-    const targets = [
+    const seed = cluster.masters[0].address;
+    const targets: [string, RingModeConfig | string[]][] = [
       ['none', ringConfig([a, b], null)],
       ['ring', ringConfig([a, b], { nodes: [a, b, c] })],
-      ['cluster', ringConfig([a, b], { cluster: cluster.masters[0].address })],
-    ] as const;
+      ['cluster', ringConfig([a, b], { cluster: seed })],
+      ['floor', [a, b]],
+      ['floor-ring', [a, b, '--to-ring', c]],
+      ['floor-cluster', [a, b, '--to-cluster', seed]],
+      ['floor-ring-versions', [a, b, '--to-ring', c, '--versions']],
+      ['floor-cluster-versions', [a, b, '--to-cluster', seed, '--versions']],
+      ['floor-ring-feed', [a, b, '--to-ring', c, '--carry', 'feed']],
+      ['floor-cluster-feed', [a, b, '--to-cluster', seed, '--carry', 'feed']],
+    ];
     const samples: Sample[] = [];
     for (let round = 0; round < rounds; round++) {
       for (const pipeline of pipelines) {
         for (const test of tests) {
           for (const [target, config] of targets.filter(([t]) => wanted.includes(t))) {
             await Promise.all(all.map((n) => n.command('FLUSHALL')));
-            const proxy = await ProxyServer.start(config);
+            const proxy = await startTarget(config);
             try {
               const n = pipeline === 1 ? requests / 4 : requests;
               await Promise.all(all.map((node) => node.command('CONFIG', 'RESETSTAT')));
               const cpu0 = groups.map((g) => g.pids.reduce((s, p) => s + treeStats(p).cpuSeconds, 0));
-              const self0 = process.cpuUsage();
-              const rps = await load(proxy.address.port, test, n, pipeline);
-              const self = process.cpuUsage(self0);
-              const cpu = new Map<string, number>([['proxy', (self.user + self.system) / n]]);
+              const self0 = proxy.cpuSeconds();
+              const rps = await load(proxy.port, test, n, pipeline);
+              const cpu = new Map<string, number>([['proxy', ((proxy.cpuSeconds() - self0) * 1e6) / n]]);
               groups.forEach((g, i) => cpu.set(g.name, ((g.pids.reduce((s, p) => s + treeStats(p).cpuSeconds, 0) - cpu0[i]) * 1e6) / n));
               const cmds = new Map<string, Map<string, { calls: number; usec: number }>>();
               for (const g of groups) {
@@ -118,7 +131,7 @@ async function main(): Promise<void> {
               samples.push({ target, pipeline, test, rps, cpu, cmds });
               process.stderr.write(`round ${round + 1} -P ${pipeline} ${test} ${target}: ${Math.round(rps)} ops/s\n`);
             } finally {
-              await proxy.close(500);
+              await proxy.close();
             }
           }
         }
@@ -129,8 +142,10 @@ async function main(): Promise<void> {
       for (const test of tests) {
         out.push(`### -P ${pipeline} ${test.toUpperCase()}`, '');
         out.push('| Target | ops/s | ratio | CPU µs/request: proxy | ring a, b | ring c | cluster | total |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
-        const base = median(samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === 'none').map((s) => s.rps));
+        const baseOf = (target: string): number =>
+          median(samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === (target.startsWith('floor') ? 'floor' : 'none')).map((s) => s.rps));
         for (const [target] of targets) {
+          const base = baseOf(target);
           const mine = samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === target);
           if (mine.length === 0) continue;
           const m = (k: string): number => median(mine.map((s) => s.cpu.get(k) ?? 0));
@@ -157,6 +172,21 @@ async function main(): Promise<void> {
   } finally {
     await Promise.all([nodes.stop(), cluster.stop()]);
   }
+}
+
+/** A target of the run: slotproxy in this process (a config), or the floor in a child (its arguments after PORT). */
+async function startTarget(target: RingModeConfig | string[]): Promise<{ port: number; cpuSeconds(): number; close(): Promise<void> }> {
+  if (!Array.isArray(target)) {
+    const proxy = await ProxyServer.start(target);
+    const cpu = (): number => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1e6;
+    };
+    return { port: proxy.address.port, cpuSeconds: cpu, close: () => proxy.close(500) };
+  }
+  const script = path.join(__dirname, 'mux-floor.js');
+  const { proc, port } = await startProxy('mux-floor', async (p) => ({ bin: process.execPath, args: [script, String(p), ...target] }), async () => '');
+  return { port, cpuSeconds: () => treeStats(proc.pid).cpuSeconds, close: async () => void (await proc.stop()) };
 }
 
 main().then(

@@ -13,85 +13,41 @@
 // `crossSlot: split` and twemproxy split it: in front of standalone nodes one MGET/MSET per node with
 // that node's keys, in front of a cluster one part per slot (a cluster node refuses keys of several
 // slots), a one-key part sent as GET/SET there; the replies merged in key order.
+//
+// Double-write (issue 32: what a migration's write costs at the least): with `--to-ring ADDR` (ring
+// B is ring A plus that node; a key moves there when its last byte % 3 is 2, about a third of the
+// keys, as ketama moves growing from 2 nodes to 3) or `--to-cluster SEED` (every key moves), a write
+// to a key that moves is sent to its node in A followed by `DUMP key` on the same connection (so the
+// dump is the state right after the write), the dump is sent as `RESTORE key 0 dump REPLACE` to its
+// owner in B, and only then does the client get A's reply (`--carry sync`, slotproxy's contract). No
+// MULTI, no versions, no fingerprints, no change feed. `--carry feed` instead answers at once and
+// copies what a change feed names: one RESP3 `CLIENT TRACKING ON BCAST` connection per node of A,
+// each named key that moves copied DUMP then RESTORE, nobody waiting. `--versions` (with sync)
+// orders the copies as convergence under several writers needs: a script on A takes
+// `HINCRBY versions key 1` and `DUMP key` in place of the DUMP, a script on B restores only a
+// version above the one it holds (slotproxy's SNAPSHOT/APPLY without fingerprints, MULTI or TTLs).
 // Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]
 //        node dist/bench/mux-floor.js PORT --cluster SEED_HOST:PORT
+//        node dist/bench/mux-floor.js PORT A_HOST:PORT ... (--to-ring HOST:PORT | --to-cluster SEED) [--carry sync|feed] [--versions]
 import net from 'node:net';
+import { Frames, argBounds, copyOut, copyRange, crAt, frameLength, readInto, shared, slotOf } from './floor-resp';
+import { SCRIPT_LOADS, Snapshot, applyBatch, parseSnapshots, snapshotBatch } from './floor-versions';
 
 const [listenPort, ...backendArgs] = process.argv.slice(2);
+/** Takes `--name VALUE` out of backendArgs. */
+function option(name: string): string | null {
+  const i = backendArgs.indexOf(name);
+  return i < 0 ? null : (backendArgs.splice(i, 2)[1] ?? null);
+}
+const toRing = option('--to-ring');
+const toCluster = option('--to-cluster');
+const carry = option('--carry') ?? 'sync';
+const versioned = backendArgs.includes('--versions') && backendArgs.splice(backendArgs.indexOf('--versions'), 1).length === 1;
 const clusterSeed = backendArgs[0] === '--cluster' ? backendArgs[1] : null;
 const nodeAddresses = clusterSeed === null ? backendArgs : [clusterSeed];
 if (!listenPort || nodeAddresses.length === 0 || nodeAddresses.some((a) => !/^[^:]+:\d+$/.test(a ?? ''))) {
   console.error('usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...] | PORT --cluster SEED_HOST:PORT');
   process.exit(2);
-}
-
-/** The decimal integer in `buf` from `from` to `to` (RESP lengths: digits, maybe a minus sign). */
-function parseLength(buf: Buffer, from: number, to: number): number {
-  let n = 0;
-  for (let i = buf[from] === 45 ? from + 1 : from; i < to; i++) n = n * 10 + buf[i] - 48;
-  return buf[from] === 45 ? -n : n;
-}
-
-/** Where the CR ending the line at `at` is, or -1: a byte loop (RESP lines are short, a native call costs more). */
-function crAt(buf: Buffer, at: number): number {
-  for (let i = at; i < buf.length; i++) if (buf[i] === 13) return i;
-  return -1;
-}
-
-/** Copies src[start, end) to `out` at `at`, returning where the next byte goes: a byte loop below 64 bytes, as slotproxy copies. */
-function copyRange(src: Buffer, start: number, end: number, out: Buffer, at: number): number {
-  if (end - start > 64) return at + src.copy(out, at, start, end);
-  for (let i = start; i < end; i++) out[at++] = src[i];
-  return at;
-}
-
-/** Length of the whole RESP frame at `at`, or -1 when `buf` does not hold all of it yet. */
-function frameLength(buf: Buffer, at: number): number {
-  const eol = crAt(buf, at);
-  if (eol < 0 || eol + 1 >= buf.length) return -1;
-  const type = buf[at];
-  if (type !== 42 && type !== 36) return eol + 2 - at; // + - : lines
-  const n = parseLength(buf, at + 1, eol);
-  if (type === 36) return n < 0 ? eol + 2 - at : eol + 2 + n + 2 <= buf.length ? eol + 2 + n + 2 - at : -1;
-  let end = eol + 2;
-  for (let i = 0; i < n; i++) {
-    const len = frameLength(buf, end);
-    if (len < 0) return -1;
-    end += len;
-  }
-  return end - at;
-}
-
-/** Cuts whole frames off a byte stream, keeping a partial one for the next chunk. */
-class Frames {
-  private rest: Buffer | null = null;
-  each(chunk: Buffer, onFrame: (frame: Buffer) => void): void {
-    const buf = this.rest === null ? chunk : Buffer.concat([this.rest, chunk]);
-    let at = 0;
-    for (let len = frameLength(buf, at); len > 0; len = frameLength(buf, at)) {
-      onFrame(buf.subarray(at, at + len));
-      at += len;
-    }
-    this.rest = at < buf.length ? buf.subarray(at) : null;
-  }
-}
-
-const shared = Buffer.allocUnsafeSlow(64 * 1024);
-function copyOut(n: number): Buffer {
-  const chunk = Buffer.allocUnsafe(n);
-  shared.copy(chunk, 0, 0, n);
-  return chunk;
-}
-
-/** Reads an accepted (paused) socket into `shared` through the fields Node's `onread` option sets. */
-function readInto(socket: net.Socket, onChunk: (chunk: Buffer) => void): void {
-  const symbols = new Map(Object.getOwnPropertySymbols(socket).map((s) => [s.description, s]));
-  const handle = (socket as unknown as { _handle: { useUserBuffer(b: Buffer): void } })._handle;
-  const fields = socket as unknown as Record<symbol, unknown>;
-  fields[symbols.get('kBuffer') as symbol] = shared;
-  fields[symbols.get('kBufferCb') as symbol] = (n: number) => onChunk(copyOut(n));
-  handle.useUserBuffer(shared);
-  socket.resume();
 }
 
 /**
@@ -135,7 +91,8 @@ let flushScheduled = false;
 /** Once per turn: each node gets this turn's requests, each client with its next reply in gets its replies. */
 function flushTurn(): void {
   flushScheduled = false;
-  for (const node of nodes) node.send();
+  if (versioned) queueBatches();
+  for (const node of everyNode) node.send();
   for (const client of ready) client.writeReady();
   ready.clear();
 }
@@ -146,7 +103,7 @@ function scheduleFlush(): void {
 }
 
 /** A split MGET/MSET: the replies of its parts, merged in key order once all are in. */
-class Merge {
+class Merge implements Parts {
   private readonly parts: (Buffer | undefined)[];
   private missing: number;
   constructor(
@@ -194,11 +151,16 @@ class Merge {
 }
 const OK = Buffer.from('+OK\r\n');
 
-/** What a node's reply goes to: a client's place in its reply order, or a part of a split request. */
+/** A request made of parts whose replies come from several nodes: a split MGET/MSET, a double-write. */
+interface Parts {
+  fill(index: number, frame: Buffer): void;
+}
+
+/** What a node's reply goes to: a client's place in its reply order, or a part of a request made of parts. */
 interface Waiting {
-  client: Client;
+  client: Client | null;
   seq: number;
-  merge: Merge | null;
+  merge: Parts | null;
   index: number;
 }
 
@@ -210,6 +172,7 @@ class Node {
   private readonly replies = new Frames();
   private readonly socket: net.Socket;
   constructor(address: string) {
+    everyNode.push(this);
     const [host, port] = address.split(':');
     this.socket = net.connect({ host, port: Number(port), noDelay: true, onread: { buffer: shared, callback: (n) => (this.onChunk(copyOut(n)), true) } });
     this.socket.on('error', (err) => {
@@ -221,9 +184,9 @@ class Node {
     this.out.push(frame);
     this.waiting.push({ client, seq: client.expect(), merge: null, index: 0 });
   }
-  queuePart(frame: Buffer, merge: Merge, index: number, client: Client): void {
+  queuePart(frame: Buffer, merge: Parts, index: number): void {
     this.out.push(frame);
-    this.waiting.push({ client, seq: 0, merge, index });
+    this.waiting.push({ client: null, seq: 0, merge, index });
   }
   send(): void {
     if (this.out.length === 0) return;
@@ -234,7 +197,7 @@ class Node {
     this.replies.each(chunk, (frame) => {
       const w = this.waiting[this.next++];
       if (w.merge !== null) w.merge.fill(w.index, frame);
-      else if (w.client.fill(w.seq, frame)) ready.add(w.client);
+      else if (w.client !== null && w.client.fill(w.seq, frame)) ready.add(w.client);
     });
     if (this.next >= 1024) {
       this.waiting.splice(0, this.next);
@@ -243,25 +206,14 @@ class Node {
     scheduleFlush();
   }
 }
+/** Ring A's nodes (or cluster A's masters); everyNode has ring or cluster B's too. */
 let nodes: Node[] = [];
+const everyNode: Node[] = [];
 /** Cluster mode: the node serving each slot, from CLUSTER SLOTS. */
 let slotOwners: Node[] | null = null;
-
-/** Where each argument of a request `*N $len arg ...` lies: [start, end) pairs, flat. */
-function argBounds(frame: Buffer): number[] {
-  const eol = crAt(frame, 0);
-  const n = parseLength(frame, 1, eol);
-  const out = new Array<number>(2 * n);
-  let at = eol + 2;
-  for (let i = 0; i < n; i++) {
-    const end = crAt(frame, at);
-    const len = parseLength(frame, at + 1, end);
-    out[2 * i] = end + 2;
-    out[2 * i + 1] = end + 2 + len;
-    at = end + 2 + len + 2;
-  }
-  return out;
-}
+/** Double-write: ring B's added node, or cluster B's node serving each slot. */
+let ringAdded: Node | null = null;
+let targetSlots: Node[] | null = null;
 
 /** The node for the key at [start, end) of `frame`. */
 function nodeOfKey(frame: Buffer, start: number, end: number): Node {
@@ -276,6 +228,7 @@ function nodeIndex(frame: Buffer, start: number, end: number): number {
 
 /** Routes one request: by its first key, or split per key when an MGET/MSET spans nodes. */
 function route(frame: Buffer, client: Client): void {
+  if (ringAdded !== null || targetSlots !== null) return routeWrite(frame, client);
   if (nodes.length === 1) return nodes[0].queue(frame, client);
   const b = argBounds(frame);
   if (b.length < 4) return nodes[0].queue(frame, client); // no key (PING)
@@ -339,7 +292,7 @@ function split(frame: Buffer, b: number[], isGet: boolean, stride: number, clien
       at = copyRange(frame, withHeaderStart(b, i), withHeaderEnd(b, i + stride - 1), out, at);
     }
     const node = slotOwners !== null ? slotOwners[shards[p]] : nodeOfKey(frame, b[first], b[first + 1]);
-    node.queuePart(out, merge, p, client);
+    node.queuePart(out, merge, p);
   }
 }
 /** `*<n>\r\n` and the command, made once per argument count. */
@@ -363,31 +316,124 @@ function withHeaderEnd(b: number[], i: number): number {
   return b[2 * i + 1] + 2;
 }
 
-// CRC16 (XMODEM) of the key, or of its hash tag, modulo 16384: Redis Cluster's key slot.
-const CRC_TABLE = new Uint16Array(256);
-for (let i = 0; i < 256; i++) {
-  let crc = i << 8;
-  for (let j = 0; j < 8; j++) crc = crc & 0x8000 ? ((crc << 1) ^ 0x1021) & 0xffff : (crc << 1) & 0xffff;
-  CRC_TABLE[i] = crc;
-}
-function slotOf(buf: Buffer, start: number, end: number): number {
-  let open = start;
-  while (open < end && buf[open] !== 123 /* { */) open++;
-  if (open < end) {
-    let close = open + 1;
-    while (close < end && buf[close] !== 125 /* } */) close++;
-    if (close < end && close > open + 1) {
-      start = open + 1;
-      end = close;
-    }
-  }
-  let crc = 0;
-  for (let i = start; i < end; i++) crc = ((crc << 8) & 0xffff) ^ CRC_TABLE[((crc >> 8) ^ buf[i]) & 0xff];
-  return crc & 16383;
+/** Double-write: the key's owner in B (its node in A when it does not move). */
+function ownerInB(buf: Buffer, start: number, end: number, inA: Node): Node {
+  if (targetSlots !== null) return targetSlots[slotOf(buf, start, end)];
+  return end > start && buf[end - 1] % 3 === 2 ? (ringAdded as Node) : inA;
 }
 
-/** CLUSTER SLOTS from the seed, read once: the masters and the slot table. */
-async function loadSlots(seed: string): Promise<void> {
+/**
+ * Double-write: a write to a key that moves goes to A with `DUMP key` behind it; with `--carry
+ * sync` the client's reply waits for the RESTORE on B. Anything else is forwarded.
+ */
+function routeWrite(frame: Buffer, client: Client): void {
+  const b = argBounds(frame);
+  if (b.length < 4) return nodes[0].queue(frame, client);
+  const inA = nodeOfKey(frame, b[2], b[3]);
+  const to = ownerInB(frame, b[2], b[3], inA);
+  if (to === inA || carry === 'feed') return inA.queue(frame, client);
+  const key = frame.subarray(withHeaderStart(b, 1), withHeaderEnd(b, 1));
+  const copy = new Copy(client, client.expect(), key, to);
+  inA.queuePart(frame, copy, 0);
+  if (!versioned) return inA.queuePart(Buffer.concat([DUMP_HEAD, key]), copy, 1);
+  const batch = toSnapshot.get(inA);
+  if (batch === undefined) toSnapshot.set(inA, [copy]);
+  else batch.push(copy);
+}
+
+/** One key's copy: A's reply to the write (part 0), its DUMP (1), B's reply to RESTORE or DEL (2). */
+class Copy implements Parts {
+  private reply: Buffer | null = null;
+  constructor(
+    /** The client waiting for the write's reply; null for a copy the change feed asked for. */
+    private readonly client: Client | null,
+    private readonly seq: number,
+    /** The key as a bulk, `$len\r\nkey\r\n`. */
+    readonly key: Buffer,
+    readonly to: Node,
+  ) {}
+  fill(index: number, frame: Buffer): void {
+    if (index === 0) this.reply = frame;
+    else if (index === 1) {
+      const gone = frame[0] === 36 && frame[1] === 45; // $-1: no such key
+      this.to.queuePart(gone ? Buffer.concat([DEL_HEAD, this.key]) : Buffer.concat([RESTORE_HEAD, this.key, TTL_NONE, frame, REPLACE]), this, 2);
+    } else if (this.client !== null && this.client.fill(this.seq, this.reply as Buffer)) ready.add(this.client);
+  }
+}
+const DUMP_HEAD = Buffer.from('*2\r\n$4\r\nDUMP\r\n');
+const DEL_HEAD = Buffer.from('*2\r\n$3\r\nDEL\r\n');
+const RESTORE_HEAD = Buffer.from('*5\r\n$7\r\nRESTORE\r\n');
+const TTL_NONE = Buffer.from('$1\r\n0\r\n');
+const REPLACE = Buffer.from('$7\r\nREPLACE\r\n');
+
+/** `--versions`: each node of A's moved keys of this turn, and each node of B's snapshots to apply (floor-versions.ts). */
+const toSnapshot = new Map<Node, Copy[]>();
+const toApply = new Map<Node, { copies: Copy[]; snapshots: Snapshot[] }>();
+/** At the end of a turn, before the nodes are written: one SNAPSHOT per node of A, one APPLY per node of B. */
+function queueBatches(): void {
+  for (const [node, copies] of toSnapshot) {
+    node.queuePart(snapshotBatch(copies.map((c) => c.key)), { fill: (_, reply) => snapshotted(copies, parseSnapshots(scriptReply(reply))) }, 0);
+  }
+  toSnapshot.clear();
+  for (const [node, { copies, snapshots }] of toApply) {
+    node.queuePart(applyBatch(copies.map((c) => c.key), snapshots, targetSlots !== null), { fill: (_, reply) => copies.forEach((c) => c.fill(2, scriptReply(reply))) }, 0);
+  }
+  toApply.clear();
+}
+/** A script's reply; an error (NOSCRIPT, a cluster's refusal) ends the floor: it has no other way to answer. */
+function scriptReply(reply: Buffer): Buffer {
+  if (reply[0] !== 45) return reply;
+  console.error(`mux-floor: ${reply.toString('latin1').trim()}`);
+  process.exit(1);
+}
+function snapshotted(copies: readonly Copy[], snapshots: readonly Snapshot[]): void {
+  copies.forEach((copy, i) => {
+    let batch = toApply.get(copy.to);
+    if (batch === undefined) toApply.set(copy.to, (batch = { copies: [], snapshots: [] }));
+    batch.copies.push(copy);
+    batch.snapshots.push(snapshots[i]);
+  });
+}
+
+/**
+ * `--carry feed`: a RESP3 connection to a node of A on which it names every key that changes
+ * (`>2 $10 invalidate *N $len key ...`); each one that moves is copied through the node's shared
+ * connection, DUMP there, then RESTORE on its owner in B.
+ */
+function openFeed(address: string, inA: Node): void {
+  const [host, port] = address.split(':');
+  const frames = new Frames();
+  let setupReplies = 2; // HELLO's and CLIENT TRACKING's
+  const socket = net.connect({ host, port: Number(port), noDelay: true }, () => socket.write(FEED_SETUP));
+  socket.on('error', (err) => {
+    console.error(`mux-floor: feed ${address}: ${err.message}`);
+    process.exit(1);
+  });
+  socket.on('data', (chunk: Buffer) => {
+    frames.each(chunk, (frame) => {
+      if (setupReplies > 0) return void setupReplies--;
+      let at = crAt(frame, 0) + 2;
+      at += frameLength(frame, at); // "invalidate"
+      if (frame[at] !== 42) return; // _: the node was flushed
+      const eol = crAt(frame, at);
+      let n = 0;
+      for (let i = at + 1; i < eol; i++) n = n * 10 + frame[i] - 48;
+      at = eol + 2;
+      for (let k = 0; k < n; k++) {
+        const len = frameLength(frame, at);
+        const start = crAt(frame, at) + 2;
+        const to = ownerInB(frame, start, at + len - 2, inA);
+        if (to !== inA) inA.queuePart(Buffer.concat([DUMP_HEAD, frame.subarray(at, at + len)]), new Copy(null, 0, frame.subarray(at, at + len), to), 1);
+        at += len;
+      }
+    });
+    scheduleFlush();
+  });
+}
+const FEED_SETUP = Buffer.from('*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n*4\r\n$6\r\nCLIENT\r\n$8\r\nTRACKING\r\n$2\r\nON\r\n$5\r\nBCAST\r\n');
+
+/** CLUSTER SLOTS from the seed, read once: the node serving each slot. */
+async function loadSlots(seed: string): Promise<Node[]> {
   const [host, port] = seed.split(':');
   const reply = await new Promise<Buffer>((resolve, reject) => {
     const socket = net.connect({ host, port: Number(port) }, () => socket.write('*2\r\n$7\r\nCLUSTER\r\n$5\r\nSLOTS\r\n'));
@@ -405,19 +451,25 @@ async function loadSlots(seed: string): Promise<void> {
   // Each range: *N :start :end *M $host :port $id ...; only the master (the first node) matters.
   const ranges = [...text.matchAll(/:(\d+)\r\n:(\d+)\r\n\*\d+\r\n\$\d+\r\n([^\r]*)\r\n:(\d+)\r\n/g)];
   const byAddress = new Map<string, Node>();
-  slotOwners = new Array<Node>(16384);
+  const owners = new Array<Node>(16384);
   for (const [, start, end, h, p] of ranges) {
     const address = `${h === '' ? host : h}:${p}`;
     let node = byAddress.get(address);
     if (node === undefined) byAddress.set(address, (node = new Node(address)));
-    for (let slot = Number(start); slot <= Number(end); slot++) slotOwners[slot] = node;
+    for (let slot = Number(start); slot <= Number(end); slot++) owners[slot] = node;
   }
-  nodes = [...byAddress.values()];
+  return owners;
 }
 
 async function main(): Promise<void> {
-  if (clusterSeed !== null) await loadSlots(clusterSeed);
-  else nodes = nodeAddresses.map((a) => new Node(a));
+  if (clusterSeed !== null) {
+    slotOwners = await loadSlots(clusterSeed);
+    nodes = [...new Set(slotOwners)];
+  } else nodes = nodeAddresses.map((a) => new Node(a));
+  if (toRing !== null) ringAdded = new Node(toRing);
+  if (toCluster !== null) targetSlots = await loadSlots(toCluster);
+  if (versioned) for (const node of everyNode) for (const load of SCRIPT_LOADS) node.queuePart(load, { fill: () => undefined }, 0);
+  if (carry === 'feed' && (ringAdded !== null || targetSlots !== null)) nodeAddresses.forEach((address, i) => openFeed(address, nodes[i]));
   net
     .createServer({ noDelay: true, pauseOnConnect: true }, (socket) => {
       const client = new Client(socket);

@@ -9,6 +9,7 @@ import path from 'node:path';
 import { freePort } from '../../cmd/sandbox/ports';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { exchange, splitReplies } from '../helpers/raw-exchange';
 import calculateSlot from 'cluster-key-slot';
 
@@ -135,4 +136,68 @@ describe('in front of a Redis Cluster (--cluster)', () => {
     expect(new Set(SPLIT_KEYS.map((k) => calculateSlot(k))).size).toBe(SPLIT_KEYS.length);
     expect(total).toEqual({ get: SPLIT_KEYS.length, set: SPLIT_KEYS.length });
   });
+});
+
+// The double-write floor (issue 32's measure of what a migration's write costs at the least) must
+// really carry each moved key's final state to B, or its row says nothing.
+describe('double-writing (--to-ring, --to-cluster; --versions, --carry feed)', () => {
+  let nodes: StandaloneNodes | undefined;
+  let cluster: RedisCluster | undefined;
+  beforeAll(async () => {
+    nodes = await StandaloneNodes.start(3);
+    cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
+  }, 60_000);
+  afterAll(async () => {
+    await nodes?.stop();
+    await cluster?.stop();
+  });
+
+  const KEYS = Array.from({ length: 60 }, (_, i) => `counter:${i}`);
+  /** 600 INCRs over 60 keys, pipelined, then each key's value on A and where B keeps it. */
+  async function incrementAndCompare(extra: string[], ownerInB: (key: string) => Promise<RedisNode | null>): Promise<{ moved: number; differ: string[] }> {
+    const [a, b, c] = (nodes as StandaloneNodes).nodes;
+    await Promise.all([a, b, c, ...(cluster as RedisCluster).masters].map((n) => n.command('FLUSHALL')));
+    const floor = await startFloor([a.address, b.address, ...extra]);
+    try {
+      const incrs = Array.from({ length: 600 }, (_, i) => ['INCR', KEYS[i % KEYS.length]]);
+      const { replies } = await exchange(floor.port, incrs);
+      expect(splitReplies(replies)).toEqual(incrs.map((_, i) => `:${Math.floor(i / KEYS.length) + 1}\r\n`));
+      const differ: string[] = [];
+      let moved = 0;
+      // The feed copies behind the replies: B is read until it holds A's state (or the deadline).
+      const deadline = Date.now() + 10_000;
+      for (const key of KEYS) {
+        // The floor's ring A: the key's last byte picks a or b.
+        const inA = String(await (key.charCodeAt(key.length - 1) % 2 === 0 ? a : b).command('GET', key));
+        const owner = await ownerInB(key);
+        if (owner === null) continue; // does not move
+        moved++;
+        const read = async (): Promise<string> => String(await owner.command('GET', key));
+        let there = await read();
+        while (there !== inA && Date.now() < deadline) there = await read();
+        if (there !== inA) differ.push(key);
+      }
+      return { moved, differ };
+    } finally {
+      await stopFloor(floor.proc);
+    }
+  }
+  /** Ring B = a, b, c: a key moves to c when its last byte % 3 is 2. */
+  const inRingB = async (key: string): Promise<RedisNode | null> => (key.charCodeAt(key.length - 1) % 3 === 2 ? (nodes as StandaloneNodes).nodes[2] : null);
+  const inCluster = (key: string): Promise<RedisNode | null> => (cluster as RedisCluster).masterFor(calculateSlot(key));
+
+  for (const [label, mode] of [['DUMP/RESTORE', []], ['versions', ['--versions']], ['feed', ['--carry', 'feed']]] as const) {
+    test(`into a ring, ${label}: every moved key's final value on the new node`, async () => {
+      const c = (nodes as StandaloneNodes).nodes[2];
+      const { moved, differ } = await incrementAndCompare(['--to-ring', c.address, ...mode], inRingB);
+      expect(moved).toBeGreaterThan(10);
+      expect(differ).toEqual([]);
+    }, 30_000);
+
+    test(`into a cluster, ${label}: every key's final value in the cluster`, async () => {
+      const { moved, differ } = await incrementAndCompare(['--to-cluster', (cluster as RedisCluster).seeds[0], ...mode], inCluster);
+      expect(moved).toBe(KEYS.length);
+      expect(differ).toEqual([]);
+    }, 30_000);
+  }
 });

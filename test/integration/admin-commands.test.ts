@@ -611,7 +611,9 @@ describe('INFO', () => {
   });
 
   test('# Memory and # Persistence are the cluster\'s: byte counts and pending changes summed', async () => {
-    for (const { key } of await keyPerMaster(h.cluster(), 'mem')) await c.call('SET', key, 'x'.repeat(1000));
+    // A megabyte on each master, so each one's dataset is mostly this and alike whatever earlier
+    // tests left on one master (their few hundred KB made one master's figure half of the sum).
+    for (const { key } of await keyPerMaster(h.cluster(), 'mem')) await c.call('SET', key, 'x'.repeat(1_000_000));
     const masters = h.cluster().masters;
     const direct = async (section: string, field: string): Promise<number> =>
       (await Promise.all(masters.map(async (m) => Number((await m.info(section)).get(field))))).reduce((a, b) => a + b, 0);

@@ -206,9 +206,14 @@ export class RedisNode {
         throw await this.failure(`redis-server on ${this.address} ${this.exitDescription} before answering PING`);
       }
       try {
+        // The server on the port must be this process: nodes started side by side (two clusters
+        // at once) can be handed the same free port, and the one that lost the bind would else
+        // take the other's PONG for its own and join the wrong cluster.
         const reply = await sendCommand(this.port, ['PING'], { host: this.host, timeoutMs: 1_000 });
-        if (reply === 'PONG') return;
-        lastError = `unexpected reply ${JSON.stringify(reply)}`;
+        const info = reply === 'PONG' ? String(await sendCommand(this.port, ['INFO', 'server'], { host: this.host, timeoutMs: 1_000 })) : '';
+        const pid = /process_id:(\d+)/.exec(info)?.[1];
+        if (pid !== undefined && Number(pid) === this.process.pid) return;
+        lastError = reply !== 'PONG' ? `unexpected reply ${JSON.stringify(reply)}` : `port ${this.port} answered by another redis-server (pid ${pid ?? '?'})`;
       } catch (err) {
         lastError = errorMessage(err); // refused until it binds; LOADING while loading
       }

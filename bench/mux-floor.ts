@@ -357,7 +357,7 @@ class Copy implements Parts {
     else if (index === 1) {
       const gone = frame[0] === 36 && frame[1] === 45; // $-1: no such key
       this.to.queuePart(gone ? Buffer.concat([DEL_HEAD, this.key]) : Buffer.concat([RESTORE_HEAD, this.key, TTL_NONE, frame, REPLACE]), this, 2);
-    } else if (this.client !== null && this.client.fill(this.seq, this.reply as Buffer)) ready.add(this.client);
+    } else if (copied(frame) && this.client !== null && this.client.fill(this.seq, this.reply as Buffer)) ready.add(this.client);
   }
 }
 const DUMP_HEAD = Buffer.from('*2\r\n$4\r\nDUMP\r\n');
@@ -376,16 +376,17 @@ function queueBatches(): void {
   }
   toSnapshot.clear();
   for (const [node, { copies, snapshots }] of toApply) {
-    node.queuePart(applyBatch(copies.map((c) => c.key), snapshots, targetSlots !== null), { fill: (_, reply) => copies.forEach((c) => c.fill(2, scriptReply(reply))) }, 0);
+    node.queuePart(applyBatch(copies.map((c) => c.key), snapshots, targetSlots !== null), { fill: (_, reply) => copies.forEach((c) => c.fill(2, reply)) }, 0);
   }
   toApply.clear();
 }
-/** A script's reply; an error (NOSCRIPT, a cluster's refusal) ends the floor: it has no other way to answer. */
+/** B's reply to a copy or a script's; an error (NOSCRIPT, a cluster's refusal) ends the floor: it has no way to answer it. */
 function scriptReply(reply: Buffer): Buffer {
   if (reply[0] !== 45) return reply;
   console.error(`mux-floor: ${reply.toString('latin1').trim()}`);
   process.exit(1);
 }
+const copied = (reply: Buffer): boolean => scriptReply(reply) === reply;
 function snapshotted(copies: readonly Copy[], snapshots: readonly Snapshot[]): void {
   copies.forEach((copy, i) => {
     let batch = toApply.get(copy.to);

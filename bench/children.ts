@@ -72,17 +72,18 @@ export class ManagedProcess {
 
   /**
    * Starts `command`. With `dieWithParent`, it runs under `setpriv --pdeathsig SIGKILL` (which execs
-   * in place, so the pid is the command's own) and dies even if the benchmark is SIGKILLed.
+   * in place, so the pid is the command's own) and dies even if the benchmark is SIGKILLed. With
+   * `stdin: 'pipe'`, the parent talks to it through `child.stdin`.
    */
   static start(
     command: string,
     args: readonly string[],
-    opts: { cwd?: string; dieWithParent?: boolean; keepAllStdout?: boolean } = {},
+    opts: { cwd?: string; dieWithParent?: boolean; keepAllStdout?: boolean; stdin?: 'pipe' } = {},
   ): ManagedProcess {
     installExitHook();
     const wrap = opts.dieWithParent !== false && SETPRIV !== null;
     const [bin, argv] = wrap && SETPRIV !== null ? [SETPRIV, ['--pdeathsig', 'SIGKILL', '--', command, ...args]] : [command, [...args]];
-    const child = spawn(bin, argv, { cwd: opts.cwd, stdio: ['ignore', 'pipe', 'pipe'] });
+    const child = spawn(bin, argv, { cwd: opts.cwd, stdio: [opts.stdin ?? 'ignore', 'pipe', 'pipe'] });
     live.add(child);
     return new ManagedProcess(child, [command, ...args].join(' '), opts.keepAllStdout === true);
   }

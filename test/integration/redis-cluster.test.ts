@@ -148,6 +148,19 @@ describe('RedisNode', () => {
       await new Promise<void>((resolve) => blocker.close(() => resolve()));
     }
   });
+
+  test('a port already served by another redis-server is busy, not taken for its own (PONG from the wrong process)', async () => {
+    // Two clusters started side by side can be handed the same free port: the node that loses the
+    // bind must not read the winner's PONG as its own readiness.
+    const other = await RedisNode.start({ port: (await freePorts(1))[0] });
+    try {
+      const err: unknown = await RedisNode.start({ port: other.port }).catch((e: unknown) => e);
+      expect(err).toBeInstanceOf(RedisStartError);
+      expect((err as RedisStartError).addressInUse).toBe(true);
+    } finally {
+      await other.destroy();
+    }
+  });
 });
 
 describe('RedisCluster with 3 masters and 1 replica each', () => {

@@ -25,7 +25,6 @@ export interface CopyTarget {
   toOwners: SlotOwners | null;
 }
 
-/** A side's live slot map, or null for a ring. */
 /** Indexes of `items` grouped by `key`, groups and indexes in first-seen order (targets per script). */
 export function groupIndexes<T>(items: readonly T[], key: (item: T) => string): number[][] {
   const byKey = new Map<string, number[]>();
@@ -43,28 +42,15 @@ export function groupIndexes<T>(items: readonly T[], key: (item: T) => string): 
   return groups;
 }
 
+/** A side's live slot map, or null for a ring. */
 export function ownersOf(side: KeySpace): SlotOwners | null {
   return side instanceof ClusterKeySpace ? side.owners : null;
 }
 
 /** The keys among `keys` that the placement copies to a new owner after a write (none outside a migration). */
-export function copyTargets(placement: Placement | undefined, keys: Iterable<Buffer>): CopyTarget[] {
-  const targets: CopyTarget[] = [];
-  if (placement === undefined || !placement.converges || placement.to === null) return targets;
-  const fromBook = bookkeepingOf(placement.from.kind);
-  const toBook = bookkeepingOf(placement.to.kind);
-  const fromOwners = ownersOf(placement.from);
-  const toOwners = ownersOf(placement.to);
-  const seen = new Set<string>();
-  for (const key of keys) {
-    const t = placement.copyTarget(key);
-    if (t === null) continue;
-    const id = key.toString('latin1');
-    if (seen.has(id)) continue;
-    seen.add(id);
-    targets.push({ key, ...t, fromBook, toBook, fromOwners, toOwners });
-  }
-  return targets;
+export function copyTargets(placement: Placement | undefined, keys: readonly Buffer[]): CopyTarget[] {
+  if (placement === undefined) return [];
+  return targetsOf(placement, keys, (key) => placement.copyTarget(key));
 }
 
 /**
@@ -73,17 +59,7 @@ export function copyTargets(placement: Placement | undefined, keys: Iterable<Buf
  */
 export function shardTargets(placement: Placement, keys: readonly Buffer[], shard: number): CopyTarget[] {
   const t = placement.copyTargetOfShard(shard);
-  if (t === null || placement.to === null) return [];
-  const fromBook = bookkeepingOf(placement.from.kind);
-  const toBook = bookkeepingOf(placement.to.kind);
-  const fromOwners = ownersOf(placement.from);
-  const toOwners = ownersOf(placement.to);
-  const targets: CopyTarget[] = [];
-  for (const key of keys) {
-    if (targets.some((x) => x.key.equals(key))) continue;
-    targets.push({ key, from: t.from, to: t.to, fromBook, toBook, fromOwners, toOwners });
-  }
-  return targets;
+  return t === null ? [] : targetsOf(placement, keys, () => t);
 }
 
 /**
@@ -92,25 +68,33 @@ export function shardTargets(placement: Placement, keys: readonly Buffer[], shar
  * not own it in A is side B's write there).
  */
 export function movingTargets(placement: Placement, keys: readonly Buffer[], onNode?: string): CopyTarget[] {
-  if (!placement.converges || placement.to === null) return [];
-  const out: CopyTarget[] = [];
-  const ringA = placement.from.kind === 'ring';
-  for (const key of keys) {
+  const onlyOnNode = onNode !== undefined && placement.from.kind === 'ring';
+  return targetsOf(placement, keys, (key) => {
     const shard = placement.shardOf(key);
-    if (onNode !== undefined && ringA && placement.writeAddress(shard) !== onNode) continue;
-    out.push(...shardTargets(placement, [key], shard));
-  }
-  return dedupe(out);
+    return onlyOnNode && placement.writeAddress(shard) !== onNode ? null : placement.copyTargetOfShard(shard);
+  });
 }
 
-function dedupe(targets: CopyTarget[]): CopyTarget[] {
-  const seen = new Set<string>();
-  return targets.filter((t) => {
-    const id = t.key.toString('latin1');
-    if (seen.has(id)) return false;
-    seen.add(id);
-    return true;
-  });
+/** A CopyTarget for each distinct key `where` gives owners, the sides' bookkeeping read once. */
+function targetsOf(placement: Placement, keys: readonly Buffer[], where: (key: Buffer) => { from: string; to: string } | null): CopyTarget[] {
+  const targets: CopyTarget[] = [];
+  if (!placement.converges || placement.to === null) return targets;
+  const fromBook = bookkeepingOf(placement.from.kind);
+  const toBook = bookkeepingOf(placement.to.kind);
+  const fromOwners = ownersOf(placement.from);
+  const toOwners = ownersOf(placement.to);
+  // Most writes name one key: no set of names for them.
+  const seen = keys.length > 1 ? new Set<string>() : null;
+  for (const key of keys) {
+    if (seen !== null) {
+      const id = key.toString('latin1');
+      if (seen.has(id)) continue;
+      seen.add(id);
+    }
+    const t = where(key);
+    if (t !== null) targets.push({ key, from: t.from, to: t.to, fromBook, toBook, fromOwners, toOwners });
+  }
+  return targets;
 }
 
 /** Applies each target's snapshot on its new owner; throws when a node cannot be reached or errs. */

@@ -13,7 +13,7 @@
  */
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import { Releasable } from '../client/client-session';
-import { arrayElements } from '../resp/reply-framer';
+import { arrayElements, parseSigned } from '../resp/reply-framer';
 import * as encode from '../resp/encode';
 
 /** How each splittable command's keys sit in its arguments, and how part replies merge. */
@@ -186,7 +186,7 @@ export class SplitCommand extends ReplySlot {
     const parts = this.parts;
     const cursors = new Array<number>(frames.length);
     const partOf = new Array<number>(n);
-    let size = 1 + decimalLength(n) + 2;
+    let size = encode.arrayHeaderLength(n);
     for (let i = 0; i < frames.length; i++) {
       const frame = frames[i];
       const keyIndexes = parts[i].keyIndexes;
@@ -195,14 +195,14 @@ export class SplitCommand extends ReplySlot {
         cursors[i] = 0; // a GET part: its reply is the value's frame
       } else {
         const body = frame[0] === 42 /* * */ && frame[1] !== 45 ? lineEnd(frame, 1) : -1;
-        if (body < 0 || parseDecimal(frame, 1, body - 2) !== keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
+        if (body < 0 || parseSigned(frame, 1, body - 2) !== keyIndexes.length) throw new Error('MGET part reply is not an array of its keys');
         cursors[i] = body;
       }
       size += frame.length - cursors[i];
     }
     const resp3 = this.owner.protocol === 3;
     const out = Buffer.allocUnsafe(size);
-    let at = writeArrayHeader(out, n);
+    let at = encode.writeArrayHeader(out, 0, n);
     for (let k = 0; k < n; k++) {
       const p = partOf[k];
       const frame = frames[p];
@@ -260,30 +260,6 @@ export class SplitCommand extends ReplySlot {
 function lineEnd(frame: Buffer, from: number): number {
   for (let i = from; i < frame.length - 1; i++) if (frame[i] === 13) return i + 2;
   return -1;
-}
-
-/** The decimal at [from, to) of `frame` (a RESP length: digits, or -1). */
-function parseDecimal(frame: Buffer, from: number, to: number): number {
-  if (frame[from] === 45) return -1;
-  let n = 0;
-  for (let i = from; i < to; i++) n = n * 10 + frame[i] - 48;
-  return n;
-}
-
-function decimalLength(n: number): number {
-  let d = 1;
-  for (let m = n; m >= 10; m = (m / 10) | 0) d++;
-  return d;
-}
-
-/** Writes `*<n>\r\n` at the start of `out`; returns its length. */
-function writeArrayHeader(out: Buffer, n: number): number {
-  const end = 1 + decimalLength(n);
-  out[0] = 42;
-  for (let i = end - 1, m = n; i > 0; i--, m = (m / 10) | 0) out[i] = 48 + (m % 10);
-  out[end] = 13;
-  out[end + 1] = 10;
-  return end + 2;
 }
 
 const WRONGTYPE = Buffer.from('-WRONGTYPE ');

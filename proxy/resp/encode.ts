@@ -145,6 +145,16 @@ function digits(n: number): number {
   return d;
 }
 
+/** Bytes of an array header `*<n>\r\n`. */
+export function arrayHeaderLength(n: number): number {
+  return 1 + digits(n) + 2;
+}
+
+/** Writes an array header `*<n>\r\n` at `at`; returns where the next byte goes. */
+export function writeArrayHeader(out: Buffer, at: number, n: number): number {
+  return writeHeader(out, at, 42, n);
+}
+
 /** Writes `<type><n>\r\n` at `at`; returns where the next byte goes. */
 function writeHeader(out: Buffer, at: number, type: number, n: number): number {
   out[at] = type;

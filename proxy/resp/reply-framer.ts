@@ -145,7 +145,8 @@ export class ReplyFramer {
   }
 }
 
-function parseSigned(buf: Buffer, from: number, to: number): number {
+/** The RESP length or integer at [from, to) of `buf`: digits, maybe a minus sign (else a ReplyFramingError). */
+export function parseSigned(buf: Buffer, from: number, to: number): number {
   let i = from;
   let sign = 1;
   if (buf[i] === 45) {

@@ -102,8 +102,9 @@ export function connectionLost(addr: string): string {
   return `ERR slotproxy: connection to ${addr} lost before the reply; the command may or may not have run`;
 }
 
+/** `timed out`, the words of nutcracker's `-ERR Connection timed out` (what a twemproxy user's alerts look for). */
 export function commandTimeout(addr: string, ms: number): string {
-  return `ERR slotproxy: node ${addr} did not answer within ${ms} ms`;
+  return `ERR slotproxy: node ${addr} timed out (no reply within ${ms} ms)`;
 }
 
 export function tooManyRedirects(n: number): string {

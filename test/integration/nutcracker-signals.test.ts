@@ -3,7 +3,7 @@
 // SIGUSR2 and SIGPIPE do nothing; none of them stops, freezes or kills the proxy, which answers PING
 // after each and still drains on SIGTERM. Beside a real nutcracker over the same nodes, each signal
 // sent under load loses no write in either. A ring node that is down answers with the OS's reason,
-// as nutcracker's does.
+// as nutcracker's does, and a request the pool's timeout: cuts off says "timed out" in both.
 import fs from 'node:fs';
 import path from 'node:path';
 import Redis from 'ioredis';
@@ -239,6 +239,29 @@ test('a pool whose server is down, served by both: the same keys fail, each erro
   for (const i of failed(fromNutcracker)) {
     expect(fromNutcracker[i]).toBe('ERR Connection refused');
     expect(fromSlotproxy[i]).toBe(`ERR slotproxy: node 127.0.0.1:${deadPort} unreachable (Connection refused)`);
+  }
+  sp.kill('SIGTERM');
+  expect(await sp.exitCode()).toBe(0);
+}, 60_000);
+
+test("a pool's timeout: cuts off a request to a stopped server in both, each error saying \"timed out\"", async () => {
+  const [ncPort, spPort, ncStats] = await freePorts(3);
+  const node = env.nodes().nodes[1];
+  const yaml = (port: number): string => poolYaml(port, [`${node.address}:1 s1`]).replace('  redis: true', '  redis: true\n  timeout: 300');
+  await env.startNutcracker(['-c', env.write('timeout-nc.yml', yaml(ncPort))], [ncPort], ncStats);
+  const sp = ProxyProcess.start(env.write('timeout-sp.yml', yaml(spPort)));
+  await waitForPing(spPort, () => sp.running, () => sp.log, 30_000);
+  const [nc, slot] = [client(ncPort), client(spPort)];
+  // Both connected to the server before it stops answering.
+  expect(await nc.set('timeout:a', '1')).toBe('OK');
+  expect(await slot.get('timeout:a')).toBe('1');
+  node.kill('SIGSTOP');
+  try {
+    const [fromNutcracker, fromSlotproxy] = await Promise.all([nc, slot].map((c) => c.get('timeout:a').then(String, (err: Error) => err.message)));
+    expect(fromNutcracker).toBe('ERR Connection timed out');
+    expect(fromSlotproxy).toBe(`ERR slotproxy: node ${node.address} timed out (no reply within 300 ms)`);
+  } finally {
+    node.kill('SIGCONT');
   }
   sp.kill('SIGTERM');
   expect(await sp.exitCode()).toBe(0);

@@ -4,7 +4,10 @@
  * run in the order it sent them.
  *
  * A closed connection is replaced on next use. Reconnects to a node that keeps failing wait an
- * exponential backoff with jitter, so a restarting node is not hammered by every client at once.
+ * exponential backoff with jitter, so a restarting node is not hammered by every client at once;
+ * except a node that fails fast (setFailFast: a ring server with no Sentinel to wait for), which
+ * is tried again at once by the next request, as nutcracker does: requests queued on the attempt
+ * get its refusal within a round trip, and the first request after the node is back reaches it.
  */
 import { BackendConnection, ConnectionOptions, isBusy } from './connection';
 import { request } from './request';
@@ -78,6 +81,8 @@ export class BackendPool {
   private lostListeners: ((address: string, reason: string) => void)[] = [];
   private readyListeners: ((address: string) => void)[] = [];
   private closed = false;
+  /** Nodes that fail fast (setFailFast); none unless a ring without Sentinel says so. */
+  private failsFastAt: (address: string) => boolean = () => false;
 
   private readonly limiter: ConnectLimiter;
   private busyAfterMs = DEFAULT_BUSY_AFTER_MS;
@@ -102,6 +107,21 @@ export class BackendPool {
   /** Called when a connection to `address` is established (ring mode's auto-eject resets its count). */
   onConnectionReady(listener: (address: string) => void): void {
     this.readyListeners.push(listener);
+  }
+
+  /**
+   * `failsFast(address)`: the node's failed connection is tried again at once, with no backoff and
+   * outside the connect-rate cap (one attempt per lane at a time is no storm), and its requests
+   * are not retried (dispatch/forward.ts asks failsFast): nutcracker's behaviour for a server
+   * that is down. Asked only when a connection opens or fails.
+   */
+  setFailFast(failsFast: (address: string) => boolean): void {
+    this.failsFastAt = failsFast;
+  }
+
+  /** Whether `address` fails fast (setFailFast). */
+  failsFast(address: string): boolean {
+    return this.failsFastAt(address);
   }
 
   /** The node's `busy-reply-threshold` in ms (0 or less: keep the default). */
@@ -309,9 +329,10 @@ export class BackendPool {
 
   /** `toBusyNode`: a spare for a node running a busy script, whose handshake leaves out READONLY (refused with -BUSY). */
   private open(address: string, node: NodeState, protocol: 2 | 3, toBusyNode = false): BackendConnection {
-    const delay = node.failures === 0 ? 0 : Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (node.failures - 1)) * (0.5 + Math.random() / 2);
+    const retryAtOnce = node.failures > 0 && this.failsFastAt(address);
+    const delay = node.failures === 0 || retryAtOnce ? 0 : Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (node.failures - 1)) * (0.5 + Math.random() / 2);
     const busyCheck = this.options.timeoutBehindScripts === true ? null : (): Promise<boolean> => this.runsScript(address);
-    const options = { ...this.connectionOptions(this.connectDelay(delay), protocol), counters: node.counters, busyCheck };
+    const options = { ...this.connectionOptions(retryAtOnce ? this.connectAtOnce() : this.connectDelay(delay), protocol), counters: node.counters, busyCheck };
     if (toBusyNode) options.handshake = options.handshake.filter((h) => !h.equals(READONLY));
     const conn = new BackendConnection(address, options);
     for (let i = 0; i < node.writeHolds; i++) conn.holdWrites();
@@ -332,6 +353,12 @@ export class BackendPool {
   private connectDelay(backoffMs: number): number {
     this.connectsStarted++;
     return Math.max(backoffMs, this.limiter.reserve());
+  }
+
+  /** A fail-fast node's next attempt: now, not booked on the connect-rate cap. */
+  private connectAtOnce(): number {
+    this.connectsStarted++;
+    return 0;
   }
 
   private connectionOptions(delayMs: number, protocol: 2 | 3 = 2): ConnectionOptions {

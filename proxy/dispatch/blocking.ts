@@ -197,8 +197,10 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
   }
 
   onFailure(message: string, written: boolean): void {
-    // Never sent (the node is down, a failover under way): try again while the retry window lasts.
-    if (!written && this.retryLater()) return;
+    // Never sent (the node is down, a failover under way): try again while the retry window lasts;
+    // but a ring server with no Sentinel that refuses connections answers at once, as nutcracker.
+    const failsFast = errors.isNodeUnreachable(message) && this.ctx.pool.failsFast(this.address ?? '');
+    if (!written && !failsFast && this.retryLater()) return;
     this.complete(encode.error(message));
   }
 

@@ -172,7 +172,9 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     this.ctx.stats.backendErrors++;
     if (this.onReplica) return this.leaveReplica();
     refreshSlotMaps(this.ctx);
-    if (written && !this.retrySafe) {
+    // A ring server with no Sentinel to wait for, refusing or resetting connections: its error at
+    // once, as nutcracker answers (the next request tries it again).
+    if ((written && !this.retrySafe) || (errors.isNodeUnreachable(message) && this.ctx.pool.failsFast(this.address))) {
       this.complete(encode.error(message));
       return;
     }

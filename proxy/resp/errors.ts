@@ -93,6 +93,11 @@ export function nodeUnreachable(addr: string, cause: string): string {
   return `ERR slotproxy: node ${addr} unreachable (${cause})`;
 }
 
+/** Whether `message` is nodeUnreachable's: the connection failed at the socket (refused, reset, timed out). */
+export function isNodeUnreachable(message: string): boolean {
+  return message.startsWith('ERR slotproxy: node ') && message.endsWith(')') && message.includes(' unreachable (');
+}
+
 /** A Sentinel master's server could not be reached and Sentinel named no new master within the wait (ring.sentinel.failoverWaitMs). */
 export function failoverNotDone(master: string, addr: string, cause: string, waitedMs: number): string {
   return `ERR slotproxy: ring server ${master} at ${addr} failed (${cause.replace(/^ERR slotproxy: /, '')}) and Sentinel named no new master within ${waitedMs} ms`;

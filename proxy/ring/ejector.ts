@@ -2,8 +2,9 @@
  * twemproxy's auto_eject_hosts for ring mode: a node whose connections fail `failureLimit` times
  * in a row is taken out of the ring (its keys go to the next points, exactly where twemproxy sends
  * them, since the ring is rebuilt from the live nodes as twemproxy rebuilds it), and put back after
- * `retryTimeoutMs`; if it fails again it is taken out again at once. A successful connection resets
- * the count. Requests already sent to the node when it is ejected get its error.
+ * `retryTimeoutMs` with its count at 0 (nutcracker 0.5.0 zeroes it on ejection): it is taken out
+ * again after `failureLimit` more failures. A successful connection resets the count. Requests
+ * already sent to the node when it is ejected get its error.
  */
 import { RingConfig } from '../../config/schema';
 import { BackendPool } from '../backend/pool';
@@ -53,8 +54,8 @@ export class NodeEjector {
     // Unref'd: a pending retry never keeps a closing proxy alive.
     const timer = setTimeout(() => {
       this.ejected.delete(index);
-      // One more failure ejects it again, as in twemproxy.
-      this.failures.set(addr, this.failureLimit - 1);
+      // failureLimit more failures eject it again, as in nutcracker (compared in ring-down-server.test.ts).
+      this.failures.delete(addr);
       this.rebuild();
       log.info({ node: addr }, 'ejected node back in the ring, on trial');
     }, this.retryTimeoutMs);

@@ -36,6 +36,7 @@ import type { NutcrackerPoolSource } from '../telemetry/nutcracker-stats';
 import { restartOnlyChanges } from './reload';
 import { RingRouter } from '../ring/router';
 import { CLUSTER_RETRY_WINDOW_MS, applyRingReload } from './ring-reload';
+import { ringServerFailsFast } from '../ring/fail-fast';
 import { fenceRingB } from '../migration/fence';
 import { readinessProblem } from './readiness';
 import { NodeEjector } from '../ring/ejector';
@@ -361,6 +362,8 @@ async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: Back
   const at = masters?.addressOf ?? NO_MASTERS;
   const ring = new RingRouter(Placement.fromConfig(ringAt(config.ring, at), migrationAt(config.migration, at), undefined, clusters.ownersFor));
   const sentinel = masters === null ? null : new MasterFollower(masters, ring, pool, { failoverWaitMs: config.ring.sentinel?.failoverWaitMs ?? 10_000, queryTimeoutMs: config.backend.commandTimeoutMs });
+  // A ring server that is down answers at once, as nutcracker's; a Sentinel master's waits for its successor.
+  pool.setFailFast(ringServerFailsFast(ring, (address) => sentinel?.waitWindowMs(address) != null));
   // Started in done: ring B must refuse late copies from proxies still double-writing.
   if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
   // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.

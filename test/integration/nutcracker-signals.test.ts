@@ -223,8 +223,8 @@ test('a pool whose server is down, served by both: the same keys fail, each erro
   await env.startNutcracker(['-c', env.write('down-nc.yml', poolYaml(ncPort, servers))], [ncPort], ncStats);
   const sp = ProxyProcess.start(env.write('down-sp.yml', poolYaml(spPort, servers)));
   await waitForPing(spPort, () => sp.running, () => sp.log, 30_000);
-  // All at once: slotproxy fails a down node's requests when its connection attempt fails, and
-  // retries a node that keeps failing after a backoff (up to 2 s), where nutcracker tries at once.
+  // All at once: each proxy fails a down node's requests when its connection attempt fails, and
+  // tries the node again on the next request (ring-down-server.test.ts times it).
   const answers = (port: number): Promise<string[]> => {
     const c = env.keep(new Redis({ port, maxRetriesPerRequest: 0, commandTimeout: 5000, disableClientInfo: true, enableReadyCheck: false, retryStrategy: () => null }));
     return Promise.all(Array.from({ length: 40 }, (_, i) => c.get(`down:${i}`).then((v) => `value ${String(v)}`, (err: Error) => err.message)));

@@ -1,7 +1,7 @@
 /**
  * Keyless commands whose honest answer covers the whole data set: sent to every master, and the
  * replies merged into the one reply a single Redis would give (DBSIZE sums, KEYS concatenates, ...).
- * SCAN is the exception: one master per call, with a cursor that walks every master in turn.
+ * SCAN is the exception: masters one after the other, with a cursor that walks every master in turn.
  */
 import { BackendRequest } from '../backend/connection';
 import { ProxyContext } from '../context';
@@ -9,7 +9,6 @@ import { ReplyOwner, ReplySlot } from '../client/reply-slot';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { decodeReply, errorText, asArray, isNullReply } from '../resp/decode-reply';
-import { ReplyError } from 'redis-errors';
 
 /**
  * Merges the replies of every master, in the order of the masters; `after`: their replies to the
@@ -130,14 +129,25 @@ export function andArrays(held: readonly boolean[]): Merge {
 /** Masters are addressed in the low bits of the proxy's SCAN cursor. */
 const SCAN_MASTER_BITS = 1024n;
 
+/** SCAN's COUNT when the request names none, as in Redis. */
+const SCAN_DEFAULT_COUNT = 10;
+
 /**
  * SCAN through the proxy: the cursor encodes (node cursor, master index) as
  * nodeCursor * 1024 + index, so it stays one unsigned 64-bit number as clients expect.
- * When a master's own cursor returns to 0, the walk moves on to the next master.
+ * When a master's own cursor returns to 0 with fewer than COUNT keys gathered, the same call walks
+ * on to the next master, so a keyspace smaller than COUNT comes back whole in one call, as on one
+ * Redis. A master that stops mid-walk (its cursor not 0) ends the call: each master does at most
+ * COUNT's work per call, as Redis bounds it.
  */
 export class ScanCommand extends ReplySlot implements BackendRequest {
   payload: Buffer = Buffer.alloc(0);
   private masterIndex = 0;
+  private ctx: ProxyContext | null = null;
+  /** The request from its MATCH on: the same for every master. */
+  private options: Buffer[] = [];
+  private count = SCAN_DEFAULT_COUNT;
+  private readonly keys: Buffer[] = [];
 
   constructor(owner: ReplyOwner, private readonly masters: readonly string[]) {
     super(owner);
@@ -157,25 +167,35 @@ export class ScanCommand extends ReplySlot implements BackendRequest {
       this.complete(this.masters.length === 0 ? encode.error(errors.PROXY_NOT_READY) : encode.error(errors.INVALID_CURSOR));
       return;
     }
-    const nodeCursor = cursor / SCAN_MASTER_BITS;
-    this.payload = encode.command([args[0], String(nodeCursor), ...args.slice(2)]);
+    this.ctx = ctx;
+    this.options = args.slice(2);
+    this.count = countOption(this.options);
+    this.send(args[0], cursor / SCAN_MASTER_BITS);
+  }
+
+  private send(name: Buffer | string, nodeCursor: bigint): void {
+    const ctx = this.ctx as ProxyContext;
+    this.payload = encode.command([name, String(nodeCursor), ...this.options]);
     ctx.pool.connection(this.masters[this.masterIndex], this.owner.id).send(this);
   }
 
   onReply(frame: Buffer): void {
-    const err = errorText(frame);
-    if (err !== null) {
-      this.complete(frame);
+    // A node's error (a bad MATCH, COUNT or TYPE) is its answer, as one Redis would give it.
+    if (errorText(frame) !== null) return this.complete(frame);
+    const [nodeCursorRaw, keys] = asArray(decodeReply(frame, true));
+    for (const k of asArray(keys)) this.keys.push(k as Buffer);
+    const nodeCursor = BigInt(String(nodeCursorRaw));
+    const last = this.masterIndex + 1 >= this.masters.length;
+    if (nodeCursor === 0n && !last && this.keys.length < this.count) {
+      this.masterIndex++;
+      this.send('SCAN', 0n);
       return;
     }
-    const [nodeCursorRaw, keys] = asArray(decodeReply(frame, true));
-    const nodeCursor = BigInt(String(nodeCursorRaw));
     let next: bigint;
     if (nodeCursor !== 0n) next = nodeCursor * SCAN_MASTER_BITS + BigInt(this.masterIndex);
-    else if (this.masterIndex + 1 < this.masters.length) next = BigInt(this.masterIndex + 1);
+    else if (!last) next = BigInt(this.masterIndex + 1);
     else next = 0n;
-    const elements = asArray(keys).map((k) => (k instanceof ReplyError ? encode.error(k.message) : encode.bulk(k as Buffer)));
-    this.complete(encode.arrayOfFrames([encode.bulk(String(next)), encode.arrayOfFrames(elements)]));
+    this.complete(encode.arrayOfFrames([encode.bulk(String(next)), encode.arrayOfFrames(this.keys.map((k) => encode.bulk(k)))]));
   }
 
   onFailure(message: string): void {
@@ -183,3 +203,13 @@ export class ScanCommand extends ReplySlot implements BackendRequest {
   }
 }
 
+/** SCAN's COUNT (the last one given, as Redis reads it); the default when absent or not a number (the node then refuses it). */
+function countOption(options: readonly Buffer[]): number {
+  let count = SCAN_DEFAULT_COUNT;
+  for (let i = 0; i + 1 < options.length; i += 2) {
+    if (options[i].toString('latin1').toLowerCase() !== 'count') continue;
+    const n = Number(options[i + 1].toString('latin1'));
+    if (Number.isSafeInteger(n) && n > 0) count = n;
+  }
+  return count;
+}

@@ -383,6 +383,80 @@ describe('RANDOMKEY', () => {
 });
 
 // ---------------------------------------------------------------------------
+describe('SCAN fills its COUNT across masters', () => {
+  beforeEach(async () => {
+    expect(await c.call('FLUSHALL')).toBe('OK');
+    expect(await r.call('FLUSHALL')).toBe('OK');
+  });
+
+  /** SCAN's reply with its keys sorted (hash-table order differs between servers). */
+  async function scanOnce(cl: Redis, args: string[]): Promise<[string, string[]]> {
+    const [cursor, keys] = (await cl.call('SCAN', ...args)) as [string, string[]];
+    return [cursor, [...keys].sort()];
+  }
+
+  test('a keyspace smaller than COUNT comes back whole, cursor 0, in one call: as one Redis', async () => {
+    const keys = (await keyPerMaster(h.cluster(), 'small')).map((k) => k.key);
+    for (const cl of [c, r]) for (const key of keys) await cl.call('SET', key, 'v');
+    const [p, want] = [await scanOnce(c, ['0']), await scanOnce(r, ['0'])];
+    expect(p).toEqual(want);
+    expect(p).toEqual(['0', [...keys].sort()]);
+  });
+
+  test('MATCH and TYPE: the one matching key is found on the first call, whichever master holds it', async () => {
+    for (const node of h.cluster().masters) {
+      expect(await c.call('FLUSHALL')).toBe('OK');
+      expect(await r.call('FLUSHALL')).toBe('OK');
+      const [set] = await keysOn(node, 'a', 1);
+      for (const cl of [c, r]) {
+        await cl.call('SADD', set, 'm');
+        // Keys that fail MATCH or TYPE, on every master.
+        for (const { key } of await keyPerMaster(h.cluster(), 'b')) await cl.call('SADD', key, 'm');
+        for (const { key } of await keyPerMaster(h.cluster(), 'a:str')) await cl.call('SET', key, 'v');
+      }
+      const args = ['0', 'MATCH', 'a*', 'TYPE', 'set'];
+      const [p, want] = [await scanOnce(c, args), await scanOnce(r, args)];
+      expect([node.port, p]).toEqual([node.port, want]);
+      expect(p).toEqual(['0', [set]]);
+    }
+  });
+
+  test('a large keyspace is walked completely in several calls: every key once', async () => {
+    const keys = Array.from({ length: 3000 }, (_, i) => `big:${i}`);
+    const pipe = c.pipeline();
+    for (const k of keys) pipe.call('SET', k, 'v');
+    await pipe.exec();
+    for (const count of [[], ['COUNT', '7'], ['COUNT', '100']]) {
+      const seen: string[] = [];
+      let cursor = '0';
+      let calls = 0;
+      do {
+        const [next, batch] = (await c.call('SCAN', cursor, ...count)) as [string, string[]];
+        seen.push(...batch);
+        cursor = next;
+        calls++;
+      } while (cursor !== '0' && calls < 10_000);
+      expect([count, cursor, seen.length, new Set(seen).size]).toEqual([count, '0', keys.length, keys.length]);
+      expect([...seen].sort()).toEqual([...keys].sort());
+      // Each master does at most COUNT's work per call: a keyspace larger than COUNT takes several calls.
+      expect(calls).toBeGreaterThan(3);
+    }
+  });
+
+  test('errors are the node\'s, as one Redis gives them', async () => {
+    for (const args of [
+      ['SCAN', '0', 'COUNT', '0'],
+      ['SCAN', '0', 'COUNT', 'x'],
+      ['SCAN', '0', 'MATCH'],
+      ['SCAN', 'x'],
+    ]) {
+      const [p, want] = await both(c, r, args);
+      expect([args, p]).toEqual([args, want]);
+    }
+  });
+});
+
+// ---------------------------------------------------------------------------
 describe('SCRIPT EXISTS, SCRIPT KILL, FUNCTION KILL', () => {
   const SPIN = 'local i = 0 while true do i = i + 1 end';
   const SPIN_LIB = "#!lua name=spinlib\nredis.register_function('spin', function() local i = 0 while true do i = i + 1 end end)";

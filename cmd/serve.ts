@@ -13,12 +13,15 @@ import { Config, parseHostPort } from '../config/schema';
 import { ServedConfig, loadServedFile } from '../config/served-file';
 import { ProxyServer } from '../proxy/server/server';
 import { VERSION } from '../proxy/server/version';
-import { log, logTo, reopenLogFile, setLogLevel } from '../proxy/telemetry/log';
+import { log, logTo, setLogLevel } from '../proxy/telemetry/log';
 import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
 import { fail } from './fail';
-import { handleNutcrackerSignals } from './signals';
+import { handleNutcrackerSignals, logSignal, reopenLogOnSignal, signalReceived } from './signals';
 import { answerStatsRequests } from './worker-stats';
 import { isWorkerProcess, superviseWorkers, tellPrimaryServing } from './workers';
+
+/** What SIGHUP does besides the log file, in its log line. */
+const RELOADING = 'reloading the configuration';
 
 interface Running {
   pool: string | null;
@@ -47,10 +50,10 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
   const running: Running[] = [];
   let statsServer: NutcrackerStatsServer | null = null;
   let stopping = false;
-  const stop = (signal: string): void => {
+  const stop = (signal: NodeJS.Signals): void => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal }, 'shutting down: draining in-flight replies');
+    log.info({ signal }, signalReceived(signal, 'shutting down: draining in-flight replies'));
     Promise.all([...running.map((r) => r.server.close()), statsServer?.close()]).then(() => process.exit(0), fail);
   };
   process.on('SIGTERM', () => stop('SIGTERM'));
@@ -87,7 +90,7 @@ function reload(running: Running[], file: string, overrides: ConfigOverrides): v
   try {
     next = loadServedFile(file, overrides);
   } catch (err) {
-    reopenLogFile('SIGHUP');
+    reopenLogOnSignal('SIGHUP', RELOADING);
     log.error({ file, err: problems(err) }, 'reload refused; the running configuration stays');
     return;
   }
@@ -112,7 +115,7 @@ function reload(running: Running[], file: string, overrides: ConfigOverrides): v
     if (!running.some((r) => r.pool === pool)) refusals.push(() => log.error({ file, pool }, 'reload: a pool added to the file is not started; restart to serve it'));
   }
   // The log file first (reopened, or the one the file now names), so that what follows is in it.
-  if (applies.length === 0) reopenLogFile('SIGHUP');
+  if (applies.length === 0) reopenLogOnSignal('SIGHUP', RELOADING);
   else switchLogFile(next[0].config.log.file);
   for (const r of refusals) r();
   for (const { pool, apply } of applies) {
@@ -130,14 +133,21 @@ export function openLogFile(logFile: string | undefined): void {
   }
 }
 
-/** `log.file` on SIGHUP: reopened under its name, or switched to the file the config now names. A file that cannot be opened keeps the logs where they went. */
+/**
+ * `log.file` on SIGHUP: reopened under its name, or switched to the file the config now names,
+ * SIGHUP's own line first in it. A file that cannot be opened keeps the logs where they went.
+ */
 function switchLogFile(logFile: string | undefined): void {
+  const received = (): void => logSignal('SIGHUP', logFile === undefined ? RELOADING : `reopening log file and ${RELOADING}`);
   try {
     logTo(logFile ?? null);
-    if (logFile !== undefined) log.info({ signal: 'SIGHUP', file: logFile }, 'log file reopened');
   } catch (err) {
+    received();
     log.error({ signal: 'SIGHUP', file: logFile, err: err instanceof Error ? err.message : String(err) }, 'cannot open the log file; logging on to the old one');
+    return;
   }
+  received();
+  if (logFile !== undefined) log.info({ signal: 'SIGHUP', file: logFile }, 'log file reopened');
 }
 
 /** What `slotproxy start` prints on stdout once a proxy serves: where clients and Prometheus connect. */

@@ -10,9 +10,9 @@
 import cluster, { Worker } from 'node:cluster';
 import { parseHostPort } from '../config/schema';
 import { VERSION } from '../proxy/server/version';
-import { log, reopenLogFile } from '../proxy/telemetry/log';
+import { log } from '../proxy/telemetry/log';
 import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
-import { handleNutcrackerSignals } from './signals';
+import { handleNutcrackerSignals, reopenLogOnSignal, signalReceived } from './signals';
 import { gatherWorkerStats } from './worker-stats';
 
 const RESTART_DELAY_MS = 1000;
@@ -61,16 +61,17 @@ export async function superviseWorkers(count: number, metricsListen?: string, st
   const forward = (signal: NodeJS.Signals): void => {
     for (const w of Object.values(cluster.workers ?? {})) w?.process.kill(signal);
   };
-  const stop = (signal: NodeJS.Signals): void => {
+  /** `received`: a signal sent to the primary, said in nutcracker's words; otherwise the primary's own decision. */
+  const stop = (signal: NodeJS.Signals, received = false): void => {
     if (stopping) return;
     stopping = true;
-    log.info({ signal, workers: count }, 'stopping the workers');
+    log.info({ signal, workers: count }, received ? signalReceived(signal, 'stopping the workers') : 'stopping the workers');
     forward('SIGTERM');
   };
-  process.on('SIGTERM', () => stop('SIGTERM'));
-  process.on('SIGINT', () => stop('SIGINT'));
+  process.on('SIGTERM', () => stop('SIGTERM', true));
+  process.on('SIGINT', () => stop('SIGINT', true));
   process.on('SIGHUP', () => {
-    reopenLogFile('SIGHUP');
+    reopenLogOnSignal('SIGHUP', 'passing it on to the workers');
     forward('SIGHUP');
   });
   handleNutcrackerSignals(forward);

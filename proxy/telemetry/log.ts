@@ -33,20 +33,33 @@ export function logTo(file: string | null): void {
   output.to(file);
 }
 
+/** The file logs go to; null: stderr. */
+export function logFile(): string | null {
+  return output.file;
+}
+
+/** `done` once every line logged so far is written (stderr is written asynchronously). */
+export function flushLog(done: () => void): void {
+  output.flush(() => done());
+}
+
 /**
  * SIGUSR1 and SIGHUP, as nutcracker's log reopen: the log file is opened again under its name, so
- * that after logrotate renamed it, lines go to a new file. Logged in the new file; a file that
- * cannot be opened leaves the logs where they went, and says so there. False, logging nothing,
- * when logs go to stderr.
+ * that after logrotate renamed it, lines go to a new file. `received` (the signal's own line) is
+ * said first in the new file; a file that cannot be opened leaves the logs where they went, and
+ * says so there. False, logging nothing, when logs go to stderr.
  */
-export function reopenLogFile(signal: string): boolean {
+export function reopenLogFile(signal: string, received: () => void): boolean {
   const file = output.file;
   if (file === null) return false;
+  let failure: unknown = null;
   try {
     output.to(file);
-    log.info({ signal, file }, 'log file reopened');
   } catch (err) {
-    log.error({ signal, file, err: err instanceof Error ? err.message : String(err) }, 'cannot reopen the log file; logging on to the old one');
+    failure = err;
   }
+  received();
+  if (failure === null) log.info({ signal, file }, 'log file reopened');
+  else log.error({ signal, file, err: failure instanceof Error ? failure.message : String(failure) }, 'cannot reopen the log file; logging on to the old one');
   return true;
 }

@@ -1,10 +1,14 @@
 // nutcracker's signals on a real `slotproxy start` process (dist/, built by `npm test`): SIGTTIN and
 // SIGTTOU step the log level, SIGUSR1 and SIGHUP reopen log.file after a logrotate-style rename,
 // SIGUSR2 and SIGPIPE do nothing; none of them stops, freezes or kills the proxy, which answers PING
-// after each and still drains on SIGTERM. Beside a real nutcracker over the same nodes, each signal
+// after each and still drains on SIGTERM; each is logged in nutcracker's words (`signal 21 (SIGTTIN)
+// received, up logging level`), and a SIGSEGV sent with kill is logged before it ends the process,
+// as nutcracker's "core dumping" is. Beside a real nutcracker over the same nodes, each signal
 // sent under load loses no write in either. A ring node that is down answers with the OS's reason,
 // as nutcracker's does, and a request the pool's timeout: cuts off says "timed out" in both.
+import { once } from 'node:events';
 import fs from 'node:fs';
+import os from 'node:os';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { freePort, freePorts } from '../../cmd/sandbox/ports';
@@ -32,9 +36,14 @@ function writeConfig(name: string, config: Record<string, unknown>): string {
   return env.write(name, JSON.stringify(config));
 }
 
-/** A JSON log line at pino's numeric `level` with message `msg`. */
+/** A JSON log line at pino's numeric `level` with message `msg` (plain text, not a pattern). */
 function line(level: number, msg: string): RegExp {
-  return new RegExp(`"level":${level},[^\\n]*"msg":"${msg}"`);
+  return new RegExp(`"level":${level},[^\\n]*"msg":"${msg.replace(/[()]/g, '\\$&')}"`);
+}
+
+/** nutcracker's words for a signal received (nc_signal.c), which slotproxy's log says too. */
+function received(signal: NodeJS.Signals, action?: string): string {
+  return `signal ${os.constants.signals[signal]} (${signal}) received${action === undefined ? '' : `, ${action}`}`;
 }
 
 test('TTIN/TTOU step the log level; USR1, USR2 and PIPE neither stop nor freeze the proxy; SIGTERM still drains', async () => {
@@ -46,26 +55,30 @@ test('TTIN/TTOU step the log level; USR1, USR2 and PIPE neither stop nor freeze 
   expect(await c.ping()).toBe('PONG');
   expect(proxy.log).not.toMatch(/"level":20,/);
 
-  // info -> debug: the change is the first debug line.
+  // info -> debug: the signal said, then the change, the first debug line.
   proxy.kill('SIGTTIN');
   await proxy.waitForLog(line(20, 'log level raised to debug'));
+  expect(proxy.log).toMatch(line(30, received('SIGTTIN', 'up logging level')));
   expect(await c.ping()).toBe('PONG');
 
+  // No log file: nothing to reopen, said as nutcracker says a signal it does nothing for.
   proxy.kill('SIGUSR1');
-  await proxy.waitForLog(line(30, 'signal received; logs go to stderr, no log file to reopen'));
+  await proxy.waitForLog(line(30, received('SIGUSR1')));
   expect(await c.ping()).toBe('PONG');
 
   proxy.kill('SIGUSR2');
-  await proxy.waitForLog(line(30, 'signal received; nothing to do'));
+  await proxy.waitForLog(line(30, received('SIGUSR2')));
   expect(await c.ping()).toBe('PONG');
 
   proxy.kill('SIGPIPE');
   expect(await c.ping()).toBe('PONG');
   expect(proxy.running).toBe(true);
 
-  // debug -> info -> warn, each said at its new level.
+  // debug -> info -> warn, each said at its new level. SIGPIPE is ignored, as nutcracker's SIG_IGN, so not logged.
   proxy.kill('SIGTTOU');
   await proxy.waitForLog(line(30, 'log level lowered to info'));
+  expect(proxy.log).toMatch(line(30, received('SIGTTOU', 'down logging level')));
+  expect(proxy.log).not.toContain('SIGPIPE');
   proxy.kill('SIGTTOU');
   await proxy.waitForLog(line(40, 'log level lowered to warn'));
   expect(await c.ping()).toBe('PONG');
@@ -73,13 +86,14 @@ test('TTIN/TTOU step the log level; USR1, USR2 and PIPE neither stop nor freeze 
   proxy.kill('SIGUSR2');
   proxy.kill('SIGTTIN');
   await proxy.waitForLog(line(30, 'log level raised to info'));
-  expect(proxy.log.match(/nothing to do/g)).toHaveLength(1);
+  expect(proxy.log.match(/\(SIGUSR2\) received/g)).toHaveLength(1);
   expect(await c.ping()).toBe('PONG');
 
   // SIGUSR1 has a handler, so Node did not open its inspector on it.
   expect(proxy.log).not.toContain('Debugger listening');
   proxy.kill('SIGTERM');
   expect(await proxy.exitCode()).toBe(0);
+  expect(proxy.log).toMatch(line(30, received('SIGTERM', 'shutting down: draining in-flight replies')));
 }, 60_000);
 
 test('log.file: JSON lines in the file, none on stderr; reopened after a rename on SIGUSR1 and on SIGHUP, which still reloads', async () => {
@@ -92,10 +106,11 @@ test('log.file: JSON lines in the file, none on stderr; reopened after a rename 
   const c = client(port);
   expect(await c.ping()).toBe('PONG');
 
-  // logrotate: rename, then the signal; the new file gets what follows, the old one keeps what it had.
+  // logrotate: rename, then the signal; the new file gets the signal's line and what follows, the old one keeps what it had.
   fs.renameSync(log, `${log}.1`);
   proxy.kill('SIGUSR1');
   await waitForFile(log, line(30, 'log file reopened'));
+  expect(fs.readFileSync(log, 'utf8')).toMatch(line(30, received('SIGUSR1', 'reopening log file')));
   expect(await c.ping()).toBe('PONG');
   proxy.kill('SIGTTIN');
   await waitForFile(log, line(20, 'log level raised to debug'));
@@ -107,6 +122,7 @@ test('log.file: JSON lines in the file, none on stderr; reopened after a rename 
   proxy.kill('SIGHUP');
   const after = await waitForFile(log, /configuration reloaded/);
   expect(after).toMatch(line(30, 'log file reopened'));
+  expect(after.split('\n')[0]).toMatch(line(30, received('SIGHUP', 'reopening log file and reloading the configuration')));
   expect(fs.readFileSync(`${log}.2`, 'utf8')).not.toMatch(/configuration reloaded/);
   // The file still says info: the reload leaves the level SIGTTIN set.
   proxy.kill('SIGTTOU');
@@ -117,6 +133,30 @@ test('log.file: JSON lines in the file, none on stderr; reopened after a rename 
   expect(await proxy.exitCode()).toBe(0);
   expect(fs.readFileSync(log, 'utf8')).toMatch(/shutting down/);
   expect(proxy.log).toBe('');
+}, 60_000);
+
+test('SIGSEGV sent with kill: logged by name, on stderr and in the log file, then the process ends by it, as nutcracker\'s "core dumping"', async () => {
+  const segvLine = line(60, received('SIGSEGV', 'core dumping'));
+  // On stderr, written asynchronously otherwise: the line is flushed before the process ends.
+  const port = await freePort();
+  const onStderr = ProxyProcess.start(writeConfig('segv-stderr.json', { listen: `127.0.0.1:${port}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: env.nodes().addresses[0] }] }, log: { level: 'info' } }));
+  await onStderr.waitForLog(/slotproxy is listening/, 30_000);
+  expect(await client(port).ping()).toBe('PONG');
+  const closed = once(onStderr.child, 'close');
+  onStderr.kill('SIGSEGV');
+  await closed;
+  expect(onStderr.child.signalCode).toBe('SIGSEGV');
+  expect(onStderr.log).toMatch(segvLine);
+
+  // In the log file, at fatal: written whatever the level (here warn).
+  const filePort = await freePort();
+  const log = path.join(env.dir(), 'segv.log');
+  const inFile = ProxyProcess.start(writeConfig('segv-file.json', { listen: `127.0.0.1:${filePort}`, mode: 'ring', ring: { nodes: [{ name: 'a', addr: env.nodes().addresses[0] }] }, log: { level: 'warn', file: log } }));
+  await waitForPing(filePort, () => inFile.running, () => inFile.log, 30_000);
+  inFile.kill('SIGSEGV');
+  await inFile.exitCode();
+  expect(inFile.child.signalCode).toBe('SIGSEGV');
+  expect(fs.readFileSync(log, 'utf8')).toMatch(segvLine);
 }, 60_000);
 
 test('a log file that cannot be opened: exit 1 naming it', async () => {
@@ -168,7 +208,7 @@ function poolYaml(port: number, servers: string[]): string {
   return ['alpha:', `  listen: 127.0.0.1:${port}`, '  hash: fnv1a_64', '  distribution: ketama', '  redis: true', '  servers:', ...servers.map((s) => `   - ${s}`), ''].join('\n');
 }
 
-test('under load, beside a real nutcracker: USR1, USR2, PIPE, TTIN, TTOU, and HUP after a logrotate rename; no write lost in either, levels stepped, the new -o file written', async () => {
+test('under load, beside a real nutcracker: USR1, USR2, PIPE, TTIN, TTOU, and HUP after a logrotate rename; no write lost in either, levels stepped, every signal named in the same words, the new -o file written; then SEGV ends both, said first', async () => {
   const [ncPort, spPort, ncStats] = await freePorts(3);
   const servers = env.nodes().addresses.map((a, i) => `${a}:1 s${i}`);
   const ncLog = path.join(env.dir(), 'load-nc.log');
@@ -197,14 +237,31 @@ test('under load, beside a real nutcracker: USR1, USR2, PIPE, TTIN, TTOU, and HU
   await send('SIGTTOU');
   await waitForFile(ncSide.log, /down log level to 5/);
   await waitForFile(spSide.log, line(30, 'log level lowered to info'));
+  // Each signal named in nutcracker's words in both logs (nutcracker reopens on HUP only, so its
+  // USR1 line has no action; SIGPIPE is ignored by both, unlogged).
+  const ncLines = fs.readFileSync(ncSide.log, 'utf8');
+  const spLines = fs.readFileSync(spSide.log, 'utf8');
+  for (const [signal, ncAction, spAction] of [
+    ['SIGUSR1', undefined, 'reopening log file'],
+    ['SIGUSR2', undefined, undefined],
+    ['SIGTTIN', 'up logging level', 'up logging level'],
+    ['SIGTTOU', 'down logging level', 'down logging level'],
+  ] as const) {
+    expect(ncLines).toContain(`] ${received(signal, ncAction)}\n`);
+    expect(spLines).toMatch(line(30, received(signal, spAction)));
+  }
+  for (const lines of [ncLines, spLines]) expect(lines).not.toContain('SIGPIPE');
 
   // logrotate: the file renamed, then the signal (nutcracker reopens on SIGHUP); what follows goes to a new file.
   for (const p of both) fs.renameSync(p.log, `${p.log}.1`);
   await send('SIGHUP');
   await waitForFile(spSide.log, line(30, 'log file reopened'));
+  // nutcracker says it before reopening (so in the renamed file), slotproxy first in the new one.
+  await waitForFile(`${ncSide.log}.1`, /signal 1 \(SIGHUP\) received, reopening log file\n/);
+  expect(fs.readFileSync(spSide.log, 'utf8')).toMatch(line(30, received('SIGHUP', 'reopening log file and reloading the configuration')));
   await send('SIGUSR2');
   await waitForFile(ncSide.log, /signal 12 \(SIGUSR2\) received/);
-  await waitForFile(spSide.log, line(30, 'signal received; nothing to do'));
+  await waitForFile(spSide.log, line(30, received('SIGUSR2')));
   expect(fs.readFileSync(`${ncSide.log}.1`, 'utf8')).toMatch(/up log level to 6/);
   expect(fs.readFileSync(`${spSide.log}.1`, 'utf8')).toMatch(/log level raised to debug/);
 
@@ -213,8 +270,13 @@ test('under load, beside a real nutcracker: USR1, USR2, PIPE, TTIN, TTOU, and HU
     expect({ errors, missing }).toEqual({ errors: [], missing: [] });
     expect(written).toBeGreaterThan(1500);
   }
-  sp.kill('SIGTERM');
-  expect(await sp.exitCode()).toBe(0);
+  // SIGSEGV: both say it, then both die by it.
+  const ended = [nc.exited, sp.exitCode()];
+  for (const p of both) p.kill('SIGSEGV');
+  await Promise.all(ended);
+  expect([nc.describeExit(), sp.child.signalCode]).toEqual(['killed by SIGSEGV', 'SIGSEGV']);
+  expect(fs.readFileSync(ncSide.log, 'utf8')).toContain(received('SIGSEGV', 'core dumping'));
+  expect(fs.readFileSync(spSide.log, 'utf8')).toMatch(line(60, received('SIGSEGV', 'core dumping')));
 }, 60_000);
 
 test('a pool whose server is down, served by both: the same keys fail, each error naming "Connection refused"', async () => {

@@ -17,6 +17,7 @@ import { Transaction, TransactionClient, UNBOUND, writeNodeOf } from './transact
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { afterCopy, mustWaitForCopy } from '../migration/after-copy';
+import { FailoverWait } from './failover-wait';
 
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
@@ -44,6 +45,8 @@ function currentShard(ctx: ProxyContext, txn: Transaction): number | null {
 export class ExecCommand extends ReplySlot {
   private attempts = 0;
   private readonly firstSentAt = Date.now();
+  /** Made when the transaction's node is first found down (a Sentinel master's: it waits for the successor). */
+  private failover: FailoverWait | null = null;
   private settle: () => void = () => undefined;
   /** Settles once the client's reply is known. */
   private readonly settled = new Promise<void>((resolve) => (this.settle = resolve));
@@ -95,7 +98,7 @@ export class ExecCommand extends ReplySlot {
       const burst = { conn, address, sendQueued: (c: BackendConnection) => this.sendQueued(c, note(c)), queuedCount: txn.queued.length, watched: link !== null, onQueued: note(conn), undeclared: txn.writesUndeclared };
       convergeExec(ctx, this.session, burst, targets, (frame) => {
         // A cluster side A redirected a queued command: nothing ran, send it all again (bounded).
-        if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.mayRetry()) return;
+        if (((redirected && isExecAbort(frame)) || isClusterDown(frame)) && link === null && this.mayRetry(address)) return;
         // convergeExec already waited for the node's changes before its APPLYs.
         this.finishExec(link !== null && (isClusterDown(frame) || (redirected && isExecAbort(frame))) ? this.notRun() : frame, address, true);
       });
@@ -124,9 +127,12 @@ export class ExecCommand extends ReplySlot {
   /**
    * Nothing of the transaction ran (a redirection, or a cluster that is down or failing over):
    * sends it all again after a backoff, while the retry window lasts (at least the old bound of
-   * maxRedirects + 3 tries). False once it is spent: the client gets the node's answer.
+   * maxRedirects + 3 tries), or for a Sentinel master's server while its failover wait lasts. False
+   * once it is spent: the client gets the node's answer.
    */
-  private mayRetry(): boolean {
+  private mayRetry(address: string): boolean {
+    const failover = this.failoverWait();
+    if (failover.applies(address)) return failover.retry(address, () => void this.start());
     const { maxRedirects, retryWindowMs } = this.ctx.forward;
     if (this.attempts >= maxRedirects + 3 && Date.now() - this.firstSentAt >= retryWindowMs) return false;
     this.attempts++;
@@ -150,6 +156,8 @@ export class ExecCommand extends ReplySlot {
     }
     if (/^(TRYAGAIN|CLUSTERDOWN|ASK |READONLY|MASTERDOWN|LOADING)/.test(text)) {
       refreshSlotMaps(ctx);
+      // A Sentinel master demoted behind the proxy's back: its master is asked for again.
+      if (text.startsWith('READONLY')) ctx.sentinel?.demoted(conn.address);
       return true;
     }
     return false;
@@ -163,11 +171,30 @@ export class ExecCommand extends ReplySlot {
     conn.send({
       payload: EXEC,
       onReply: (frame) => {
-        if (((isExecAbort(frame) && redirected) || isClusterDown(frame)) && retryable && this.mayRetry()) return;
+        if (((isExecAbort(frame) && redirected) || isClusterDown(frame)) && retryable && this.mayRetry(address)) return;
         this.finishExec(!retryable && (isClusterDown(frame) || (redirected && isExecAbort(frame))) ? this.notRun() : frame, address);
       },
-      onFailure: (message) => this.finish(encode.error(message)),
+      onFailure: (message, written) => this.failed(address, message, written, retryable),
     });
+  }
+
+  /**
+   * The burst's connection failed. Written, EXEC may have run: the error says so. Not written (a
+   * Sentinel master that died or moved), nothing ran: the transaction waits for the successor and
+   * is sent there, as a plain command waits; a WATCHed one cannot be (its watches went with the
+   * connection) and answers nil, as when a watched key was touched, so the client starts over.
+   */
+  private failed(address: string, message: string, written: boolean, retryable: boolean): void {
+    const failover = this.failoverWait();
+    if (!written && failover.applies(address)) {
+      if (!retryable) return this.finish(this.notRun());
+      if (failover.retry(address, () => void this.start())) return;
+    }
+    this.finish(encode.error(failover.gaveUp(address, message)));
+  }
+
+  private failoverWait(): FailoverWait {
+    return (this.failover ??= new FailoverWait(this.ctx));
   }
 
   /**

@@ -34,6 +34,7 @@ import { ANY_MASTER, slotArgument } from './forward';
 import { SCRIPT_CALLS, numkeysError } from './script-call';
 import { writesUndeclared } from '../migration/after-copy';
 import { ExecCommand, isClusterDown } from './exec';
+import { FailoverWait } from './failover-wait';
 import { Spread, Transaction, TransactionClient, UNBOUND, boundShard, writeNodeOf } from './transaction-state';
 import { request } from '../backend/request';
 import { ReplySlot } from '../client/reply-slot';
@@ -266,16 +267,9 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
   }
   const txn = session.transaction ?? begin(session);
   for (const p of positions) txn.keys.push(args[p]);
-  let link = txn.watch;
-  if (link === null) {
-    const address = writeNodeOf(ctx, shard);
-    if (address === null) {
-      end(session, txn);
-      return session.replyNow(encode.error(errors.SLOT_NOT_SERVED));
-    }
-    link = new DedicatedLink(address, ctx.pool.dedicated(address, 0, session.protocol), session.dedicated);
-    txn.watch = link;
-  }
+  const fresh = txn.watch === null;
+  const link = txn.watch ?? openWatch(ctx, session, txn, shard);
+  if (link === null) return;
   txn.shard = shard;
   const reply = session.track(new DirectCommand(session, encode.command(args)));
   const watched = positions.map((p) => args[p]);
@@ -284,20 +278,59 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
     txn.keys = txn.keys.filter((k) => !watched.includes(k));
     if (txn.keys.length === 0 && !txn.inMulti && session.transaction === txn) end(session, txn);
   };
-  link.conn.send({
-    payload: reply.payload,
-    onReply: (frame) => {
-      if (isClusterDown(frame)) {
-        // Nothing is watched, and the client's retry loop expects a failed EXEC, not an error here.
-        txn.doomed = true;
-        return reply.onReply(encode.OK);
-      }
-      if (frame[0] === 45) refused();
-      reply.onReply(frame);
-    },
-    onFailure: (message) => {
-      refused();
-      reply.onFailure(message);
-    },
-  });
+  let failover: FailoverWait | null = null;
+  const send = (on: DedicatedLink, first: boolean): void =>
+    on.conn.send({
+      payload: reply.payload,
+      onReply: (frame) => {
+        if (isClusterDown(frame)) {
+          // Nothing is watched, and the client's retry loop expects a failed EXEC, not an error here.
+          txn.doomed = true;
+          return reply.onReply(encode.OK);
+        }
+        if (frame[0] === 45) refused();
+        reply.onReply(frame);
+      },
+      onFailure: (message, written) => {
+        failover ??= new FailoverWait(ctx);
+        if (!written && failover.applies(on.address)) {
+          // A Sentinel master down or moved before the WATCH reached it. Earlier WATCHes on the
+          // connection are gone with it: EXEC will answer nil, as when a watched key was touched.
+          if (!first) {
+            txn.doomed = true;
+            return reply.onReply(encode.OK);
+          }
+          // The first: it waits for the successor and watches there, as a plain command waits.
+          if (failover.retry(on.address, () => rewatch(on))) return;
+        }
+        refused();
+        reply.onFailure(failover.gaveUp(on.address, message));
+      },
+    });
+  const rewatch = (dead: DedicatedLink): void => {
+    if (txn.watch !== dead || session.transaction !== txn) return reply.onReply(encode.OK); // dropped meanwhile (RESET, UNWATCH)
+    dead.release();
+    txn.watch = null;
+    const again = openWatch(ctx, session, txn, shard, reply);
+    if (again !== null) send(again, true);
+  };
+  send(link, fresh);
+}
+
+/**
+ * A dedicated connection to the node that writes `shard`, kept as the transaction's WATCH link;
+ * null (the client answered, through `reply` when it has one) when no node serves the shard.
+ */
+function openWatch(ctx: ProxyContext, session: TransactionClient, txn: Transaction, shard: number, reply?: ReplySlot): DedicatedLink | null {
+  const address = writeNodeOf(ctx, shard);
+  if (address === null) {
+    end(session, txn);
+    const frame = encode.error(errors.SLOT_NOT_SERVED);
+    if (reply === undefined) session.replyNow(frame);
+    else reply.complete(frame);
+    return null;
+  }
+  const link = new DedicatedLink(address, ctx.pool.dedicated(address, 0, session.protocol), session.dedicated);
+  txn.watch = link;
+  return link;
 }

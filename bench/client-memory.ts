@@ -198,7 +198,7 @@ async function measure(target: Target, n: number, seconds: number): Promise<Samp
   }
 }
 
-/** slotproxy's workers: INFO proxy on fresh connections (the primary hands them round) until W process_ids answered. */
+/** slotproxy's workers: INFO proxy on fresh connections (the primary hands them round) until W proxy_process_ids answered. */
 async function slotproxyWorkersServing(port: number, workers: number): Promise<void> {
   const seen = new Set<string>();
   const deadline = Date.now() + 60_000;
@@ -206,7 +206,7 @@ async function slotproxyWorkersServing(port: number, workers: number): Promise<v
     if (Date.now() >= deadline) throw new Error(`slotproxy --workers ${workers}: only ${seen.size} workers answered INFO within 60 s`);
     try {
       const info = await sendCommand(port, ['INFO', 'proxy'], { timeoutMs: 2_000 });
-      if (typeof info === 'string') seen.add(parseInfo(info).get('process_id') ?? '');
+      if (typeof info === 'string') seen.add(parseInfo(info).get('proxy_process_id') ?? '');
     } catch {
       await sleep(100);
     }

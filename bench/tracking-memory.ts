@@ -1,7 +1,7 @@
 // What client-side caching costs the proxy per tracked key (issue 23): one RESP3 client with
 // CLIENT TRACKING ON reads N distinct keys through a cluster-mode slotproxy (pipelined GETs of
 // keys that do not exist: a read is remembered whatever it returns), and the proxy's heap (INFO
-// proxy used_memory_heap, after the process settles) is compared with its heap before. Appended to
+// proxy proxy_used_memory_heap, after the process settles) is compared with its heap before. Appended to
 // BENCHMARKS.md by `npm run bench`; alone: `node dist/bench/tracking-memory.js`.
 
 import fsp from 'node:fs/promises';
@@ -45,7 +45,7 @@ async function heapOf(conn: Conn): Promise<number> {
   for (let i = 0; i < 5; i++) {
     await new Promise((r) => setTimeout(r, 200));
     const [info] = await conn.send([['INFO', 'proxy']]);
-    heap = Number(/used_memory_heap:(\d+)/.exec(info.toString())?.[1]);
+    heap = Number(/proxy_used_memory_heap:(\d+)/.exec(info.toString())?.[1]);
   }
   return heap;
 }
@@ -70,7 +70,7 @@ export async function runTrackingMemoryBench(): Promise<string> {
         }
         const after = await heapOf(conn);
         const [info] = await conn.send([['INFO', 'proxy']]);
-        const tracked = Number(/tracking_total_keys:(\d+)/.exec(info.toString())?.[1]);
+        const tracked = Number(/proxy_tracking_total_keys:(\d+)/.exec(info.toString())?.[1]);
         rows.push(`| ${n.toLocaleString('en-US')} | ${tracked.toLocaleString('en-US')} | ${((after - before) / 2 ** 20).toFixed(1)} MiB | ${((after - before) / n).toFixed(0)} B |`);
         socket.destroy();
       } finally {
@@ -84,7 +84,7 @@ export async function runTrackingMemoryBench(): Promise<string> {
   return [
     '## Client-side caching: memory per tracked key',
     '',
-    'One RESP3 client with `CLIENT TRACKING ON` reads N distinct keys (`tracked:key:<i>`, 15-21 bytes) through slotproxy (cluster mode, 3 masters); the proxy\'s V8 heap (`INFO proxy` `used_memory_heap`) after, less before. One client per key; a key read by several clients also holds a small Set of their ids.',
+    'One RESP3 client with `CLIENT TRACKING ON` reads N distinct keys (`tracked:key:<i>`, 15-21 bytes) through slotproxy (cluster mode, 3 masters); the proxy\'s V8 heap (`INFO proxy` `proxy_used_memory_heap`) after, less before. One client per key; a key read by several clients also holds a small Set of their ids.',
     '',
     '| Keys read | Keys tracked | Heap growth | Per key |',
     '| --- | --- | --- | --- |',

@@ -1,6 +1,8 @@
 /**
  * INFO's `# Proxy` section (INFO proxy, and the proxy's part of INFO / INFO all): the proxy's own
- * counters, as `name:value` lines.
+ * counters, as `name:value` lines. No name is one Redis's INFO uses (`connected_clients`,
+ * `total_commands_processed`, `used_memory_rss` ...: those take a `proxy_` prefix here): a client
+ * that reads INFO into one map keeps Redis's meaning for every field Redis names.
  */
 import { Config } from '../../config/schema';
 import { ProxyContext } from '../context';
@@ -15,12 +17,12 @@ export function proxyInfoSection(ctx: ProxyContext, config: Config): string {
     `proxy_name:slotproxy`,
     `proxy_version:${VERSION}`,
     `proxy_mode:${ctx.mode}`,
-    `process_id:${process.pid}`,
-    `uptime_in_seconds:${Math.floor((Date.now() - s.startedAt) / 1000)}`,
-    `connected_clients:${s.connectedClients}`,
-    `total_connections_received:${s.totalConnections}`,
-    `rejected_connections:${s.rejectedConnections}`,
-    `total_commands_processed:${s.commands}`,
+    `proxy_process_id:${process.pid}`,
+    `proxy_uptime_in_seconds:${Math.floor((Date.now() - s.startedAt) / 1000)}`,
+    `proxy_connected_clients:${s.connectedClients}`,
+    `proxy_total_connections_received:${s.totalConnections}`,
+    `proxy_rejected_connections:${s.rejectedConnections}`,
+    `proxy_total_commands_processed:${s.commands}`,
     `protocol_errors:${s.protocolErrors}`,
     `crossslot_errors:${s.crossSlotErrors}`,
     `split_commands:${s.splitCommands}`,
@@ -43,11 +45,11 @@ export function proxyInfoSection(ctx: ProxyContext, config: Config): string {
     ...memoryLines(),
     ...ctx.scripts.infoLines(),
     ...(ctx.changes?.infoLines() ?? []),
-    `tracking_clients:${ctx.caching.trackingClients}`,
-    `tracking_total_keys:${ctx.caching.trackedKeys}`,
-    `tracking_evicted_keys:${ctx.caching.evictedKeys}`,
-    `tracking_invalidations_sent:${ctx.caching.invalidationsSent}`,
-    `tracking_flushes_sent:${ctx.caching.flushesSent}`,
+    `proxy_tracking_clients:${ctx.caching.trackingClients}`,
+    `proxy_tracking_total_keys:${ctx.caching.trackedKeys}`,
+    `proxy_tracking_evicted_keys:${ctx.caching.evictedKeys}`,
+    `proxy_tracking_invalidations_sent:${ctx.caching.invalidationsSent}`,
+    `proxy_tracking_flushes_sent:${ctx.caching.flushesSent}`,
   ];
   if (map !== undefined) {
     lines.push(`cluster_masters:${map.masters.length}`, `cluster_slots_served:${map.servedSlots}`);
@@ -66,5 +68,5 @@ export function proxyInfoSection(ctx: ProxyContext, config: Config): string {
 
 function memoryLines(): string[] {
   const m = process.memoryUsage();
-  return [`used_memory_rss:${m.rss}`, `used_memory_heap:${m.heapUsed}`, `used_memory_buffers:${m.arrayBuffers}`];
+  return [`proxy_used_memory_rss:${m.rss}`, `proxy_used_memory_heap:${m.heapUsed}`, `proxy_used_memory_buffers:${m.arrayBuffers}`];
 }

@@ -112,7 +112,7 @@ describe('a proxy process under abuse (memory measured from outside)', () => {
       idle.push(...(await Promise.all(Array.from({ length: 100 }, () => rawConnect(port)))));
     }
     const c = client(port);
-    await eventually(async () => /connected_clients:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] === String(2000 + 2), 'all 2,000 connections accepted');
+    await eventually(async () => /proxy_connected_clients:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] === String(2000 + 2), 'all 2,000 connections accepted');
     const during = rss();
     process.stdout.write(`2,000 idle connections: proxy RSS ${(before / MiB).toFixed(1)} -> ${(during / MiB).toFixed(1)} MiB\n`);
     expect(during - before).toBeLessThan(40 * MiB);
@@ -121,7 +121,7 @@ describe('a proxy process under abuse (memory measured from outside)', () => {
     expect(await c.get('abuse:idle')).toBe('v');
     expect(Date.now() - t).toBeLessThan(500);
     for (const s of idle) s.destroy();
-    await eventually(async () => /connected_clients:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] === '2', 'connections released');
+    await eventually(async () => /proxy_connected_clients:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] === '2', 'connections released');
   }, 60_000);
 
   test('a client pipelining 1,000,000 commands without reading is paused: proxy RSS grows by under 96 MiB, a bystander is not slowed', async () => {

@@ -611,6 +611,24 @@ describe('INFO', () => {
     expect(fieldsOf(await info(c, 'stats'), 'Stats')).toEqual(fieldsOf(await info(r, 'stats'), 'Stats'));
   });
 
+  test('every field named once: # Proxy uses no name one Redis\'s INFO uses, so a map of INFO holds Redis\'s meaning', async () => {
+    const names = (text: string): string[] => text.split('\r\n').filter((l) => l !== '' && !l.startsWith('#')).map((l) => l.slice(0, l.indexOf(':')));
+    const redisNames = new Set(names(await info(r, 'everything')));
+    const proxyNames = fieldsOf(await info(c, 'proxy'), 'Proxy');
+    expect(proxyNames.length).toBeGreaterThan(30);
+    expect(proxyNames.filter((n) => redisNames.has(n))).toEqual([]);
+    for (const args of [[], ['all'], ['everything']]) {
+      const all = names(await info(c, ...args));
+      expect([args, all.filter((n, i) => all.indexOf(n) !== i)]).toEqual([args, []]);
+    }
+    // The proxy's own counts are there under their own names, beside Redis's.
+    const text = await info(c);
+    for (const name of ['process_id', 'uptime_in_seconds', 'connected_clients', 'total_connections_received', 'rejected_connections', 'total_commands_processed', 'used_memory_rss', 'tracking_clients', 'tracking_total_keys']) {
+      expect([name, infoField(text, name) !== undefined, infoField(text, `proxy_${name}`) !== undefined]).toEqual([name, true, true]);
+    }
+    expect(infoField(text, 'proxy_process_id')).not.toBe(infoField(text, 'process_id'));
+  });
+
   test('# Clients: the proxy\'s clients, in Redis\'s field order', async () => {
     const fields = fieldsOf(await info(c, 'clients'), 'Clients');
     const redisFields = fieldsOf(await info(r, 'clients'), 'Clients');

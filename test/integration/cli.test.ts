@@ -122,7 +122,7 @@ test('start --workers 2: two processes serve the same port; SIGTERM stops them a
   try {
     for (const c of clients) {
       const info = (await c.call('INFO', 'proxy')) as string;
-      pids.add(/process_id:(\d+)/.exec(info)?.[1] ?? '');
+      pids.add(/proxy_process_id:(\d+)/.exec(info)?.[1] ?? '');
       expect(await c.incr('cli:workers')).toBeGreaterThan(0);
     }
   } finally {

@@ -226,9 +226,9 @@ describe('never stale', () => {
       for (const k of ['cap:1', 'cap:2', 'cap:3', 'cap:4', 'cap:5']) await reader.get(k);
       // As on Redis, a read may take the table past the limit; any command evicts back down first.
       const info = (await exchange(small.address.port, [['INFO', 'proxy']])).replies;
-      expect(info).toMatch(/tracking_clients:1\r\n/);
-      expect(info).toMatch(/tracking_total_keys:3\r\n/);
-      expect(info).toMatch(/tracking_evicted_keys:2\r\n/);
+      expect(info).toMatch(/\r\nproxy_tracking_clients:1\r\n/);
+      expect(info).toMatch(/\r\nproxy_tracking_total_keys:3\r\n/);
+      expect(info).toMatch(/\r\nproxy_tracking_evicted_keys:2\r\n/);
       await waitFor('both evictions told', async () => evicted.length === 2);
       expect(evicted).toEqual(['cap:1', 'cap:2']);
       expect([...reader.cache.keys()]).toEqual(['cap:3', 'cap:4', 'cap:5']);

@@ -181,7 +181,7 @@ test('with --workers 2 the primary serves the sum of both workers\' metrics', as
     clients.push(...conns);
     const pids = new Set<string>();
     for (const c of conns) {
-      pids.add(/process_id:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] ?? '');
+      pids.add(/proxy_process_id:(\d+)/.exec(String(await c.call('INFO', 'proxy')))?.[1] ?? '');
       await c.set('metrics:workers', 'x');
     }
     expect(pids.size).toBe(2);

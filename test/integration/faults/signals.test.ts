@@ -157,7 +157,7 @@ test('SIGTERM lets a command in flight finish, answers it, then exits 0', async 
   await proxy.waitForLog(/slotproxy is listening/);
   const c = connect(port);
   const watcher = connect(port);
-  const commandsBefore = Number(/total_commands_processed:(\d+)/.exec(String(await watcher.call('INFO', 'proxy')))?.[1]);
+  const commandsBefore = Number(/proxy_total_commands_processed:(\d+)/.exec(String(await watcher.call('INFO', 'proxy')))?.[1]);
   // A keyless script that keeps its node busy for 300 ms.
   const spin =
     "local s = redis.call('TIME') while true do local n = redis.call('TIME') " +
@@ -166,7 +166,7 @@ test('SIGTERM lets a command in flight finish, answers it, then exits 0', async 
   // Wait until the proxy has taken the EVAL (it counts commands as it dispatches them).
   const deadline = Date.now() + 5000;
   for (;;) {
-    const n = Number(/total_commands_processed:(\d+)/.exec(String(await watcher.call('INFO', 'proxy')))?.[1]);
+    const n = Number(/proxy_total_commands_processed:(\d+)/.exec(String(await watcher.call('INFO', 'proxy')))?.[1]);
     if (n >= commandsBefore + 2) break;
     if (Date.now() > deadline) throw new Error('the proxy never received the EVAL');
   }

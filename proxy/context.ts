@@ -105,6 +105,6 @@ export interface ProxyContext {
   changes: MigrationChanges | null;
   /** Ring mode with Sentinel-managed servers (ring.sentinels), else null. */
   readonly sentinel: SentinelFollower | null;
-  /** Client credentials; null: no AUTH needed. Replaced whole by a reload (SIGHUP). */
-  auth: ClientAuth | null;
+  /** Client users and passwords (CONFIG SET requirepass changes them; a reload that changes `auth` replaces them). */
+  auth: ClientAuth;
 }

@@ -9,7 +9,7 @@
  */
 import { ClientList, ClientType, ListedClient } from '../client/client-list';
 import { ClientSession } from '../client/client-session';
-import { ClientAuth, DEFAULT_USER } from '../security/auth';
+import { ClientAuth } from '../security/auth';
 import { parseInteger } from '../commands/keys';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -18,8 +18,7 @@ import { parseTracking, setCaching } from '../tracking/tracking-state';
 
 export interface ClientCommandServer {
   readonly clients: ClientList;
-  /** Null: no `auth` section; only the default user exists. */
-  readonly auth: ClientAuth | null;
+  readonly auth: ClientAuth;
   readonly caching: ClientCaching;
 }
 
@@ -151,7 +150,7 @@ function kill(server: ClientCommandServer, session: ClientSession, args: Buffer[
         match.laddr = value.toString();
       } else if (option === 'user') {
         const user = value.toString();
-        if (!hasUser(server.auth, user)) return encode.error(`ERR No such user '${user}'`);
+        if (!server.auth.hasUser(user)) return encode.error(`ERR No such user '${user}'`);
         match.user = user;
       } else if (option === 'skipme') {
         const yesNo = lower(value);
@@ -185,10 +184,6 @@ function kill(server: ClientCommandServer, session: ClientSession, args: Buffer[
   const killed = victims.length + (killsSelf ? 1 : 0);
   if (args.length === 3) return killed === 0 ? encode.error('ERR No such client') : encode.OK;
   return encode.integer(killed);
-}
-
-function hasUser(auth: ClientAuth | null, user: string): boolean {
-  return auth === null ? user === DEFAULT_USER : auth.hasUser(user);
 }
 
 /** CLIENT REPLY ON|OFF|SKIP */

@@ -1,11 +1,14 @@
 /**
  * CONFIG GET: any master's answer (CONFIG SET reaches every node, so any one speaks for all), with
- * tracking-table-max-keys the proxy's own: the proxy keeps the tracking table (tracking/).
+ * tracking-table-max-keys the proxy's own (the proxy keeps the tracking table: tracking/) and
+ * requirepass the proxy's password (config-set.ts), never the nodes'.
  */
 import { ForwardedCommand, ANY_MASTER } from './forward';
 import { ProxyContext } from '../context';
 import { ReplyOwner } from '../client/reply-slot';
 import { withMaxKeys } from '../tracking/table-limit';
+import { withConfigValue } from '../resp/config-reply';
+import { REQUIREPASS_PARAM } from './config-set';
 
 export class ConfigGet extends ForwardedCommand {
   constructor(ctx: ProxyContext, owner: ReplyOwner, payload: Buffer) {
@@ -13,6 +16,6 @@ export class ConfigGet extends ForwardedCommand {
   }
 
   override complete(frame: Buffer): void {
-    super.complete(withMaxKeys(frame, this.ctx.caching.maxKeys));
+    super.complete(withConfigValue(withMaxKeys(frame, this.ctx.caching.maxKeys), REQUIREPASS_PARAM, this.ctx.auth.requirepass));
   }
 }

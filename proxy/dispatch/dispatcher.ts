@@ -84,14 +84,14 @@ export class Dispatcher {
     this.scriptSource = { get table() { return ctx.table; }, body: (sha) => ctx.scripts.get(sha) };
   }
 
-  /** New sessions start unauthenticated when the config has an `auth` section. */
+  /** New sessions start unauthenticated unless the default user is `on nopass` (no `auth` section, or requirepass ""). */
   get requiresAuth(): boolean {
-    return this.ctx.auth !== null;
+    return this.ctx.auth.requiresAuth;
   }
 
   /** A user's permissions under the current config (null: everything). */
   permissionsOf(user: string): UserPermissions | null {
-    return this.ctx.auth?.permissionsOf(user) ?? null;
+    return this.ctx.auth.permissionsOf(user);
   }
 
   /**

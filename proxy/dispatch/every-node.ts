@@ -8,7 +8,9 @@
  * as a whole on one node), then every other node takes them. When any node refuses or cannot be
  * reached, the nodes that took them are set back to their own old values. RESETSTAT and REWRITE
  * cannot be undone: every node is asked, and an error says on how many it was done. Errors keep
- * the node's own text first (so its code, `ERR`, `NOPERM` ...) and name the node.
+ * the node's own text first (so its code, `ERR`, `NOPERM` ...) and name the node. `requirepass` is
+ * the proxy's and never sent; parameters that would cut the proxy off its nodes are refused
+ * (config-set.ts).
  */
 import { ProxyContext } from '../context';
 import { ReplyOwner, ReplySlot } from '../client/reply-slot';
@@ -16,6 +18,7 @@ import { request } from '../backend/request';
 import { Reply, decodeReply, errorText } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
+import { planConfigSet } from './config-set';
 
 /** Every node, masters first (the first master is the one that validates a CONFIG SET). */
 export function everyNode(ctx: ProxyContext): string[] {
@@ -36,6 +39,25 @@ export class EveryNodeCommand extends ReplySlot {
   }
 
   start(name: string, args: Buffer[]): void {
+    if (name === 'config|set') return this.startConfigSet(args);
+    this.run(name, args, () => undefined);
+  }
+
+  /** CONFIG SET: requirepass is the proxy's, taken once the nodes took the rest; some parameters are refused whole. */
+  private startConfigSet(args: Buffer[]): void {
+    const plan = planConfigSet(args);
+    if (plan.kind === 'refuse') return this.complete(encode.error(plan.message));
+    const password = plan.requirepass;
+    const applied = password === null ? () => undefined : () => this.ctx.auth.setRequirepass(password);
+    if (plan.forward === null) {
+      applied();
+      return this.complete(encode.OK);
+    }
+    this.run('config|set', plan.forward, applied);
+  }
+
+  /** `applied`: what the proxy itself takes once every node took the command. */
+  private run(name: string, args: Buffer[], applied: () => void): void {
     if (this.nodes.length === 0) return this.complete(encode.error(errors.PROXY_NOT_READY));
     const run = name === 'config|set' ? this.configSet(args) : this.everywhere(args);
     // tracking-table-max-keys is the proxy's own too: taken at once, set back if the nodes refuse.
@@ -45,6 +67,7 @@ export class EveryNodeCommand extends ReplySlot {
         if (frame[0] !== 43 /* + */) undoMaxKeys?.();
         // A new busy threshold: the pool stops using a lane stuck behind a script after it.
         if (name === 'config|set' && frame[0] === 43 /* + */) this.learnBusyThreshold(args);
+        if (frame[0] === 43 /* + */) applied();
         this.complete(frame);
       },
       (err: Error) => {

@@ -13,8 +13,7 @@ import { setName } from './client-command';
 
 export interface LocalServer {
   readonly backendVersion: string;
-  /** Null: no `auth` section, clients need no AUTH. */
-  readonly auth: ClientAuth | null;
+  readonly auth: ClientAuth;
   readonly stats: AuthCounters;
 }
 
@@ -41,7 +40,7 @@ export function answerLocally(server: LocalServer, session: ClientSession, name:
       session.setReplyMode('on');
       session.user = DEFAULT_USER;
       // RESET signs the client out back to the default user, as on Redis.
-      session.authenticated = server.auth === null;
+      session.authenticated = !server.auth.requiresAuth;
       return encode.simple('RESET');
     case 'readonly':
     case 'readwrite':
@@ -64,7 +63,7 @@ export function answerLocally(server: LocalServer, session: ClientSession, name:
 /** AUTH [username] password */
 function auth(server: LocalServer, session: ClientSession, args: Buffer[]): Buffer {
   if (args.length > 3) return encode.error(errors.SYNTAX_ERROR);
-  if (args.length === 2 && server.auth === null) return encode.error(errors.AUTH_NOT_CONFIGURED);
+  if (args.length === 2 && server.auth.defaultNopass) return encode.error(errors.AUTH_NOT_CONFIGURED);
   const user = args.length === 3 ? args[1] : null;
   const password = args[args.length - 1];
   return authenticate(server.auth, server.stats, session, user, password) ? encode.OK : encode.error(errors.WRONGPASS);

@@ -24,6 +24,7 @@
  *   A WATCH opened before a phase switch moved its keys' writes elsewhere makes EXEC answer nil,
  *   as a touched key would: the client retries on the new node.
  */
+import { configSetInMultiRefusal } from './config-set';
 import { noteTargetRefusal } from '../migration/target-refusals';
 import { ProxyContext } from '../context';
 import { CommandInfo } from '../commands/table';
@@ -130,6 +131,8 @@ export function queueInTransaction(
   spread: Spread | null = null,
 ): Promise<void> | undefined {
   if (spread !== null) {
+    const refusal = info.name === 'config|set' ? configSetInMultiRefusal(args) : null;
+    if (refusal !== null) return refuseQueued(session, txn, refusal);
     txn.spread.set(txn.queued.length, spread);
     queue(session, txn, raw ?? encode.command(args));
     return undefined;

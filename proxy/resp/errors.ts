@@ -55,6 +55,16 @@ export function execAbort(error: string): string {
   return `EXECABORT Transaction discarded because of: ${error.replace(/^ERR /, '')}`;
 }
 
+/** Redis's CONFIG SET refusal of a parameter's value or of the request (`why`: Redis's reason). */
+export function configSetFailed(param: string, why: string): string {
+  return `ERR CONFIG SET failed (possibly related to argument '${param}') - ${why}`;
+}
+
+/** A CONFIG SET parameter that would cut the proxy off its nodes (dispatch/config-set.ts). */
+export function configSetRefused(param: string, why: string): string {
+  return `ERR slotproxy does not support CONFIG SET '${param}': ${why}; nothing was changed`;
+}
+
 export function wrongArity(fullName: string): string {
   return `ERR wrong number of arguments for '${fullName}' command`;
 }

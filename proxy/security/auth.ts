@@ -1,7 +1,7 @@
 /**
  * Client authentication (SPEC section 7): `auth.password` is the default user's password, as
- * Redis's `requirepass`; `auth.users` are ACL-style users for `AUTH name password` and
- * `HELLO 2 AUTH name password`.
+ * Redis's `requirepass` (CONFIG SET requirepass through the proxy changes it: dispatch/config-set.ts);
+ * `auth.users` are ACL-style users for `AUTH name password` and `HELLO 2 AUTH name password`.
  *
  * Passwords are kept only as SHA-256 digests and compared with crypto.timingSafeEqual over the
  * digests, so the comparison takes the same time whatever the password's length or how much of it
@@ -18,35 +18,74 @@ import { UserPermissions, compilePermissions } from './permissions';
 /** `AUTH password` authenticates the user Redis calls `default`. */
 export const DEFAULT_USER = 'default';
 
-function digest(secret: Buffer | string): Buffer {
+export function digest(secret: Buffer | string): Buffer {
   return crypto.createHash('sha256').update(secret).digest();
 }
 
+/** One user as Redis keeps it: `on`/`off`, `nopass` or its passwords, and what it may run. */
+export interface ProxyUser {
+  readonly name: string;
+  enabled: boolean;
+  /** Any password signs it in (Redis's `nopass`). */
+  nopass: boolean;
+  /** SHA-256 digests of its passwords, in the order they were given. */
+  passwords: Buffer[];
+  /** Null: every command, key and channel (one null check per command). */
+  permissions: UserPermissions | null;
+}
+
 export class ClientAuth {
-  /** User name -> digest of its password. Keys are the names as configured (case-sensitive, as in Redis). */
-  private readonly users = new Map<string, Buffer>();
+  /**
+   * User name -> user, the default user always among them. Keys are the names as configured
+   * (case-sensitive, as in Redis). CONFIG SET requirepass changes the default user in place.
+   */
+  private readonly users = new Map<string, ProxyUser>();
   /** Compared against for unknown users, so that they take as long as known ones. */
   private readonly decoy = digest(crypto.randomBytes(32));
-  /** Users with `commands`, `keys` or `channels` rules; the others may do everything. */
-  private readonly permissions = new Map<string, UserPermissions>();
   private readonly removedUser = UserPermissions.none();
+  /** CONFIG GET requirepass: the file's `auth.password`, then CONFIG SET's. */
+  requirepass: string;
 
   /**
-   * Throws a ConfigError when a user's rules name a command `backend.table` does not have (the
-   * proxy always passes its command table and mode; tests of passwords alone may leave it out).
+   * `config` undefined (no `auth` section): the default user takes any password, as a Redis without
+   * `requirepass`. Throws a ConfigError when a user's rules name a command `backend.table` does not
+   * have (the proxy always passes its command table and mode; tests of passwords alone may leave it out).
    */
-  constructor(config: AuthConfig, backend?: { table: CommandTable; mode: 'cluster' | 'ring' }) {
-    if (config.password !== undefined) this.users.set(DEFAULT_USER, digest(config.password));
-    (config.users ?? []).forEach((u, i) => {
-      this.users.set(u.name, digest(u.password));
+  constructor(config: AuthConfig | undefined, backend?: { table: CommandTable; mode: 'cluster' | 'ring' }) {
+    this.requirepass = config?.password ?? '';
+    // With an `auth` section and no password, the default user has none: no AUTH signs it in.
+    const nopass = config === undefined;
+    this.users.set(DEFAULT_USER, { name: DEFAULT_USER, enabled: true, nopass, passwords: config?.password === undefined ? [] : [digest(config.password)], permissions: null });
+    (config?.users ?? []).forEach((u, i) => {
       const permissions = compilePermissions(u, i, backend?.table, backend?.mode === 'cluster');
-      if (permissions !== null) this.permissions.set(u.name, permissions);
+      this.users.set(u.name, { name: u.name, enabled: true, nopass: false, passwords: [digest(u.password)], permissions });
     });
   }
 
-  /** Null when the config has no `auth` section: clients are authenticated from the start. */
-  static fromConfig(config: AuthConfig | undefined, table: CommandTable, mode: 'cluster' | 'ring'): ClientAuth | null {
-    return config === undefined ? null : new ClientAuth(config, { table, mode });
+  static fromConfig(config: AuthConfig | undefined, table: CommandTable, mode: 'cluster' | 'ring'): ClientAuth {
+    return new ClientAuth(config, { table, mode });
+  }
+
+  /** Whether a new connection starts signed out: Redis's authRequired (the default user is not `on nopass`). */
+  get requiresAuth(): boolean {
+    const d = this.users.get(DEFAULT_USER) as ProxyUser;
+    return !d.nopass || !d.enabled;
+  }
+
+  /** AUTH with a password only is refused when the default user is `nopass`, as in Redis. */
+  get defaultNopass(): boolean {
+    return (this.users.get(DEFAULT_USER) as ProxyUser).nopass;
+  }
+
+  /**
+   * CONFIG SET requirepass: the default user's passwords become this one, or `nopass` when it is
+   * empty (Redis's ACLUpdateDefaultUserPassword). Signed-in clients stay signed in.
+   */
+  setRequirepass(password: string): void {
+    const d = this.users.get(DEFAULT_USER) as ProxyUser;
+    d.passwords = password === '' ? [] : [digest(password)];
+    d.nopass = password === '';
+    this.requirepass = password;
   }
 
   /**
@@ -55,21 +94,29 @@ export class ClientAuth {
    * QUIT and RESET, so its clients sign in again.
    */
   permissionsOf(user: string): UserPermissions | null {
-    if (!this.hasUser(user)) return this.removedUser;
-    return this.permissions.get(user) ?? null;
+    const u = this.users.get(user);
+    return u === undefined ? this.removedUser : u.permissions;
   }
 
   /** CLIENT KILL USER: the default user always exists, as in Redis. */
   hasUser(name: string): boolean {
-    return name === DEFAULT_USER || this.users.has(name);
+    return this.users.has(name);
   }
 
-  /** True when `password` is `user`'s (user null: the default user). */
+  /**
+   * True when `password` is `user`'s (user null: the default user), as Redis's
+   * ACLCheckUserCredentials: an unknown or disabled user never, a `nopass` one with any password.
+   */
   check(user: Buffer | null, password: Buffer): boolean {
-    const name = user === null ? DEFAULT_USER : user.toString('utf8');
-    const expected = this.users.get(name);
-    const ok = crypto.timingSafeEqual(digest(password), expected ?? this.decoy);
-    return ok && expected !== undefined;
+    const u = this.users.get(user === null ? DEFAULT_USER : user.toString('utf8'));
+    const given = digest(password);
+    let ok = false;
+    // Every password is compared, each in constant time, so timing says nothing of which matched.
+    for (const expected of u === undefined || u.passwords.length === 0 ? [this.decoy] : u.passwords) {
+      if (crypto.timingSafeEqual(given, expected)) ok = true;
+    }
+    if (u === undefined || !u.enabled) return false;
+    return u.nopass || (ok && u.passwords.length > 0);
   }
 }
 
@@ -87,18 +134,16 @@ export interface AuthCounters {
 }
 
 /**
- * Checks `AUTH`'s or `HELLO ... AUTH`'s credentials and marks the session. With no `auth` section,
- * behaves as a Redis whose default user has no password: the default user accepts anything,
- * no other user exists. A failed attempt leaves an authenticated session authenticated, as Redis does.
+ * Checks `AUTH`'s or `HELLO ... AUTH`'s credentials and marks the session. A failed attempt leaves an authenticated session authenticated, as Redis does.
  */
 export function authenticate(
-  auth: ClientAuth | null,
+  auth: ClientAuth,
   counters: AuthCounters,
   session: AuthSession,
   user: Buffer | null,
   password: Buffer,
 ): boolean {
-  const ok = auth === null ? user === null || user.toString('utf8') === DEFAULT_USER : auth.check(user, password);
+  const ok = auth.check(user, password);
   if (ok) {
     session.authenticated = true;
     session.user = user === null ? DEFAULT_USER : user.toString('utf8');

@@ -80,9 +80,12 @@ export class ProxyServer {
    * it, so a level stepped by SIGTTIN/SIGTTOU outlives a SIGHUP (which logrotate may send).
    */
   private fileLogLevel: string | null = null;
+  /** The `auth` section of the file last applied: a reload that leaves it as it was keeps CONFIG SET requirepass's changes. */
+  private fileAuth: string;
 
   private constructor(readonly config: Config, private readonly ctx: ProxyContext, sessions: ClientList<Session>) {
     this.sessions = sessions;
+    this.fileAuth = JSON.stringify(config.auth ?? null);
     this.dispatcher = new Dispatcher(ctx, {
       proxySection: () => proxyInfoSection(this.ctx, this.config),
       maxClients: () => this.limits.maxClients,
@@ -140,7 +143,7 @@ export class ProxyServer {
       stats: new ProxyStats(),
       crossSlot: config.crossSlot,
       backendVersion: '7.0.0',
-      auth: null, // below, once the command table the users' rules name commands from is loaded
+      auth: new ClientAuth({ users: [] }), // no one signs in before the real one, below, once the command table the users' rules name commands from is loaded
       scripts: new ScriptStore(config.limits.scriptStoreBytes),
       clients,
       caching,
@@ -254,7 +257,10 @@ export class ProxyServer {
     // Read and parse the certificate now, so that a bad one refuses the reload before anything changes.
     const tlsOptions = next.tls === undefined ? null : clientTlsOptions(next.tls);
     if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
-    const auth = ClientAuth.fromConfig(next.auth, this.ctx.table, next.mode);
+    // The file's users replace the running ones only when its `auth` section changed, so that an
+    // unrelated reload does not undo a password set with CONFIG SET requirepass (docs/security.md).
+    const nextAuth = JSON.stringify(next.auth ?? null);
+    const auth = nextAuth === this.fileAuth ? null : ClientAuth.fromConfig(next.auth, this.ctx.table, next.mode);
     const handshake = backendHandshake(next);
     // Read the script files now too: one that is missing refuses the reload. (Always reloaded: the
     // files may have changed under the same names, and loading what a master has is a no-op.)
@@ -264,9 +270,12 @@ export class ProxyServer {
       Object.assign(this.limits, next.limits);
       if (next.log.level !== (this.fileLogLevel ?? this.config.log.level)) setLogLevel(next.log.level);
       this.fileLogLevel = next.log.level;
-      this.ctx.auth = auth;
-      // As ACL SETUSER on Redis: signed-in clients get their user's new permissions at once.
-      for (const s of this.sessions) s.refreshPermissions();
+      if (auth !== null) {
+        this.ctx.auth = auth;
+        this.fileAuth = nextAuth;
+        // As ACL SETUSER on Redis: signed-in clients get their user's new permissions at once.
+        for (const s of this.sessions) s.refreshPermissions();
+      }
       this.ctx.pool.setHandshake(handshake);
       void this.preloader?.reload(scripts);
       if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);

@@ -6,6 +6,7 @@
  */
 import { parseInteger } from '../commands/keys';
 import { ClientIds, KeyTable } from './key-table';
+import { withConfigValue } from '../resp/config-reply';
 
 /** Redis checks the limit in serverCron too, 10 times a second (hz 10). */
 const CRON_MS = 100;
@@ -59,7 +60,6 @@ export class TableLimit<C> {
 }
 
 const PARAM = 'tracking-table-max-keys';
-const PARAM_BULK = Buffer.from(`$${PARAM.length}\r\n${PARAM}\r\n`);
 
 /**
  * The value a `CONFIG SET param value ...` gives tracking-table-max-keys, or null when it names it
@@ -75,29 +75,7 @@ export function maxKeysSet(args: readonly Buffer[]): number | null {
   return value;
 }
 
-/**
- * A node's CONFIG GET reply (a RESP2 array or RESP3 map of bulk strings) with the value of
- * tracking-table-max-keys replaced by `value`; the frame itself when it does not list it.
- */
+/** A node's CONFIG GET reply with tracking-table-max-keys's value the proxy's. */
 export function withMaxKeys(frame: Buffer, value: number): Buffer {
-  if (frame[0] !== 42 /* * */ && frame[0] !== 37 /* % */) return frame;
-  let at = frame.indexOf(13) + 2;
-  let isName = true;
-  while (at < frame.length && frame[at] === 36 /* $ */) {
-    const end = bulkEnd(frame, at);
-    if (isName && frame.subarray(at, end).equals(PARAM_BULK)) {
-      const valueEnd = bulkEnd(frame, end);
-      const text = String(value);
-      return Buffer.concat([frame.subarray(0, end), Buffer.from(`$${text.length}\r\n${text}\r\n`), frame.subarray(valueEnd)]);
-    }
-    isName = !isName;
-    at = end;
-  }
-  return frame;
-}
-
-/** Where the bulk string starting at `at` ends. */
-function bulkEnd(frame: Buffer, at: number): number {
-  const lineEnd = frame.indexOf(13, at);
-  return lineEnd + 2 + Number(frame.toString('latin1', at + 1, lineEnd)) + 2;
+  return withConfigValue(frame, PARAM, String(value));
 }

@@ -31,6 +31,32 @@ describe('ClientAuth.check', () => {
   });
 });
 
+describe('CONFIG SET requirepass', () => {
+  test('sets the default user\'s one password; "" makes it nopass, and new connections need no AUTH', () => {
+    const auth = new ClientAuth(undefined);
+    expect(auth.requiresAuth).toBe(false);
+    auth.setRequirepass('temp');
+    expect(auth.requiresAuth).toBe(true);
+    expect(auth.requirepass).toBe('temp');
+    expect(auth.check(null, b('temp'))).toBe(true);
+    expect(auth.check(null, b('other'))).toBe(false);
+    auth.setRequirepass('');
+    expect(auth.requiresAuth).toBe(false);
+    expect(auth.defaultNopass).toBe(true);
+    expect(auth.check(b('default'), b('anything'))).toBe(true);
+  });
+
+  test('an auth section with users only: the default user has no password until one is set', () => {
+    const auth = new ClientAuth({ users: [{ name: 'app', password: 'x' }] });
+    expect(auth.requiresAuth).toBe(true);
+    expect(auth.defaultNopass).toBe(false);
+    expect(auth.check(null, b(''))).toBe(false);
+    auth.setRequirepass('pw');
+    expect(auth.check(null, b('pw'))).toBe(true);
+    expect(auth.check(b('app'), b('x'))).toBe(true);
+  });
+});
+
 describe('authenticate', () => {
   test('counts failures; a failure leaves an authenticated session authenticated', () => {
     const auth = new ClientAuth({ password: 'pw' });
@@ -47,8 +73,10 @@ describe('authenticate', () => {
   test('without an auth section the default user takes any password and no other user exists', () => {
     const counters = { authFailures: 0 };
     const session = { authenticated: true, user: 'default' };
-    expect(authenticate(null, counters, session, b('default'), b('anything'))).toBe(true);
-    expect(authenticate(null, counters, session, b('app'), b('anything'))).toBe(false);
+    const open = new ClientAuth(undefined);
+    expect(open.requiresAuth).toBe(false);
+    expect(authenticate(open, counters, session, b('default'), b('anything'))).toBe(true);
+    expect(authenticate(open, counters, session, b('app'), b('anything'))).toBe(false);
   });
 });
 

@@ -110,6 +110,22 @@ const EVICTION_CASES: [string, Case][] = [
     mask: anyV,
     steps: [a('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '$id:c'), a('MGET', ...v(4)), b(...maxKeys(1)), b(...msetAll(4)), b(...maxKeys(0))],
   }],
+  ['tracking-table-max-keys: keys evicted before a pipelined command are told before its reply, after the one before', {
+    setup: { a: [['FLUSHALL'], ['HELLO', '3']] },
+    mask: anyV,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON'), a(...maxKeys(2)), together(['MGET', ...v(3)], ['GET', '{t}v4'], ['GET', '{t}v5'], ['MGET', '{t}v6', '{t}v7'], ['SET', '{t}v8', 'x']),
+      b(...msetAll(8)), a(...maxKeys(0)),
+    ],
+  }],
+  ['tracking-table-max-keys: pipelined reads past the limit, RESP2 REDIRECT told in order', {
+    setup: { a: [['FLUSHALL']], c: [['SUBSCRIBE', '__redis__:invalidate']] },
+    mask: anyV,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON', 'REDIRECT', '$id:c'), a(...maxKeys(1)), together(['MGET', ...v(3)], ['GET', '{t}v4'], ['GET', '{t}v5']),
+      b(...msetAll(5)), a(...maxKeys(0)),
+    ],
+  }],
   ["tracking-table-max-keys lowered: a NOLOOP client is not told of keys evicted before its own command, as on Redis", {
     setup: { a: [['FLUSHALL'], ['HELLO', '3']] },
     mask: anyV,
@@ -185,3 +201,4 @@ test("INFO's tracking_total_keys follows tracking-table-max-keys as one Redis's"
   expect(want).toEqual(['tracking_total_keys:2', 'tracking_total_items:2', 'tracking_total_keys:2', 'tracking_total_items:2']);
   expect(await counts(proxy().address.port)).toEqual(want);
 });
+

@@ -61,7 +61,9 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
   process.on('SIGHUP', () => reload(running, file, overrides));
   for (const { pool, config } of served) {
     if (stopping) break;
-    running.push({ pool, server: await ProxyServer.start(config) });
+    const server = await ProxyServer.start(config);
+    server.configFile = file;
+    running.push({ pool, server });
   }
   // One stats port for every pool (the flags set it alike in each), each pool under its name;
   // under --workers the primary serves it, summing what each worker says (cmd/worker-stats.ts).

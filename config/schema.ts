@@ -47,8 +47,11 @@ const flatSchema = strictObject({
   backend: v.optional(backendSchema, {}),
   /** Protection against clients that are too big, too many, or too slow. Default: all defaults. */
   limits: v.optional(limitsSchema, {}),
-  /** Prometheus `/metrics` endpoint. Optional: absent, no endpoint. */
-  metrics: v.optional(strictObject({ listen: listenAddr })),
+  /**
+   * Prometheus `/metrics` endpoint. Optional: absent, no endpoint. `console` (default true): the
+   * web console (GET /) and its JSON (GET /console.json) on the same listener; false serves neither.
+   */
+  metrics: v.optional(strictObject({ listen: listenAddr, console: v.optional(v.boolean(), true) })),
   /**
    * nutcracker's stats port: every connection gets nutcracker's stats JSON and is closed
    * (proxy/telemetry/nutcracker-stats.ts). `listen`: required, host:port. `intervalMs`: how often the

@@ -2,7 +2,8 @@
 # Idempotent machine setup for slotproxy on Debian, run before the sandbox and
 # the tests: installs redis-server and redis-cli (and nutcracker when
 # SLOTPROXY_NEED_NUTCRACKER=1, redis-sentinel when SLOTPROXY_NEED_SENTINEL=1,
-# python3-redis when SLOTPROXY_NEED_PYREDIS=1) if missing, then node_modules if
+# python3-redis when SLOTPROXY_NEED_PYREDIS=1, chromium for the console's browser tests when
+# SLOTPROXY_NEED_CHROMIUM=1) if missing, then node_modules if
 # stale.
 # Everything it prints goes to stderr, so callers' stdout stays clean.
 set -euo pipefail
@@ -47,6 +48,10 @@ fi
 # redis-py for the other-language client test: Debian's python3-redis, for Debian's python3.
 if [ "${SLOTPROXY_NEED_PYREDIS:-0}" = 1 ] && ! /usr/bin/python3 -c 'import redis' >/dev/null 2>&1; then
   packages+=(python3-redis)
+fi
+# The console's tests drive Debian's chromium headless (test/helpers/browser.ts).
+if [ "${SLOTPROXY_NEED_CHROMIUM:-0}" = 1 ] && ! have chromium; then
+  packages+=(chromium)
 fi
 
 if [ ${#packages[@]} -gt 0 ]; then

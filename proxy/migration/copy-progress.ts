@@ -28,14 +28,15 @@ export async function readCopyProgress(ctx: ProxyContext): Promise<MigrationCopy
     nodes.map(async (addr) => {
       try {
         const state = parseCopyState(decodeReply(await read(addr), true));
-        return { done: state.cursor === 'done', copied: state.copied };
+        return { done: state.cursor === 'done', copied: state.copied, scanned: state.scanned };
       } catch {
-        return { done: false, copied: 0 };
+        return { done: false, copied: 0, scanned: 0 };
       }
     }),
   );
   return {
     copied: states.reduce((sum, s) => sum + s.copied, 0),
+    scanned: states.reduce((sum, s) => sum + s.scanned, 0),
     nodesDone: states.filter((s) => s.done).length,
     nodes: nodes.length,
   };

@@ -31,7 +31,8 @@ import { log, setLogLevel } from '../telemetry/log';
 import { VERSION } from './version';
 import { ClientAuth } from '../security/auth';
 import { backendTls, clientTlsOptions } from '../security/tls';
-import type { MetricsServer } from '../telemetry/metrics';
+import type { ExtraRoute, MetricsServer } from '../telemetry/metrics';
+import type { ConsoleRecorder } from '../console/recorder';
 import type { NutcrackerPoolSource } from '../telemetry/nutcracker-stats';
 import { restartOnlyChanges } from './reload';
 import { RingRouter } from '../ring/router';
@@ -72,6 +73,10 @@ export class ProxyServer {
   private readonly sessionHost: SessionHost;
   private readonly reloadListeners: ((next: Config) => void)[] = [];
   private metricsServer: MetricsServer | null = null;
+  /** The console's samples and events (proxy/console/), while it is served. */
+  private consoleRecorder: ConsoleRecorder | null = null;
+  /** The file this proxy was started from, shown by the console (cmd/serve.ts sets it). */
+  configFile: string | null = null;
   /** Puts the config's scripts on every master, now and whenever one lacks them. */
   private preloader: ScriptPreloader | null = null;
   private registration: FleetRegistration | null = null;
@@ -295,6 +300,7 @@ export class ProxyServer {
     }
     for (const s of this.sessions) s.destroy();
     await this.metricsServer?.close();
+    this.consoleRecorder?.stop();
     this.ctx.topology?.stop();
     this.ctx.clusters?.stop();
     this.ctx.replicaReads?.stop();
@@ -330,8 +336,21 @@ export class ProxyServer {
       });
       // A worker's metrics are served, summed with its siblings', by the primary (cmd/workers.ts).
       if (cluster.isWorker) metrics.shareWithPrimary(registry);
-      else this.metricsServer = await metrics.MetricsServer.start(this.config.metrics.listen, registry, { readiness: () => readinessProblem(ctx) });
+      else this.metricsServer = await metrics.MetricsServer.start(this.config.metrics.listen, registry, { readiness: () => readinessProblem(ctx) }, this.startConsole());
     });
+  }
+
+  /** The console's route (proxy/console/), its recorder sampling from now on; null when `metrics.console` is false. */
+  private startConsole(): ExtraRoute | null {
+    const config = this.config;
+    if (config.metrics?.console === false) return null;
+    const { ConsoleRecorder } = require('../console/recorder') as typeof import('../console/recorder');
+    const { consoleRoute } = require('../console/http') as typeof import('../console/http');
+    const recorder = new ConsoleRecorder(this.ctx, config.mode === 'ring' ? config.ring.nodes.map((n) => n.master) : []);
+    recorder.start();
+    this.consoleRecorder = recorder;
+    this.onReload(() => recorder.reloaded());
+    return consoleRoute({ ctx: this.ctx, config, recorder, version: VERSION, address: () => this.address, configFile: () => this.configFile });
   }
 
   private accept(socket: net.Socket): void {

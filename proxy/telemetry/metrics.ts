@@ -46,6 +46,8 @@ export interface MigrationFeedCounts {
 export interface MigrationCopyProgress {
   /** Keys `slotproxy migrate copy` has copied to ring B, over every node of ring A. */
   copied: number;
+  /** Keys the copy has read on ring A (moving or not): its progress against the keys A holds. */
+  scanned: number;
   /** Ring A nodes whose copy has finished, and all of them. */
   nodesDone: number;
   nodes: number;
@@ -288,14 +290,18 @@ export interface HealthSource {
   readiness(): Promise<string | null>;
 }
 
+/** Serves what `route` names when it is its own (true), else leaves the response alone (false). */
+export type ExtraRoute = (req: http.IncomingMessage, res: http.ServerResponse, route: string) => boolean;
+
 /**
  * The HTTP endpoint: GET /metrics; GET /healthz (200 while the event loop answers); GET /readyz
- * (200 when ready, 503 with the reason otherwise); anything else 404.
+ * (200 when ready, 503 with the reason otherwise); what `extra` serves (the console, proxy/console/);
+ * anything else 404.
  */
 export class MetricsServer {
   private constructor(private readonly server: http.Server) {}
 
-  static start(listen: string, registry: MetricsSource, health: HealthSource): Promise<MetricsServer> {
+  static start(listen: string, registry: MetricsSource, health: HealthSource, extra: ExtraRoute | null = null): Promise<MetricsServer> {
     const server = http.createServer((req, res) => {
       const route = (req.url ?? '').split('?')[0];
       const text = (status: number, body: string): void => void res.writeHead(status, { 'content-type': 'text/plain' }).end(body);
@@ -307,7 +313,8 @@ export class MetricsServer {
         );
         return;
       }
-      if (req.method !== 'GET' || route !== '/metrics') return text(404, 'slotproxy: GET /metrics, /readyz or /healthz\n');
+      if (extra !== null && route !== '/metrics' && extra(req, res, route)) return;
+      if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz or /healthz${extra === null ? '' : ', or / for the console'}\n`);
       registry.metrics().then(
         (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
         (err: Error) => {

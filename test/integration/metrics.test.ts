@@ -114,10 +114,10 @@ test('counts commands by name, errors by kind, latency, clients and back-end con
   expect(value(after, 'slotproxy_migration_phase{phase="double-write"}')).toBe(0);
 });
 
-test('anything but GET /metrics, /readyz or /healthz is a 404', async () => {
-  expect((await get('/')).status).toBe(404);
+test('anything but GET /metrics, /readyz, /healthz or the console is a 404', async () => {
+  expect((await get('/')).status).toBe(200); // the console (console.test.ts)
   expect((await get('/metrics/x')).status).toBe(404);
-  expect((await get('/readyz/x')).body).toBe('slotproxy: GET /metrics, /readyz or /healthz\n');
+  expect((await get('/readyz/x')).body).toBe('slotproxy: GET /metrics, /readyz or /healthz, or / for the console\n');
 });
 
 test('/healthz answers while the event loop does; /readyz once every slot has a master', async () => {

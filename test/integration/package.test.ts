@@ -79,6 +79,8 @@ test('the tarball carries the built program, its example configs, README, docs/ 
   const files = listing.trim().split('\n').map((f) => f.replace(/^package\//, ''));
   expect(files).toContain('dist/cmd/slotproxy.js');
   expect(files).toContain('dist/proxy/commands/fallback-table.json');
+  // The console's page, served from the package (no CDN).
+  for (const f of ['index.html', 'console.js', 'chart.js', 'console.css']) expect(files).toContain(`dist/proxy/console/page/${f}`);
   expect(files).toContain('config/examples/cluster.yaml');
   // README links every docs page and BENCHMARKS.md, so the installed copy's links work too.
   const pages = fs.readdirSync(path.join(ROOT, 'docs')).map((f) => `docs/${f}`);

@@ -23,17 +23,19 @@ export const COPY_STATE_KEY = `${BOOKKEEPING_PREFIX}copy`;
 const SLOTS_AT_ONCE = 64;
 
 /** Reads a ring node's saved copy progress (the reply decodes with parseCopyState). */
-export const READ_COPY_STATE = ['HMGET', COPY_STATE_KEY, 'cursor', 'copied'];
+export const READ_COPY_STATE = ['HMGET', COPY_STATE_KEY, 'cursor', 'copied', 'scanned'];
 
 export interface CopyState {
   /** The saved SCAN cursor, `done` when the node is finished, null before its first batch. */
   cursor: string | null;
   copied: number;
+  /** Keys the walk has read so far (moving or not): how far it has gone, for the console's progress. */
+  scanned: number;
 }
 
 export function parseCopyState(reply: Reply): CopyState {
-  const [cursor, copied] = Array.isArray(reply) ? reply.map((c) => (Buffer.isBuffer(c) || typeof c === 'string' ? c.toString() : null)) : [null, null];
-  return { cursor: cursor ?? null, copied: Number(copied ?? 0) || 0 };
+  const [cursor, copied, scanned] = Array.isArray(reply) ? reply.map((c) => (Buffer.isBuffer(c) || typeof c === 'string' ? c.toString() : null)) : [null, null, null];
+  return { cursor: cursor ?? null, copied: Number(copied ?? 0) || 0, scanned: Number(scanned ?? 0) || 0 };
 }
 
 export interface CopyOptions {
@@ -61,7 +63,7 @@ export interface CopyResult {
 export const CLUSTER_COPY_STATE_KEY = inSlot(COPY_STATE_KEY, 0);
 
 export function readCopyState(key: string): string[] {
-  return ['HMGET', key, 'cursor', 'copied'];
+  return ['HMGET', key, 'cursor', 'copied', 'scanned'];
 }
 
 export async function copyMoved(nodes: NodeClient, placement: Placement, opts: CopyOptions): Promise<CopyResult> {
@@ -131,6 +133,7 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
           cursor = step.cursor;
           await nodes.call(source, ['HSET', COPY_STATE_KEY, 'cursor', cursor === '0' ? 'done' : cursor]);
           await nodes.call(source, ['HINCRBY', COPY_STATE_KEY, 'copied', String(moved)]);
+          await nodes.call(source, ['HINCRBY', COPY_STATE_KEY, 'scanned', String(step.keys.length)]);
           await advance(step.keys.length);
         } while (cursor !== '0');
       }),
@@ -158,6 +161,7 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
       const next = first + slots.length;
       await state(['HSET', CLUSTER_COPY_STATE_KEY, 'cursor', next >= SLOT_COUNT ? 'done' : String(next)]);
       await state(['HINCRBY', CLUSTER_COPY_STATE_KEY, 'copied', String(moved)]);
+      await state(['HINCRBY', CLUSTER_COPY_STATE_KEY, 'scanned', String(keys.length)]);
       await advance(keys.length);
     }
   }

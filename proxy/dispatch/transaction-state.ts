@@ -14,6 +14,8 @@ export const UNBOUND = -2;
 export class Transaction {
   inMulti = false;
   dirty = false;
+  /** A command queued with keys of another shard than the transaction's: EXEC answers CROSSSLOT. */
+  crossSlot = false;
   shard = UNBOUND;
   queued: Buffer[] = [];
   shas: Buffer[] = [];

@@ -3,8 +3,12 @@
  * cluster mode, a node in ring mode), behaving as on a single Redis.
  *
  * - MULTI opens the transaction in the proxy; each command is checked as Redis would (unknown,
- *   arity, numkeys, and CROSSSLOT against the transaction's shard), answered QUEUED, and kept. Any
- *   error marks the transaction dirty: EXEC then answers EXECABORT and nothing is sent.
+ *   arity, numkeys, and CROSSSLOT among its own keys), answered QUEUED, and kept. Any error marks
+ *   the transaction dirty: EXEC then answers EXECABORT and nothing is sent.
+ * - A command whose keys are in another shard than the transaction's is QUEUED, and EXEC is then
+ *   refused with CROSSSLOT, nothing sent, as a Redis Cluster node checks every queued command's
+ *   keys at EXEC (a single-node cluster; a node of several answers MOVED at queue time for a slot
+ *   it does not own). A transaction also dirty answers EXECABORT, as Redis does.
  * - EXEC (exec.ts) sends SCRIPT LOAD for every EVALSHA the proxy knows, then MULTI, the commands and EXEC,
  *   in one burst on one connection: nothing of another client can run in between, and no EVALSHA
  *   inside the EXEC reply can be NOSCRIPT. Without WATCH that connection is the client's shared
@@ -76,6 +80,11 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
         const slot = session.track(new ReplySlot(session));
         void busy.then((frame) => slot.complete(encode.error(frame === null ? errors.EXECABORT : errors.execAbort(frame.toString('latin1', 1, frame.length - 2)))));
         return undefined;
+      }
+      if (txn.crossSlot) {
+        ctx.stats.crossSlotErrors++;
+        end(session, txn);
+        return reply(session, encode.error(errors.CROSSSLOT));
       }
       session.transaction = null;
       return session.track(new ExecCommand(ctx, session, txn)).start();
@@ -150,14 +159,23 @@ export function queueInTransaction(
       const bad = numkeysError(args);
       if (bad !== null) return refuseQueued(session, txn, bad);
     }
+    // The command's own keys in one shard (else CROSSSLOT now), then that shard against the transaction's (else CROSSSLOT at EXEC).
+    let own = UNBOUND;
     for (let i = named === ANY_MASTER ? 0 : -1; i < keys.length; i++) {
       const shard = i < 0 ? named : ctx.router.shardOf(keys[i]);
-      const bound = boundShard(ctx, txn);
-      if (bound === UNBOUND) txn.shard = shard;
-      else if (shard !== bound) {
+      if (own === UNBOUND) own = shard;
+      else if (shard !== own) {
         ctx.stats.crossSlotErrors++;
-        if (i >= 0) noteTargetRefusal(ctx, info.name, [txn.keys[0] ?? keys[0], keys[i]]);
+        if (named === ANY_MASTER) noteTargetRefusal(ctx, info.name, [keys[0], keys[i]]);
         return refuseQueued(session, txn, errors.CROSSSLOT);
+      }
+    }
+    if (own !== UNBOUND) {
+      const bound = boundShard(ctx, txn);
+      if (bound === UNBOUND) txn.shard = own;
+      else if (own !== bound && !txn.crossSlot) {
+        txn.crossSlot = true;
+        if (keys.length > 0) noteTargetRefusal(ctx, info.name, [txn.keys[0] ?? keys[0], keys[0]]);
       }
     }
     const accept = (): void => {

@@ -1,12 +1,14 @@
-// MULTI/EXEC/DISCARD/WATCH/UNWATCH through the proxy (SPEC section 5): one slot per transaction,
-// Redis's errors and EXECABORT, WATCH on a connection pinned only for the transaction, EVALSHA in
-// MULTI never NOSCRIPT.
+// MULTI/EXEC/DISCARD/WATCH/UNWATCH through the proxy (SPEC section 5): one slot per transaction
+// (keys of two slots: QUEUED, then CROSSSLOT at EXEC, as a Redis Cluster node answers), Redis's
+// errors and EXECABORT, WATCH on a connection pinned only for the transaction, EVALSHA in MULTI
+// never NOSCRIPT.
 
 import net from 'node:net';
 import { createHash } from 'node:crypto';
 import { useProxy, client } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
+import { keySlot } from '../../sharding/slot';
 
 const { cluster, proxy, connect } = useProxy();
 
@@ -70,13 +72,44 @@ test('Redis replies verbatim: QUEUED, nesting, EXEC/DISCARD without MULTI, WATCH
   );
 });
 
-test('a key of another slot inside MULTI: CROSSSLOT, and EXEC aborts', async () => {
+const slotOf = (key: string): number => keySlot(Buffer.from(key));
+
+/** MULTI, a SET of each key, EXEC, then a GET of each: the raw replies, once all 6 are in. */
+function crossSlotTransaction(port: number, a: string, b: string): Promise<string> {
+  const commands = [['MULTI'], ['SET', a, '1'], ['SET', b, '2'], ['EXEC'], ['GET', a], ['GET', b]];
+  return rawExchange(port, commands, (t) => t.split('\r\n').length > commands.length);
+}
+
+const CROSSSLOT_AT_EXEC = "+OK\r\n+QUEUED\r\n+QUEUED\r\n-CROSSSLOT Keys in request don't hash to the same slot\r\n$-1\r\n$-1\r\n";
+
+test("keys of two slots inside MULTI: each QUEUED, EXEC refused with CROSSSLOT, nothing run: a cluster node owning both slots answers these bytes", async () => {
+  // Two slots of one master, asked of that master directly and of the proxy.
+  const [{ key: a, node }] = await keyPerMaster(cluster(), 'txcross-a');
+  const [{ key: b }] = await keyPerMaster(cluster(), 'txcross-b');
+  expect(slotOf(a)).not.toBe(slotOf(b));
+  expect(await crossSlotTransaction(node.port, a, b)).toBe(CROSSSLOT_AT_EXEC);
+  expect(await crossSlotTransaction(proxy().address.port, a, b)).toBe(CROSSSLOT_AT_EXEC);
+  // Dirty too (a wrong arity queued): EXECABORT, from both.
+  const dirty = [['MULTI'], ['SET', a, '1'], ['GET'], ['SET', b, '2'], ['EXEC']];
+  const [fromNode, fromProxy] = await Promise.all([node.port, proxy().address.port].map((port) => rawExchange(port, dirty, (t) => t.split('\r\n').length > dirty.length)));
+  expect(fromProxy).toBe(fromNode);
+  expect(fromNode).toMatch(/-EXECABORT Transaction discarded because of previous errors\.\r\n$/);
+  // A client library sees EXEC's error.
   const c = connect();
+  await expect(c.multi().set(a, '1').set(b, '2').exec()).rejects.toThrow("CROSSSLOT Keys in request don't hash to the same slot");
+  expect(await c.get(a)).toBeNull();
+  expect(await c.get(b)).toBeNull();
+});
+
+test('keys of two masters inside MULTI: the proxy answers as one Redis (CROSSSLOT at EXEC); a node of the cluster answers MOVED at queue time', async () => {
   const [a, b] = await keyPerMaster(cluster(), 'txcross');
-  const replies = await c.multi().set(a.key, '1').set(b.key, '2').exec().catch((e: Error) => e.message);
-  expect(replies).toMatch(/EXECABORT Transaction discarded because of previous errors/);
-  expect(await c.get(a.key)).toBeNull();
-  expect(await c.get(b.key)).toBeNull();
+  expect(await crossSlotTransaction(proxy().address.port, a.key, b.key)).toBe(CROSSSLOT_AT_EXEC);
+  // The node owns a's slot only: b's SET is redirected, which dirties the transaction.
+  const direct = await rawExchange(a.node.port, [['MULTI'], ['SET', a.key, '1'], ['SET', b.key, '2'], ['EXEC']], (t) => t.split('\r\n').length > 4);
+  expect(direct).toBe(`+OK\r\n+QUEUED\r\n-MOVED ${slotOf(b.key)} ${b.node.address}\r\n-EXECABORT Transaction discarded because of previous errors.\r\n`);
+  // One command whose own keys span slots is refused when queued, as Redis does; EXEC then aborts.
+  const own = await rawExchange(proxy().address.port, [['MULTI'], ['MGET', a.key, b.key], ['EXEC']], (t) => t.split('\r\n').length > 3);
+  expect(own).toBe("+OK\r\n-CROSSSLOT Keys in request don't hash to the same slot\r\n-EXECABORT Transaction discarded because of previous errors.\r\n");
 });
 
 test('WATCH: EXEC returns nil when another client touched the key; the WATCH connection is closed after', async () => {

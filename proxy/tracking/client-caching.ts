@@ -25,6 +25,7 @@ import { TableLimit, maxKeysSet } from './table-limit';
 import { ScriptUses } from './script-use';
 import { WriteOrder } from './write-order';
 import { ChangeFeed } from '../backend/change-feed';
+import { NodeEviction } from './node-eviction';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
 export interface CachingClient extends ReplyOwner {
@@ -78,6 +79,7 @@ export class ClientCaching {
   private readonly limit: TableLimit<CachingClient>;
   private readonly scripts = new ScriptUses();
   private readonly writeOrder = new WriteOrder();
+  private readonly eviction: NodeEviction;
   /** Invalidations and flushes sent, for INFO. */
   invalidationsSent = 0;
   flushesSent = 0;
@@ -87,6 +89,7 @@ export class ClientCaching {
     private readonly options: CachingOptions,
   ) {
     this.table = new KeyTable(options.maxKeys);
+    this.eviction = new NodeEviction(pool);
     this.limit = new TableLimit(this.table, (key, ids, current) => this.invalidateEvicted(key, ids, current));
   }
 
@@ -130,6 +133,7 @@ export class ClientCaching {
    * when the nodes refuse the CONFIG SET; null when it does not name the parameter.
    */
   configSet(args: readonly Buffer[]): (() => void) | null {
+    this.eviction.configSet(args);
     const value = maxKeysSet(args);
     if (value === null) return null;
     const before = this.table.maxKeys;
@@ -189,7 +193,10 @@ export class ClientCaching {
     const script = isScriptCall(info.name) ? this.scripts.of(scriptBody(info.name, args, source), source.table) : null;
     if (script !== null && script.writes && tracking.noloop) this.scriptWrite(tracking, info, args, inMulti);
     // (EXEC is dispatched with the transaction still open; a script queued in MULTI runs at EXEC.)
-    if ((info.name === 'exec' || (script !== null && script.writes && !inMulti)) && holdsOwnPushes(client, tracking)) {
+    // A node that may evict for maxmemory does so before the next command it runs (the feeds'
+    // fence after this one's reply, if no other): its keys are told right after this reply.
+    const changes = info.name === 'exec' || (script !== null && script.writes && !inMulti) || (!inMulti && this.eviction.mayEvict && hasKeys(info, args));
+    if (changes && holdsOwnPushes(client, tracking)) {
       tracking.holdPushes = true;
       tracking.lastClaimed = null;
       tracking.armedWrite ??= []; // its reply slot is claimed, and writeAnswered says when it came
@@ -278,7 +285,11 @@ export class ClientCaching {
     const feeds = [...this.feeds.values()];
     let left = feeds.length;
     if (left === 0) done();
-    for (const f of feeds) f.fence(() => --left === 0 && done());
+    // A node over maxmemory evicts when it runs the fence's PING, and sends the BCAST message for
+    // that only after the PONG (Redis broadcasts once the event loop turn's commands ran): a
+    // second fence, written after the first PONG, comes back after it.
+    const twice = this.eviction.mayEvict;
+    for (const f of feeds) f.fence(() => (twice ? f.fence(() => --left === 0 && done()) : --left === 0 && done()));
   }
 
   /** A place right after the command's reply for what it changes (a client waits HOLD_MAX_MS at most). */
@@ -337,6 +348,7 @@ export class ClientCaching {
     if (this.trackers.size === 0) return;
     this.timer ??= setInterval(() => this.syncFeeds(), CHECK_EVERY_MS).unref();
     const wanted = new Set(this.options.nodes());
+    void this.eviction.check([...wanted]);
     for (const [address, feed] of this.feeds) {
       if (!wanted.has(address) || feed.isClosed) {
         this.feeds.delete(address);
@@ -456,6 +468,12 @@ export class ClientCaching {
 /** NOLOOP: the key is being written by the client itself, and the node's invalidation for it is not through yet. */
 function ownWrite(tracking: ClientTracking, key: Buffer): boolean {
   return tracking.noloop && tracking.ownKeys.size > 0 && tracking.ownKeys.has(key.toString('latin1'));
+}
+
+/** Whether the command names keys (a command the proxy answers itself runs nothing on a node that could evict). */
+function hasKeys(info: CommandInfo, args: Buffer[]): boolean {
+  const positions = keyPositions(info, args);
+  return positions !== null && positions.length > 0;
 }
 
 /** EVAL, EVALSHA, FCALL and their _RO forms: the keys they declare are what they may read. */

@@ -8,8 +8,9 @@ import { useCluster } from '../helpers/cluster';
 import { ScriptStep, runScript } from '../helpers/tracking-script';
 import { exchange } from '../helpers/raw-exchange';
 import { createHash } from 'node:crypto';
+import { RedisNode } from '../../cmd/sandbox/redis-node';
 
-const { proxy } = useProxy();
+const { proxy, cluster } = useProxy();
 /** One Redis: a single-node cluster owning every slot. */
 const reference = useCluster({ masters: 1, replicasPerMaster: 0 });
 const referencePort = (): number => reference().masters[0].port;
@@ -202,3 +203,48 @@ test("INFO's tracking_total_keys follows tracking-table-max-keys as one Redis's"
   expect(await counts(proxy().address.port)).toEqual(want);
 });
 
+
+/**
+ * Redis's own tracking test "Tracking invalidation message of eviction keys should be before
+ * response" (tests/unit/tracking.tcl, 7.0): the keys' node over maxmemory after a big SETBIT, a
+ * volatile key the client read is evicted before the next command runs, and the client is told
+ * before that command's reply. What follows SETBIT: GETBIT alone, as in Redis's test, or
+ * (`pipelined`) a read of another key sent with it. Redis's margins (100 KB over, a 200 KB key) scaled
+ * up tenfold: the conversation's own connection must not take the node past the limit first.
+ */
+async function evictionBeforeReply(port: number, node: RedisNode, pipelined: boolean): Promise<string> {
+  const memory = String(await node.command('INFO', 'memory'));
+  const field = (name: string): number => Number(new RegExp(`${name}:(\\d+)`).exec(memory)?.[1]);
+  const limit = field('used_memory') - field('mem_not_counted_for_evict') + 1024 * 1024;
+  await node.command('CONFIG', 'SET', 'maxmemory-policy', 'volatile-random');
+  await node.command('CONFIG', 'SET', 'maxmemory', String(limit));
+  try {
+    const setbit = ['SETBIT', '{t}big-key', '16000000', '0'];
+    const run = await runScript(port, ['a'], { a: [['HELLO', '3'], ['CLIENT', 'TRACKING', 'ON']] }, [
+      a('SETEX', '{t}volatile-key', '10000', 'x'),
+      a('GET', '{t}volatile-key'),
+      ...(pipelined ? [together(setbit, ['GET', '{t}other'])] : [a(...setbit), a('GETBIT', '{t}big-key', '0')]),
+    ]);
+    return run.streams.a;
+  } finally {
+    await node.command('CONFIG', 'SET', 'maxmemory', '0');
+    await node.command('CONFIG', 'SET', 'maxmemory-policy', 'noeviction');
+    await node.command('DEL', '{t}big-key', '{t}volatile-key');
+  }
+}
+
+const EVICTED_PUSH = '>2\r\n$10\r\ninvalidate\r\n*1\r\n$15\r\n{t}volatile-key\r\n';
+
+/** The master of `nodes` that holds the `{t}` keys. */
+async function ownerOfT(nodes: RedisNode[]): Promise<RedisNode> {
+  for (const n of nodes) if (typeof (await n.command('EXISTS', '{t}big-key').catch(() => null)) === 'number') return n;
+  throw new Error('no master owns {t}');
+}
+
+test.each([false, true])('a key a node evicts for maxmemory: told before the reply of the command after the one that filled it, as one Redis (pipelined: %s)', async (pipelined) => {
+  const want = await evictionBeforeReply(referencePort(), reference().masters[0], pipelined);
+  // SETBIT's reply, the evicted key's push, then the next reply (the GET's, or the script's marker PING).
+  expect(want).toContain(`:0\r\n${EVICTED_PUSH}${pipelined ? '_\r\n' : '$6\r\nstep-2\r\n'}`);
+  const got = await evictionBeforeReply(proxy().address.port, await ownerOfT(cluster().masters), pipelined);
+  expect(got).toEqual(want);
+});

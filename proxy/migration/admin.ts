@@ -10,6 +10,7 @@ import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { coverageProblem, fenceRingB, phaseChangeProblem } from './fence';
 import { closeSideA } from './closing';
+import { feedPermissionProblem, startsChangeFeeds } from './feed-permissions';
 import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
 import { Placement } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
@@ -44,6 +45,10 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
       log.info({ from: current.phase, to: phase }, 'migration phase switched over RESP');
       return encode.OK;
     };
+    if (startsChangeFeeds(current, next)) {
+      // The change feeds' user must read every key of side A first.
+      return feedPermissionProblem(ctx.pool, next, FENCE_TIMEOUT_MS).then((why) => (why === null ? swap() : encode.error(errors.migrationPhaseRefused(why))));
+    }
     if (phase !== 'done' || current.phase === 'done') return swap();
     return toDone(ctx, next, swap);
   }

@@ -9,6 +9,7 @@ import { coverageProblem, fenceRingB, phaseChangeProblem } from '../migration/fe
 import { closeSideA } from '../migration/closing';
 import { fleetOf } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
+import { feedPermissionProblem, startsChangeFeeds } from '../migration/feed-permissions';
 
 const FENCE_TIMEOUT_MS = 5000;
 /** Reloaded configs whose new Sentinel masters were asked for already (applied once the answers are in). */
@@ -81,8 +82,16 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
   };
   if (placement.phase !== 'done' || before.phase === 'done' || placement.to === null) {
     // A migration added: side B gets A's function libraries and the known scripts first.
-    if (before.to === null && placement.to !== null) void carryBeforeMigrating(ctx, placement).then(swap);
-    else swap();
+    const start = (): void => {
+      if (before.to === null && placement.to !== null) void carryBeforeMigrating(ctx, placement).then(swap);
+      else swap();
+    };
+    if (!startsChangeFeeds(before, placement)) return start();
+    // Into double-write: the change feeds' user must read every key of side A first.
+    void feedPermissionProblem(ctx.pool, placement, FENCE_TIMEOUT_MS).then((problem) => {
+      if (problem === null) return start();
+      log.error({ problem }, `reload: ${placement.phase ?? ''} refused; the migration phase stays ${before.phase ?? 'none'}`);
+    });
     return;
   }
   // Into done: every proxy stops writing to A (migration/closing.ts), then B is fenced; until then this proxy keeps double-writing.

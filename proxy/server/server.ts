@@ -39,6 +39,7 @@ import { RingRouter } from '../ring/router';
 import { CLUSTER_RETRY_WINDOW_MS, applyRingReload } from './ring-reload';
 import { ringServerFailsFast } from '../ring/fail-fast';
 import { fenceRingB } from '../migration/fence';
+import { checkFeedPermissionsAtStart } from '../migration/feed-permissions';
 import { readinessProblem } from './readiness';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
@@ -394,6 +395,8 @@ async function ringRouting(config: Extract<Config, { mode: 'ring' }>, pool: Back
   pool.setFailFast(ringServerFailsFast(ring, (address) => sentinel?.waitWindowMs(address) != null));
   // Started in done: ring B must refuse late copies from proxies still double-writing.
   if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
+  // Started in double-write or read-new: the change feeds' user must read every key of ring A.
+  await checkFeedPermissionsAtStart(pool, ring.placement, config.backend.commandTimeoutMs);
   // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
   if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool, (r) => ringAt(r, at));
   // ring.sentinel.readFrom: the replicas the sentinels name, checked as a cluster's are.
@@ -465,6 +468,7 @@ async function clusterRouting(config: Extract<Config, { mode: 'cluster' }>, pool
     },
     start: async () => {
       await topology.start();
+      if (ring !== null) await checkFeedPermissionsAtStart(pool, ring.placement, config.backend.commandTimeoutMs);
       await replicaReads?.start();
       // Started in done: side B must refuse late copies from proxies still double-writing.
       if (ring?.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);

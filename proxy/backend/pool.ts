@@ -79,6 +79,7 @@ export class BackendPool {
   /** Per node, kept when a node leaves the topology (its counts stay, as nutcracker's do). */
   private readonly counters = new Map<string, NodeCounters>();
   private lostListeners: ((address: string, reason: string) => void)[] = [];
+  private retryFailedListeners: ((address: string) => void)[] = [];
   private readyListeners: ((address: string) => void)[] = [];
   private closed = false;
   /** Nodes that fail fast (setFailFast); none unless a ring without Sentinel says so. */
@@ -102,6 +103,15 @@ export class BackendPool {
   /** Called when a connection that was in use closes (a hint that the topology may have changed). */
   onConnectionLost(listener: (address: string, reason: string) => void): void {
     this.lostListeners.push(listener);
+  }
+
+  /**
+   * Called instead of onConnectionLost's listeners when a fail-fast node (setFailFast) that already
+   * failed fails another attempt: each request to it makes one, so under load there are many a
+   * second, and none says more than the first did (ring mode's auto-eject counts them).
+   */
+  onRetryFailed(listener: (address: string) => void): void {
+    this.retryFailedListeners.push(listener);
   }
 
   /** Called when a connection to `address` is established (ring mode's auto-eject resets its count). */
@@ -343,8 +353,14 @@ export class BackendPool {
       for (const l of this.readyListeners) l(address);
     });
     conn.onClose((reason) => {
+      if (this.closed) return;
+      if (!connected && retryAtOnce) {
+        node.failures++;
+        for (const l of this.retryFailedListeners) l(address);
+        return;
+      }
       if (!connected) node.failures++;
-      if (!this.closed) for (const l of this.lostListeners) l(address, reason);
+      for (const l of this.lostListeners) l(address, reason);
     });
     return conn;
   }

@@ -32,6 +32,7 @@ export class NodeEjector {
     this.failureLimit = ring.serverFailureLimit ?? DEFAULT_FAILURE_LIMIT;
     this.retryTimeoutMs = ring.serverRetryTimeoutMs ?? DEFAULT_RETRY_TIMEOUT_MS;
     pool.onConnectionLost((addr) => this.failed(addr));
+    pool.onRetryFailed((addr) => this.failed(addr));
     pool.onConnectionReady((addr) => this.failures.delete(addr));
   }
 

@@ -173,7 +173,7 @@ export async function startProxy(
   }
 }
 
-function slotproxyClusterConfig(port: number, seeds: readonly string[]): string {
+export function slotproxyClusterConfig(port: number, seeds: readonly string[]): string {
   return ['listen: 127.0.0.1:' + String(port), 'mode: cluster', 'cluster:', `  seeds: [${seeds.join(', ')}]`, 'crossSlot: split', 'log:', '  level: warn', ''].join('\n');
 }
 

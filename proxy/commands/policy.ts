@@ -15,6 +15,7 @@
  * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error
  * - transaction, pubsub, wait: need a back-end connection of the client's own (transaction.ts,
  *   pubsub.ts, blocking.ts); blocking commands go there too, found by their `blocking` flag
+ * - monitor:    MONITOR: the client sees every command the proxy's clients send (dispatch/monitor.ts)
  *
  * POLICY is cluster mode's; RING_POLICY, ring mode's, differs where standalone nodes would answer
  * otherwise than one Redis Cluster node (databases, no slots).
@@ -33,7 +34,8 @@ export type Strategy =
   | { readonly kind: 'refuse'; readonly why: string }
   | { readonly kind: 'transaction' }
   | { readonly kind: 'pubsub' }
-  | { readonly kind: 'wait' };
+  | { readonly kind: 'wait' }
+  | { readonly kind: 'monitor' };
 
 const local: Strategy = { kind: 'local' };
 const client: Strategy = { kind: 'client' };
@@ -138,7 +140,7 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['punsubscribe', pubsub],
   ['sunsubscribe', pubsub],
   ['spublish', pubsub],
-  ['monitor', refuse('it would mirror one node only')],
+  ['monitor', { kind: 'monitor' }],
   ['sync', refuse(NODE_ADMIN)],
   ['psync', refuse(NODE_ADMIN)],
   ['replicaof', refuse(NODE_ADMIN)],

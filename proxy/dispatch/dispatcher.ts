@@ -39,9 +39,10 @@ import { SPLIT_RULES, SplitCommand, SplitRule, groupByShard, partPositions, spli
 import { PlainSplit } from './split-part';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
 import { CachingClient, ScriptSource } from '../tracking/client-caching';
+import { MonitorClient, MonitorFeed } from './monitor';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
-export interface DispatchSession extends TransactionClient, SubscriberClient, CachingClient {
+export interface DispatchSession extends TransactionClient, SubscriberClient, CachingClient, MonitorClient {
   /** What the signed-in user may run; null for everything (security/permissions.ts). */
   readonly permissions: UserPermissions | null;
 }
@@ -77,6 +78,8 @@ export class Dispatcher {
   /** How commands that are not simply routed by their keys are handled, in this proxy's mode. */
   private readonly policy: ReadonlyMap<string, Strategy>;
   private readonly scriptSource: ScriptSource;
+  /** Clients in MONITOR mode; `monitors.active` is the hot path's one check for them. */
+  readonly monitors = new MonitorFeed();
 
   constructor(private readonly ctx: ProxyContext, private readonly server: InfoServer) {
     this.policy = ctx.mode === 'ring' ? RING_POLICY : POLICY;
@@ -157,6 +160,7 @@ export class Dispatcher {
     }
     // Redis's ACL check comes here: after AUTH, before MULTI queues it, before keys are routed or split.
     if (session.permissions !== null && this.refused(session, info, args)) return undefined;
+    if (this.monitors.active && this.monitorRefused(session, info, args)) return undefined;
     info.counters.calls++;
     session.command = info.name;
     // Past tracking-table-max-keys, keys are evicted before any command runs, as Redis's processCommand does.
@@ -180,7 +184,10 @@ export class Dispatcher {
         case 'local':
           // RESET also discards a transaction and its WATCH, as in Redis.
           if (info.name === 'reset' && txn !== null) discardTransaction(session, txn);
-          if (info.name === 'reset') ctx.caching.disable(session); // RESET switches tracking off, as in Redis
+          if (info.name === 'reset') {
+            ctx.caching.disable(session); // RESET switches tracking off, and ends monitor mode, as in Redis
+            this.monitors.detach(session);
+          }
           session.replyNow(answerLocally(ctx, session, info.name, args));
           return undefined;
         case 'client':
@@ -214,6 +221,9 @@ export class Dispatcher {
           return undefined;
         case 'wait':
           return runWait(ctx, session, raw ?? encode.command(args));
+        case 'monitor':
+          this.monitors.attach(session);
+          return undefined;
       }
     }
     const positions = keyPositions(info, args);
@@ -243,6 +253,20 @@ export class Dispatcher {
     this.ctx.stats.aclDenied[denial.reason]++;
     flagTransaction(session);
     session.replyNow(encode.error(denial.message));
+    return true;
+  }
+
+  /**
+   * With a monitor attached: the request is shown to the monitors (when EXEC runs it, for one
+   * queued in MULTI), or refused when a monitor itself touches the keyspace, as Redis refuses it.
+   */
+  private monitorRefused(session: DispatchSession, info: CommandInfo, args: Buffer[]): boolean {
+    const txn = session.transaction;
+    const phase = txn === null || !txn.inMulti ? 'run' : info.name !== 'exec' ? 'queue' : txn.dirty ? 'abort' : 'run';
+    const refusal = this.monitors.command(session, info, args, phase);
+    if (refusal === null) return false;
+    flagTransaction(session);
+    session.replyNow(refusal);
     return true;
   }
 

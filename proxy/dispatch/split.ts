@@ -293,6 +293,9 @@ export class PartSession implements ReplyOwner {
   /** The whole request went through the client's tracking before the split. */
   declare tracking: null;
   declare readonly subscribed: false;
+  /** The whole request was shown to monitors before the split. */
+  declare monitoring: null;
+  declare readonly addr: string;
 
   constructor(readonly id: number, private readonly split: SplitCommand, private readonly index: number) {}
 
@@ -336,4 +339,6 @@ Object.assign(PartSession.prototype, {
   dedicated: NO_DEDICATED,
   tracking: null,
   subscribed: false,
+  monitoring: null,
+  addr: '',
 });

@@ -114,6 +114,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   holding: Set<Releasable> | null = null;
   /** CLIENT TRACKING state (tracking/); null when tracking is off. */
   tracking: ClientTracking | null = null;
+  /** MONITOR mode (dispatch/monitor.ts); null when not monitoring. */
+  monitoring: Releasable | null = null;
 
   private readonly slots = new Queue<ReplySlot>();
   /** This client's own decoder while a request is half-read; null when it has none in progress. */
@@ -235,6 +237,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     const txn = this.transaction;
     const counts = this.subscription?.counts() ?? { sub: 0, psub: 0, ssub: 0 };
     let flags = '';
+    if (this.monitoring !== null) flags += 'O';
     if (this.subscription !== null) flags += 'P';
     if (txn !== null && txn.inMulti) flags += 'x';
     if (this.blocked !== null) flags += 'b';

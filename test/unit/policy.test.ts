@@ -43,7 +43,7 @@ describe('POLICY entries', () => {
   });
 
   test.each([...entries, ...ringOnly])('%s has a known strategy kind', (_name, strategy) => {
-    expect(['local', 'client', 'fanout', 'any-master', 'every-node', 'slot', 'refuse', 'transaction', 'pubsub', 'wait']).toContain(strategy.kind);
+    expect(['local', 'client', 'fanout', 'any-master', 'every-node', 'slot', 'refuse', 'transaction', 'pubsub', 'wait', 'monitor']).toContain(strategy.kind);
   });
 
   test.each([...ADMIN_COMMANDS])('admin command %s has an entry that runs it', (name) => {

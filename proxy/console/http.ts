@@ -70,7 +70,8 @@ export function consoleRoute(src: StateSources): Route {
 /** Null when the request may read the state; else the status and Redis's words for why not. */
 export function refusal(ctx: ProxyContext, authorization: string | undefined): { status: number; error: string } | null {
   const auth = ctx.auth;
-  if (auth === null) return null;
+  // As a new client connection: signed in as the default user when it needs no password.
+  if (!auth.requiresAuth) return null;
   const basic = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(authorization ?? '');
   if (basic === null) return { status: 401, error: errors.NOAUTH };
   const decoded = Buffer.from(basic[1], 'base64').toString('utf8');

@@ -103,6 +103,20 @@ describe('a ring: nodes, and one killed and back', () => {
     expect((await get(port, '/console/nothing.js')).status).toBe(404);
   });
 
+  test('CONFIG SET requirepass through the proxy makes the JSON ask for the password, and "" opens it again', async () => {
+    const port = metricsPort(proxy!);
+    const admin = client(proxy!);
+    try {
+      expect(await admin.config('SET', 'requirepass', 'console-pw')).toBe('OK');
+      expect((await get(port, '/console.json')).status).toBe(401);
+      expect((await state(port, basic('', 'console-pw'))).proxy.mode).toBe('ring');
+      expect(await admin.config('SET', 'requirepass', '')).toBe('OK');
+      expect((await state(port)).proxy.mode).toBe('ring');
+    } finally {
+      admin.disconnect();
+    }
+  });
+
   test('the page shows the nodes and follows one killed and restarted', async () => {
     const { page, errors } = await browser.open(`http://127.0.0.1:${metricsPort(proxy!)}/`);
     await page.waitForSelector('#status.live');

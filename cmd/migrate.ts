@@ -85,7 +85,15 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         const { config } = migratingConfig(opts.config);
         const r = await withNodes(config, (nodes, placement) => verifyMoved(nodes, placement, { ttlToleranceMs: opts.ttlTolerance, batch: 500, show: opts.show, progress: true }));
         for (const e of r.examples) process.stdout.write(`  differs: ${e}\n`);
-        process.stdout.write(`verify: ${r.compared} moved keys compared, ${r.differing} differ, ${r.rechecked} rechecked${r.inFlight > 0 ? ` (${r.inFlight} still being written: B kept catching up)` : ''}\n`);
+        if (r.closedSideA !== undefined) {
+          const { fence } = r.closedSideA;
+          process.stdout.write(
+            `verify: side A is closed (phase done): B alone takes writes, so its keys are no longer compared with A's; checked on B: ` +
+              `${r.compared} moved keys of A, each with A's last state applied on B (${r.differing} differ), B fenced on ${fence.fenced} of ${fence.of} ${fence.unit}\n`,
+          );
+        } else {
+          process.stdout.write(`verify: ${r.compared} moved keys compared, ${r.differing} differ, ${r.rechecked} rechecked${r.inFlight > 0 ? ` (${r.inFlight} still being written: B kept catching up)` : ''}\n`);
+        }
         const librariesDiffer = await withNodes(config, (nodes, placement) => verifyLibraries(nodes, placement, (line) => process.stdout.write(line)));
         if (r.differing > 0) process.exit(1);
         if (librariesDiffer > 0) process.exit(1);

@@ -210,6 +210,13 @@ test('cleanup refuses before done, then deletes the moved keys from their old ow
   writeConfig('phase: done');
   proxy!.kill('SIGHUP');
   await until('phase done', async () => (await status()).includes('phase:done'));
+  // B alone is written now, so it moves on from A: verify says A is closed and checks B instead.
+  for (let i = 2; i < 200; i++) if (i % 4 !== 0) await client!.rpush(`k:${i}`, 'after done');
+  const verify = await run(['migrate', 'verify', '-c', file]);
+  expect(verify.stdout).toMatch(
+    /verify: side A is closed \(phase done\): B alone takes writes, so its keys are no longer compared with A's; checked on B: [1-9]\d* moved keys of A, each with A's last state applied on B \(0 differ\), B fenced on 3 of 3 nodes\n/,
+  );
+  expect(verify.code).toBe(0);
   const r = await run(['migrate', 'cleanup', '-c', file]);
   expect(r.code).toBe(0);
   expect(r.stdout).toMatch(/cleanup: [1-9]\d* moved keys deleted/);

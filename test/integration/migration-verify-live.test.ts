@@ -19,6 +19,7 @@ import { RING_BOOKKEEPING, snapshotCommand } from '../../proxy/migration/converg
 import { VerifyResult, verifyMoved } from '../../proxy/migration/tools/verify';
 import { setLogLevel } from '../../proxy/telemetry/log';
 import { xorshift32 } from '../helpers/random';
+import { waitFor } from '../helpers/master-keys';
 
 const KEYS_PER_KIND = 60;
 const KINDS = ['n', 's', 'l', 'h'] as const;
@@ -63,11 +64,12 @@ class WriteLoad {
 
   constructor(private readonly clients: Redis[], private readonly onA: (key: string) => Redis) {}
 
-  start(): void {
+  /** `straightToA` false: through the proxy only (after `done`, a write straight to A is one B never gets). */
+  start(straightToA = true): void {
     this.running = true;
     this.loops = [
       ...this.clients.flatMap((c, i) => Array.from({ length: IN_FLIGHT }, (_, j) => this.loop(c, xorshift32(i * 100 + j + 1)))),
-      ...Array.from({ length: DIRECT_LOOPS }, (_, j) => this.direct(xorshift32(7919 + j))),
+      ...Array.from({ length: straightToA ? DIRECT_LOOPS : 0 }, (_, j) => this.direct(xorshift32(7919 + j))),
     ];
   }
 
@@ -203,6 +205,102 @@ async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Pro
     direct.close();
   }
 }
+
+/**
+ * After `done` under load: the proxy walks double-write -> read-new -> done with clients writing
+ * throughout, and keeps being written (to B alone). Verify then says side A is closed and checks
+ * on B instead of comparing (which would count every key written since as a difference); a write
+ * made straight on A after the close is still reported.
+ */
+async function verifyAfterDone(raw: Record<string, unknown>, label: string, fenceUnits: { of: number; unit: 'nodes' | 'slots' }): Promise<void> {
+  const config = parseConfig(raw);
+  const direct = new NodeClient(config);
+  await direct.start();
+  const placement = direct.placement();
+  await Promise.all(placement.allAddresses().map((addr) => direct.call(addr, ['FLUSHALL'])));
+  await seedA(placement);
+  const proxy = await ProxyServer.start(config);
+  const clients = Array.from({ length: CLIENTS }, () => connect(`127.0.0.1:${proxy.address.port}`));
+  const admin = connect(`127.0.0.1:${proxy.address.port}`);
+  const onA = sideA(placement);
+  const load = new WriteLoad(clients, onA.on);
+  // The config file still says double-write: verify learns that A is closed from B's fence.
+  const verify = (): Promise<VerifyResult> => verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false });
+  try {
+    expect((await copyMoved(direct, placement, { rate: 0, batch: 100, restart: true, progress: false })).copied).toBeGreaterThan(0);
+    load.start(false);
+    await new Promise((r) => setTimeout(r, 300));
+    expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+    // done waits for the fleet's registrations (this proxy's own included) to show read-new.
+    await waitFor('done to be accepted', () =>
+      admin.call('PROXY', 'MIGRATION', 'PHASE', 'done').then(
+        (ok) => ok === 'OK',
+        (err: Error) => {
+          if (/behind read-new/.test(err.message)) return false;
+          throw err;
+        },
+      ),
+    );
+    const before = load.ops;
+    const runs: VerifyResult[] = [];
+    for (let i = 0; i < RUNS; i++) {
+      const r = await verify();
+      runs.push(r);
+      expect(r.closedSideA).toEqual({ fence: { fenced: fenceUnits.of, ...fenceUnits } });
+      expect(r.examples).toEqual([]);
+      expect(r.differing).toBe(0);
+      expect(r.compared).toBeGreaterThan(50);
+    }
+    // Written (to B) while verify ran.
+    expect(load.ops - before).toBeGreaterThan(200);
+    await load.stop();
+    expect(load.errors).toEqual([]);
+
+    // A moving key written straight on its A node after the close: B never gets it.
+    const moving = Array.from({ length: KEYS_PER_KIND }, (_, i) => `n:${i}`).find((k) => placement.copyTarget(Buffer.from(k)) !== null);
+    if (moving === undefined) throw new Error('no n: key moves');
+    await onA.on(moving).incr(moving);
+    const late = await verify();
+    expect(late.differing).toBe(1);
+    expect(late.examples).toEqual([expect.stringMatching(new RegExp(`^${moving}: changed in \\S+ after its last snapshot \\(version \\d+\\): a write B never got$`))]);
+    console.log(`${label}, after done: ${RUNS} verifies of ${runs[0].compared} moved keys of A under ${load.ops - before} writes to B, 0 differ; a late write on A: ${late.examples[0]}`);
+  } finally {
+    await load.stop();
+    for (const c of [...clients, admin]) c.disconnect();
+    await proxy.close(500);
+    onA.close();
+    direct.close();
+  }
+}
+
+test('ring of 2 -> ring of 3, after done under load: verify says side A is closed and checks B', async () => {
+  const addrs = ring!.addresses;
+  await verifyAfterDone(
+    {
+      listen: '127.0.0.1:0',
+      mode: 'ring',
+      ring: { hash: 'md5', nodes: ringOf(addrs.slice(0, 2)) },
+      migration: { phase: 'double-write', to: { nodes: ringOf(addrs) } },
+      log: { level: 'silent' },
+    },
+    'ring 2 -> 3',
+    { of: 3, unit: 'nodes' },
+  );
+}, 120_000);
+
+test('ring of 2 -> cluster of 3, after done under load: verify says side A is closed and checks B', async () => {
+  await verifyAfterDone(
+    {
+      listen: '127.0.0.1:0',
+      mode: 'ring',
+      ring: { hash: 'md5', nodes: ringOf(ring!.addresses.slice(0, 2)) },
+      migration: { phase: 'double-write', to: { cluster: { seeds: [cluster!.masters[0].address] } } },
+      log: { level: 'silent' },
+    },
+    'ring 2 -> cluster of 3',
+    { of: 16384, unit: 'slots' },
+  );
+}, 120_000);
 
 function ringOf(addrs: string[]): { name: string; addr: string; weight: number }[] {
   return addrs.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));

@@ -4,6 +4,7 @@
  * checked to exist in A (a key deleted in A but still in B was resurrected). Values are compared
  * by DUMP first, and by content when the encodings differ. It may run while clients write: a key
  * that differs is read again a few times (./recheck.ts), and only a lasting difference counts.
+ * After `done` side A is closed and B alone is written: what is checked then is ./verify-closed.ts.
  */
 import { Placement } from '../../../sharding/migration';
 import { ownerOfKey } from '../../../sharding/key-space';
@@ -13,6 +14,7 @@ import { ownersOf } from '../copy-keys';
 import { Progress } from './progress';
 import { KeyState, SideOfKey, compareStates, readState } from './key-state';
 import { DEFAULT_RECHECK, Observation, Verdict, recheck } from './recheck';
+import { FenceCount, closedKeyProblem, countFence, sideAClosed } from './verify-closed';
 
 export interface VerifyOptions {
   ttlToleranceMs: number;
@@ -34,6 +36,8 @@ export interface VerifyResult {
   /** Rechecked keys that never matched but whose copies kept reaching B: being written, not different. */
   inFlight: number;
   examples: string[];
+  /** After `done`: side A is closed; the moving keys of A were checked to have reached B, and B's fence counted. */
+  closedSideA?: { fence: FenceCount };
 }
 
 /** Keys being rechecked at once; the scan waits for some to finish beyond this. */
@@ -80,6 +84,7 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     const p: Promise<void> = task.catch((err: unknown) => void failures.push(err)).then(() => void rechecking.delete(p));
     rechecking.add(p);
   };
+  const closed = await sideAClosed(nodes, placement.phase, to);
   const check = async (key: Buffer): Promise<void> => {
     const id = key.toString('hex');
     if (seen.has(id)) return;
@@ -87,6 +92,13 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     result.compared++;
     const a: SideOfKey = { addr: ownerOfKey(from, key) ?? '', owners: fromOwners, book: fromBook, source: true };
     const b: SideOfKey = { addr: ownerOfKey(to, key) ?? '', owners: toOwners, book: toBook, source: false };
+    if (closed) {
+      // A no longer changes: one read of each side, no rechecks.
+      const [sa, sb] = await Promise.all([readState(nodes, a, key, false), readState(nodes, b, key, false)]);
+      const why = closedKeyProblem(sa, sb, { a: a.addr, b: b.addr });
+      if (why !== null) record(key, { kind: 'differs', why });
+      return;
+    }
     const again = (): Promise<Observation> => observe(nodes, a, b, key, opts.ttlToleranceMs);
     const first = await again();
     if (first.diff === null) return;
@@ -94,10 +106,12 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     inBackground(recheck(again, first, policy).then((v) => record(key, v)));
   };
   // Keys of A that move, then keys of B that arrived: together they catch lost and resurrected keys.
-  const passes: { addrs: readonly string[]; owns: (k: Buffer, addr: string) => boolean }[] = [
+  // After done, B's keys are the clients' (new keys, deletions): A's alone are checked.
+  const both: { addrs: readonly string[]; owns: (k: Buffer, addr: string) => boolean }[] = [
     { addrs: from.masters(), owns: (k, addr) => ownerOfKey(from, k) === addr && ownerOfKey(to, k) !== addr },
     { addrs: to.masters(), owns: (k, addr) => ownerOfKey(to, k) === addr && ownerOfKey(from, k) !== addr },
   ];
+  const passes = closed ? both.slice(0, 1) : both;
   for (const pass of passes) {
     for (const addr of pass.addrs) {
       let cursor = '0';
@@ -115,6 +129,15 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
   }
   await Promise.all(rechecking);
   if (failures.length > 0) throw failures[0];
+  if (closed) {
+    const fence = await countFence(nodes, to);
+    result.closedSideA = { fence };
+    // A node or slot of B without the fence would take a late copy from a proxy still double-writing.
+    if (fence.fenced < fence.of) {
+      result.differing++;
+      if (result.examples.length < opts.show) result.examples.push(`side B's fence: on ${fence.fenced} of ${fence.of} ${fence.unit} only`);
+    }
+  }
   progress?.finish();
   return result;
 }

@@ -9,7 +9,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { RssSampler, treeStats } from './process-stats';
-import { RunningTarget, TargetLauncher, TargetUnavailable, startBackends, stopBackends } from './targets';
+import { IDLE_SAMPLE_AFTER_MS, RunningTarget, TargetLauncher, TargetUnavailable, startBackends, stopBackends } from './targets';
 
 const COUNTS = [1000, 5000, 10_000];
 const TARGETS = ['twemproxy', 'floor', 'ring'] as const;
@@ -114,7 +114,7 @@ export async function runClientCostBench(seconds: number): Promise<string> {
         throw err;
       }
       try {
-        await sleep(500);
+        await sleep(IDLE_SAMPLE_AFTER_MS);
         baseRss.set(LABELS[id], treeStats(target.proc?.pid ?? 0).rssBytes);
         for (const n of COUNTS) {
           process.stderr.write(`client-cost: ${LABELS[id]} with ${n} clients\n`);

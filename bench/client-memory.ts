@@ -19,7 +19,7 @@ import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
 import { parseInfo, sendCommand } from '../cmd/sandbox/resp-client';
 import { NODE_FLAGS } from '../cmd/node-flags';
 import { ManagedProcess } from './children';
-import { startProxy } from './targets';
+import { IDLE_SAMPLE_AFTER_MS, startProxy } from './targets';
 import { connectAll } from './client-cost';
 import { RssSampler, processTree, treeStats } from './process-stats';
 
@@ -175,6 +175,7 @@ async function measure(target: Target, n: number, seconds: number): Promise<Samp
   let clients: Clients | null = null;
   try {
     if (workers > 1) await target.allServing(proc, port, workers);
+    await sleep(IDLE_SAMPLE_AFTER_MS);
     const before = await settledRss(pid);
     const socketsBefore = workers > 1 ? socketsPerProcess(pid) : null;
     clients = workers > 1 ? await swarmClients(port, n, workers) : await inProcessClients(port, n);

@@ -265,6 +265,8 @@ function costSection(r: BenchResults, summaries: readonly ShapeSummary[]): strin
     '',
     costTable(summaries),
     '',
+    'Idle RSS is read with no client connected, 8 s after the targets started (slotproxy hands back the young generation its start-up grew after 6 s idle, cmd/settle-heap.ts); peak RSS is VmHWM over the whole run.',
+    '',
     lifetimeTable(r),
   ].join('\n');
 }

@@ -24,6 +24,7 @@ import { runClientMemoryBench } from './client-memory';
 import { runTrackingMemoryBench } from './tracking-memory';
 import {
   Backends,
+  IDLE_SAMPLE_AFTER_MS,
   RunningTarget,
   TARGET_LABELS,
   TargetId,
@@ -193,9 +194,15 @@ async function startTargets(launcher: TargetLauncher, cleanup: Cleanup, ids: rea
       await target.stop();
       continue;
     }
-    if (target.proc !== null) status.idleRssBytes = treeStats(target.proc.pid).rssBytes;
     log(`${status.label} ready on 127.0.0.1:${target.port}${target.proc === null ? '' : ` (pid ${target.proc.pid})`}`);
     out.running.push(target);
+  }
+  // RSS at start: sampled once the last proxy has had its start-up settling (cmd/settle-heap.ts),
+  // no client connected; every target is sampled at the same moment.
+  await sleep(IDLE_SAMPLE_AFTER_MS);
+  for (const target of out.running) {
+    const status = out.statuses.find((s) => s.id === target.id);
+    if (status !== undefined && target.proc !== null) status.idleRssBytes = treeStats(target.proc.pid).rssBytes;
   }
   return out;
 }

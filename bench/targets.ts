@@ -15,6 +15,7 @@ import { sendCommand } from '../cmd/sandbox/resp-client';
 import { freePort, freePorts } from '../cmd/sandbox/ports';
 import { ManagedProcess, findExecutable } from './children';
 import { NODE_FLAGS } from '../cmd/node-flags';
+import { SETTLE_AFTER_MS } from '../cmd/settle-heap';
 
 export const TARGET_IDS = ['direct', 'twemproxy', 'floor', 'ring', 'ring-baseline', 'floor-cluster', 'cluster', 'cluster-baseline', 'workers'] as const;
 export type TargetId = (typeof TARGET_IDS)[number];
@@ -39,6 +40,13 @@ export const SCALING_WORKERS = 2;
 export const SCALING_MIN_CORES = 4;
 
 const READY_TIMEOUT_MS = 20_000;
+
+/**
+ * How long after a proxy starts its idle RSS is read: past slotproxy's start-up settling
+ * (cmd/settle-heap.ts), so that a baseline is not taken on one side of it and the next sample on
+ * the other.
+ */
+export const IDLE_SAMPLE_AFTER_MS = SETTLE_AFTER_MS + 2_000;
 const START_ATTEMPTS = 3;
 
 /** The target cannot run here (not implemented, not installed, too few cores): its row says why. */

@@ -17,6 +17,7 @@ import { log, logTo, setLogLevel } from '../proxy/telemetry/log';
 import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
 import { fail } from './fail';
 import { handleNutcrackerSignals, logSignal, reopenLogOnSignal, signalReceived } from './signals';
+import { settleHeapWhenIdle } from './settle-heap';
 import { answerStatsRequests } from './worker-stats';
 import { isWorkerProcess, superviseWorkers, tellPrimaryServing } from './workers';
 
@@ -80,6 +81,7 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
     for (const r of running) process.stdout.write(startBanner(r));
     if (stats !== undefined && statsServer !== null) process.stdout.write(`nutcracker stats at ${parseHostPort(stats.listen).host}:${statsServer.port}\n`);
   }
+  settleHeapWhenIdle(() => running.every((r) => r.server.stats.connectedClients === 0));
 }
 
 function problems(err: unknown): string[] | string {

@@ -1,4 +1,4 @@
-#!/usr/bin/env -S node --max-semi-space-size=16
+#!/usr/bin/env -S node --max-semi-space-size=16 --expose-gc
 /**
  * The `slotproxy` command: argv -> config -> proxy. No proxy logic of its own.
  * Exit codes: 0 ok, 1 runtime failure, 2 bad configuration or usage.
@@ -14,7 +14,6 @@ import { startFromFile } from './serve';
 import { loadServedFile } from '../config/served-file';
 import { registerNutcracker } from './nutcracker';
 import { hashTag } from '../sharding/hash-tag';
-import { runSandbox } from './sandbox/run';
 import { Placement } from '../sharding/migration';
 import { describeOwner } from '../proxy/ring/describe';
 import { migrationAt, ringAt } from '../sharding/master-addresses';
@@ -76,6 +75,8 @@ program
   .option('--listen <host:port>', 'address for clients', '127.0.0.1:7777')
   .action(async (opts: { basePort: number; listen: string }) => {
     try {
+      // Loaded only here: a proxy started with `start` never needs the sandbox's cluster tooling.
+      const { runSandbox } = require('./sandbox/run') as typeof import('./sandbox/run');
       await runSandbox(opts);
     } catch (err) {
       fail(err);

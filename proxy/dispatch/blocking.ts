@@ -30,7 +30,7 @@ import { ProxyContext } from '../context';
 import { ReplySlot } from '../client/reply-slot';
 import { BackendConnection, BackendRequest } from '../backend/connection';
 import { DedicatedLink } from './dedicated';
-import { ANY_MASTER, noteMoved, refreshSlotMaps } from './forward';
+import { ANY_MASTER, PROMOTION_CHECK_MS, noteMoved, refreshSlotMaps } from './forward';
 import { decodeReply, isNullReply } from '../resp/decode-reply';
 import { BlockingRoute } from '../migration/converging-block';
 import * as encode from '../resp/encode';
@@ -123,6 +123,12 @@ class BlockingCommand extends ReplySlot implements BackendRequest, Releasable, U
       address = this.shard === ANY_MASTER ? (masters[this.session.id % Math.max(1, masters.length)] ?? null) : this.ctx.router.nodeOf(this.shard);
     }
     if (address === null) return this.complete(encode.error(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED));
+    // Sentinel is promoting this master's replica: a pop the master made now would be dropped when
+    // it is made a replica; the command waits for the move, as a plain write does.
+    const sentinel = this.ctx.sentinel;
+    if (sentinel !== null && sentinel.holdsWrites(address)) {
+      return sentinel.retryAfter(address, PROMOTION_CHECK_MS, () => this.start(target === undefined ? undefined : (sentinel.masterNow(target) ?? target)));
+    }
     // Once: a retry or a move is not ordered again.
     this.arrived ??= onTheWay(this.ctx, address);
     this.conn = this.ctx.pool.dedicated(address, 0, this.session.protocol);

@@ -12,7 +12,7 @@ import { ProxyContext } from '../context';
 import { ReplySlot } from '../client/reply-slot';
 import { BackendConnection } from '../backend/connection';
 import { scriptLoadRequest } from './script-call';
-import { noteMoved, refreshSlotMaps } from './forward';
+import { PROMOTION_CHECK_MS, noteMoved, refreshSlotMaps } from './forward';
 import { Transaction, TransactionClient, UNBOUND, writeNodeOf } from './transaction-state';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -81,6 +81,14 @@ export class ExecCommand extends ReplySlot {
     if (address === null) {
       this.finish(encode.error(errors.SLOT_NOT_SERVED));
       return undefined;
+    }
+    // Sentinel is promoting this master's replica (a planned failover): what the master
+    // acknowledged now would be dropped when it is made a replica. The transaction waits for the
+    // move, as a plain write does, and the client's next requests wait for it.
+    const sentinel = ctx.sentinel;
+    if (sentinel !== null && sentinel.holdsWrites(address)) {
+      sentinel.retryAfter(address, PROMOTION_CHECK_MS, () => void this.start());
+      return this.settled;
     }
     if (link !== null && ctx.ring !== null && link.address !== address) {
       // A phase switch moved where these keys are written since WATCH: what was watched no longer

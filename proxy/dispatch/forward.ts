@@ -34,7 +34,7 @@ const ASKING = encode.command(['ASKING']);
 const RETRY_BASE_MS = 20;
 const RETRY_CAP_MS = 500;
 /** How often a write held during a Sentinel promotion looks again (a move wakes it at once). */
-const PROMOTION_CHECK_MS = 50;
+export const PROMOTION_CHECK_MS = 50;
 
 const M = 77;
 const A = 65;

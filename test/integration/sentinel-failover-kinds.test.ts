@@ -4,7 +4,9 @@
 // FCALL, BLPOP) keeps one request in flight on keys of shard1 while shard1's master is killed
 // (kill -9). An error is allowed only for a request sent before the master was gone (on the wire
 // when it died) and must say it may have run; every request sent after waits for the promotion and
-// succeeds: no "unreachable", no "no longer where its requests go".
+// succeeds: no "unreachable", no "no longer where its requests go". Then a planned failover
+// (SENTINEL FAILOVER) of shard2 under the same load: no error at all, and every increment a
+// client saw acknowledged (MULTI, pipelines, scripts, FCALL) is on the new master.
 import Redis from 'ioredis';
 import { parseConfig } from '../../config/load';
 import { ProxyServer } from '../../proxy/server/server';
@@ -14,10 +16,10 @@ import { waitFor } from '../helpers/master-keys';
 
 const NAMES = ['shard1', 'shard2'];
 const BY_NAME = new Ring({ hash: 'md5', hashTag: '{}', nodes: NAMES.map((name) => ({ name, addr: `${name}:1`, weight: 1 })) });
-/** A hash tag whose keys the ring of names places on shard1. */
-const TAG = ((): string => {
-  for (let i = 0; ; i++) if (BY_NAME.nodeOf(Buffer.from(`{t${i}}`)).name === 'shard1') return `t${i}`;
-})();
+/** A hash tag whose keys the ring of names places on `shard`. */
+function tagOf(shard: string): string {
+  for (let i = 0; ; i++) if (BY_NAME.nodeOf(Buffer.from(`{t${i}}`)).name === shard) return `t${i}`;
+}
 /** What a request on the wire to a master that died may get: it may have run. */
 const ON_THE_WIRE = /may or may not have run|unreachable \(Connection reset by peer\)/;
 /** Clients per kind and proxy, each with one request in flight. */
@@ -47,11 +49,15 @@ async function connect(p: ProxyServer): Promise<Redis> {
 /** One request of each kind at a time on its own connection, until stopped; every outcome kept. */
 class KindsLoad {
   readonly outcomes: Outcome[] = [];
+  /** The key `name` of this load (its own, on its shard). */
+  readonly key: (name: string) => string;
   private stopping = false;
   private readonly loops: Promise<void>[];
 
-  constructor(p: ProxyServer, id: string, sha: string) {
-    const key = (name: string): string => `{${TAG}}:${id}:${name}`;
+  constructor(p: ProxyServer, id: string, sha: string, readonly shard: string) {
+    const tag = tagOf(shard);
+    const key = (name: string): string => `{${tag}}:${id}:${name}`;
+    this.key = key;
     const kinds: Record<string, (c: Redis, i: number) => Promise<unknown>> = {
       set: (c, i) => c.set(key(`set${i}`), 'v'),
       pipeline: async (c, i) => {
@@ -104,6 +110,20 @@ function groups(): SentinelGroups {
 
 beforeAll(async () => {
   env = await SentinelGroups.start({ names: NAMES });
+  for (let i = 0; i < 2; i++) {
+    proxies.push(
+      await ProxyServer.start(
+        parseConfig({
+          listen: '127.0.0.1:0',
+          mode: 'ring',
+          ring: { hash: 'md5', hashTag: '{}', sentinels: env.sentinelAddresses, sentinel: { failoverWaitMs: 15_000 }, nodes: NAMES.map((name) => ({ master: name })) },
+          log: { level: 'silent' },
+        }),
+      ),
+    );
+  }
+  // FCALL's library on every master (their replicas get it by replication).
+  await (await connect(proxies[0])).call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY);
 }, 60_000);
 
 afterAll(async () => {
@@ -113,27 +133,13 @@ afterAll(async () => {
 }, 60_000);
 
 test('kill -9 of a master: MULTI/EXEC, WATCH, EVAL, EVALSHA, FCALL, BLPOP and pipelines wait for the promotion through two proxies; errors only on the wire', async () => {
-  for (let i = 0; i < 2; i++) {
-    proxies.push(
-      await ProxyServer.start(
-        parseConfig({
-          listen: '127.0.0.1:0',
-          mode: 'ring',
-          ring: { hash: 'md5', hashTag: '{}', sentinels: groups().sentinelAddresses, sentinel: { failoverWaitMs: 15_000 }, nodes: NAMES.map((name) => ({ master: name })) },
-          log: { level: 'silent' },
-        }),
-      ),
-    );
-  }
-  const admin = await connect(proxies[0]);
-  const sha = String(await admin.script('LOAD', INCR_SCRIPT));
-  await admin.call('FUNCTION', 'LOAD', 'REPLACE', LIBRARY);
-  // The replica has the library before the kill (replicated), and the script is healed by the proxy.
+  // The script is healed by the proxy on the promoted replica (NOSCRIPT there).
+  const sha = String(await (await connect(proxies[0])).script('LOAD', INCR_SCRIPT));
   const old = await groups().masterOf('shard1');
   const oldNode = groups().node(old);
   await groups().waitUntilWatched();
 
-  const loads = proxies.map((p, i) => new KindsLoad(p, `p${i}`, sha));
+  const loads = proxies.map((p, i) => new KindsLoad(p, `p${i}`, sha, 'shard1'));
   try {
     await waitFor('every kind served before the kill', async () => loads.every((l) => l.succeededAfter(0).size === 8));
     const killedAt = Date.now();
@@ -162,6 +168,33 @@ test('kill -9 of a master: MULTI/EXEC, WATCH, EVAL, EVALSHA, FCALL, BLPOP and pi
     expect(Math.max(0, ...Object.values(errorsByKind))).toBeLessThanOrEqual(2 * CLIENTS_PER_KIND);
     // And the requests did wait across the failover: some kind sent right after the kill was answered after the promotion.
     expect(all.some((o) => o.error === null && o.sentAt > goneAt && o.sentAt < goneAt + 500 && o.doneAt >= switchedAt - 200)).toBe(true);
+  } finally {
+    await Promise.all(loads.map((l) => l.stop()));
+  }
+}, 90_000);
+
+test('SENTINEL FAILOVER: every kind is held while the replica is promoted, no error, no acknowledged write lost', async () => {
+  const old = await groups().masterOf('shard2');
+  await groups().waitUntilWatched();
+  const sha = String(await (await connect(proxies[0])).script('LOAD', INCR_SCRIPT));
+  const loads = proxies.map((p, i) => new KindsLoad(p, `f${i}`, sha, 'shard2'));
+  try {
+    await waitFor('every kind served before the failover', async () => loads.every((l) => l.succeededAfter(0).size === 8));
+    expect(await groups().sentinels[0].command('SENTINEL', 'FAILOVER', 'shard2')).toBe('OK');
+    await groups().failoverFrom('shard2', old);
+    const switchedAt = Date.now();
+    await waitFor('every kind served after the failover', async () => loads.every((l) => l.succeededAfter(switchedAt).size === 8), 30_000);
+    await Promise.all(loads.map((l) => l.stop()));
+    const all = loads.flatMap((l) => l.outcomes);
+    expect(all.filter((o) => o.error !== null).map((o) => `${o.kind}: ${o.error}`)).toEqual([]);
+    // Every increment acknowledged is on the new master: none went to the old one while it was being demoted.
+    const check = await connect(proxies[1]);
+    for (const l of loads) {
+      const acked = (kind: string): number => l.outcomes.filter((o) => o.kind === kind && o.error === null).length;
+      for (const [kind, counter] of [['multi', 'mcount'], ['pipeline', 'pcount'], ['eval', 'eval'], ['evalsha', 'evalsha'], ['fcall', 'fcall']] as const) {
+        expect([kind, Number(await check.get(l.key(counter)))]).toEqual([kind, acked(kind)]);
+      }
+    }
   } finally {
     await Promise.all(loads.map((l) => l.stop()));
   }

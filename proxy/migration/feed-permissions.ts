@@ -13,7 +13,7 @@
  */
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
-import { Reply, decodeReply, errorText } from '../resp/decode-reply';
+import { Reply, decodeReply, errorText, replyFields } from '../resp/decode-reply';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
 
@@ -76,14 +76,6 @@ async function nodeVerdict(pool: BackendPool, address: string, timeoutMs: number
   return `the back-end user "${user}" may not read every key on side A's node ${address} (its key patterns: ${shown}): its change feed would miss changes to the others; give it read access to every key (~* or %R~*)`;
 }
 
-/** ACL GETUSER's map (RESP2: field, value, ...) as a lookup. */
-function fields(reply: Reply): Map<string, Reply> {
-  const out = new Map<string, Reply>();
-  if (!Array.isArray(reply)) return out;
-  for (let i = 0; i + 1 < reply.length; i += 2) out.set(String(reply[i]), reply[i + 1]);
-  return out;
-}
-
 /**
  * The key patterns of a user and its selectors, and whether one grants read on every key. Redis 7
  * writes `keys` as one string (`~app:* %R~log:*`); Redis 6 as a list of patterns, with `allkeys`
@@ -105,10 +97,10 @@ export function readPatterns(reply: Reply): { readsEveryKey: boolean; described:
       if (READS_EVERY_KEY.has(token)) readsEveryKey = true;
     }
   };
-  const root = fields(reply);
+  const root = replyFields(reply);
   scan(root);
   const selectors = root.get('selectors');
-  if (Array.isArray(selectors)) for (const s of selectors) scan(fields(s));
+  if (Array.isArray(selectors)) for (const s of selectors) scan(replyFields(s));
   return { readsEveryKey, described };
 }
 

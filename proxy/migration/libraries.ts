@@ -5,7 +5,7 @@
  * (tools/libraries.ts). A library is the same when its code is byte for byte the same: the code
  * names the library and declares its functions and their flags.
  */
-import { Reply } from '../resp/decode-reply';
+import { Reply, replyFields } from '../resp/decode-reply';
 
 /** A node's decoded reply; throws on an error reply or when no reply came. */
 export type LibraryCall = (addr: string, args: readonly (Buffer | string)[]) => Promise<Reply>;
@@ -39,8 +39,7 @@ export async function listLibraries(call: LibraryCall, addr: string): Promise<Ma
   if (!Array.isArray(reply)) throw new Error(`${addr}: unexpected FUNCTION LIST reply`);
   for (const entry of reply) {
     if (!Array.isArray(entry)) continue;
-    const fields = new Map<string, Reply>();
-    for (let i = 0; i + 1 < entry.length; i += 2) fields.set(String(entry[i]), entry[i + 1]);
+    const fields = replyFields(entry);
     const name = fields.get('library_name');
     const code = fields.get('library_code');
     if (name !== undefined && code !== undefined && code !== null) out.set(String(name), String(code));

@@ -47,6 +47,14 @@ export function asArray(r: Reply): Reply[] {
   throw new Error(`expected an array in a back-end reply, got ${describe(r)}`);
 }
 
+/** A decoded map reply (RESP2's flat array: name, value, ...) as name -> value; empty for a reply that is no array. */
+export function replyFields(r: Reply): Map<string, Reply> {
+  const out = new Map<string, Reply>();
+  if (!Array.isArray(r)) return out;
+  for (let i = 0; i + 1 < r.length; i += 2) out.set(String(r[i]), r[i + 1]);
+  return out;
+}
+
 export function asNumber(r: Reply): number {
   if (typeof r === 'number') return r;
   throw new Error(`expected an integer in a back-end reply, got ${describe(r)}`);

@@ -165,7 +165,7 @@ function renderMigration(s) {
   table(
     'fleet',
     ['proxy', 'address', 'phase', 'feeds', 'refused (B\'s rules)'],
-    (m.fleet ?? []).map((r) => el('tr', { 'data-phase': r.phase }, el('td', {}, `${r.id} (pid ${r.pid}, ${r.version})`), el('td', {}, r.addr), el('td', {}, r.phase), el('td', {}, r.feeds), el('td', {}, r.targetRefused === '-' ? 'nothing' : r.targetRefused))),
+    (m.fleet ?? []).map((r) => el('tr', { 'data-phase': r.phase }, el('td', { title: `pid ${r.pid}, version ${r.version}` }, r.id), el('td', {}, r.addr), el('td', {}, r.phase), el('td', {}, r.feeds), el('td', {}, r.targetRefused === '-' ? 'nothing' : r.targetRefused))),
   );
   const f = m.feeds;
   table('feeds', ['node of side A', 'state'], (f?.nodes ?? []).map((n) => el('tr', { class: n.state === 'live' ? 'up' : 'down' }, el('td', {}, n.addr), el('td', {}, n.state))));
@@ -196,7 +196,7 @@ function renderCharts(s) {
   drawChart($('chart-latency'), times, [
     { label: 'mean', color: PALETTE[2], values: s.series.map((x) => x.latencyMs) },
     { label: 'p99 (bucket bound)', color: PALETTE[1], values: s.series.map((x) => x.p99Ms) },
-  ], (v) => (v >= 10 ? v.toFixed(0) : v.toFixed(2)));
+  ], (v) => (v >= 10 || v === 0 ? v.toFixed(0) : v.toFixed(2)));
 }
 
 function render(s) {

@@ -33,8 +33,10 @@ export interface ForwardOptions {
 export interface MigrationChanges {
   /** Resolves once every change made on `address` before now is on side B (null), or with why not; null when nothing needs to wait. */
   after(address: string): Promise<string | null> | null;
-  /** Every change heard so far, on every node, is on side B. */
-  settle(): Promise<void>;
+  /** Every change heard so far, on every node, is on side B; resolves with what could not be confirmed. */
+  settle(): Promise<string[]>;
+  /** False while side B's node `address` is known to be unreachable (writes moving there then converge). */
+  reachesSideB(address: string): boolean;
   /** This proxy's id in the fleet (it acknowledges side A's closing under it). */
   selfId(): string;
   /** Nodes whose changes are not all known to be on side B, with why: a switch to read-new or done waits for none. */

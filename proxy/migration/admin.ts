@@ -11,6 +11,7 @@ import * as errors from '../resp/errors';
 import { coverageProblem, fenceRingB, phaseChangeProblem } from './fence';
 import { closeSideA } from './closing';
 import { feedPermissionProblem, startsChangeFeeds } from './feed-permissions';
+import { raiseReadBarrier } from './read-barrier';
 import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
 import { Placement } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
@@ -49,10 +50,35 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
       // The change feeds' user must read every key of side A first.
       return feedPermissionProblem(ctx.pool, next, FENCE_TIMEOUT_MS).then((why) => (why === null ? swap() : encode.error(errors.migrationPhaseRefused(why))));
     }
+    if (readsBFirst(current, next)) return toReadNew(ctx, next, swap);
     if (phase !== 'done' || current.phase === 'done') return swap();
     return toDone(ctx, next, swap);
   }
   return encode.error(USAGE);
+}
+
+/** True when `next` reads from side B and `current` did not: the fleet's read barrier comes first. */
+export function readsBFirst(current: Placement, next: Placement): boolean {
+  return next.phase === 'read-new' && next.to !== null && current.phase !== 'read-new' && current.phase !== 'done';
+}
+
+/**
+ * Before this proxy reads from B, every proxy of the fleet answers writes only once B holds them,
+ * and every write it answered before is on B (read-barrier.ts). Throws, naming why, when that
+ * cannot be confirmed within FENCE_TIMEOUT_MS.
+ */
+export async function raiseFleetReadBarrier(ctx: ProxyContext, next: Placement): Promise<void> {
+  const fleet = await fleetOf(ctx, next);
+  await raiseReadBarrier(ctx, next, fleet, FENCE_TIMEOUT_MS);
+}
+
+async function toReadNew(ctx: ProxyContext, next: Placement, swap: () => Buffer): Promise<Buffer> {
+  try {
+    await raiseFleetReadBarrier(ctx, next);
+  } catch (err) {
+    return encode.error(errors.migrationPhaseRefused(`not every proxy confirmed that the writes it answered are on side B, phase unchanged: ${err instanceof Error ? err.message : String(err)}`));
+  }
+  return swap();
 }
 
 /**

@@ -39,6 +39,8 @@ import { CopyTarget, movingTargets } from './copy-keys';
 import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
 import { migrationScript } from './side-request';
 import { ACK_SCRIPT, CLOSING_TTL_MS, closingCall, closingPlace } from './closing';
+import { ReadBarrierWatch, readingPlace } from './read-barrier';
+import { fleetOf } from './admin';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
@@ -62,6 +64,10 @@ export class ChangeCopier implements MigrationChanges {
   /** Side A is closing for done (closing.ts): this proxy holds its writes; one check at a time. */
   private holding = false;
   private closingCheck: Promise<void> = Promise.resolve();
+  /** Before any proxy reads from side B (read-barrier.ts). */
+  private readonly reading: ReadBarrierWatch;
+  /** Nodes of side B a connection to was lost and none is up again: writes moving there converge, so their clients hear of it. */
+  private readonly bDown = new Set<string>();
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -69,6 +75,11 @@ export class ChangeCopier implements MigrationChanges {
     /** This proxy's id in the fleet (migration/registration.ts), which acknowledges a closing. */
     readonly selfId: () => string = () => '',
   ) {
+    this.reading = new ReadBarrierWatch(ctx, ring, this, (placement) => fleetOf(ctx, placement));
+    ctx.pool.onConnectionLost((address) => {
+      if (this.ring.placement.to?.masters().includes(address) === true) this.bDown.add(address);
+    });
+    ctx.pool.onConnectionReady((address) => this.bDown.delete(address));
     ring.onSwap(() => this.sync());
     this.sync();
   }
@@ -86,6 +97,11 @@ export class ChangeCopier implements MigrationChanges {
     if (this.timer !== null) clearInterval(this.timer);
     for (const node of this.nodes.values()) this.drop(node);
     this.nodes.clear();
+  }
+
+  /** False while side B's node `address` is known to be unreachable (the feeds could not carry a write there now). */
+  reachesSideB(address: string): boolean {
+    return !this.bDown.has(address);
   }
 
   /** Why switching to read-new or done must wait: one line per node of side A that is not covered. */
@@ -128,6 +144,8 @@ export class ChangeCopier implements MigrationChanges {
       `migration_feed_rewalks:${c.rewalks}`,
       `migration_feed_missed_after_fence:${c.missedAfterFence}`,
       `migration_feed_barrier_timeouts:${c.barrierTimeouts}`,
+      // Double-write's writes: answered after side A alone (the feeds carry them), or once B holds them (read-barrier.ts).
+      `migration_write_answer:${this.ring.carry.answerAfterA ? 'after-side-a' : 'converging'}`,
     ];
   }
 
@@ -148,8 +166,9 @@ export class ChangeCopier implements MigrationChanges {
       };
       const timer = setTimeout(() => {
         this.count.barrierTimeouts++;
-        log.warn({ node: address }, 'migration: a write\'s changes were not confirmed on side B in time (its node\'s change feed is down); they are copied when it is re-walked');
-        finish(null);
+        const why = node.feed?.ready === true ? `changes heard on ${address} not copied to side B within ${BARRIER_WAIT_MS} ms` : `the change feed of ${address} is down`;
+        log.warn({ node: address, why }, 'migration: a write\'s changes were not confirmed on side B in time; they are copied when the node is re-walked or the copy succeeds');
+        finish(why);
       }, BARRIER_WAIT_MS);
       const feed = node.feed;
       if (feed === null || !feed.ready) {
@@ -169,9 +188,10 @@ export class ChangeCopier implements MigrationChanges {
     for (const node of this.nodes.values()) this.openGap(node, reason);
   }
 
-  /** Every change heard so far on every node is on side B (before `done` fences B). */
-  async settle(): Promise<void> {
-    await Promise.all([...this.nodes.keys()].map((a) => this.after(a)));
+  /** Every change heard so far on every node is on side B (before `done` fences B); what could not be confirmed. */
+  async settle(): Promise<string[]> {
+    const problems = await Promise.all([...this.nodes.keys()].map((a) => this.after(a)));
+    return problems.filter((p): p is string => p !== null);
   }
 
   private sync(): void {
@@ -194,7 +214,7 @@ export class ChangeCopier implements MigrationChanges {
       if (node.feed === null || node.feed.isClosed) this.openFeed(node);
     }
     this.started = wanted.size > 0;
-    if (wanted.size > 0) this.timer ??= setInterval(() => this.sync(), SYNC_EVERY_MS).unref();
+    if (wanted.size > 0) this.timer ??= setInterval(() => (this.sync(), void this.reading.check()), SYNC_EVERY_MS).unref();
     else if (this.timer !== null) {
       clearInterval(this.timer);
       this.timer = null;
@@ -235,6 +255,8 @@ export class ChangeCopier implements MigrationChanges {
     if (keys !== null && closing !== null && closing.address === node.address && keys.some((k) => k.toString('latin1') === closing.key)) {
       this.closingCheck = this.closingCheck.then(() => this.checkClosing());
     }
+    const reading = closing === null ? null : readingPlace(this.ring.placement);
+    if (keys !== null && reading !== null && reading.address === node.address && keys.some((k) => k.toString('latin1') === reading.key)) this.reading.heard();
     if (keys === null) {
       // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
       this.openGap(node, 'the node was flushed');
@@ -271,6 +293,7 @@ export class ChangeCopier implements MigrationChanges {
       this.ring.holdWrites(CLOSING_TTL_MS);
       if (acked !== null && acked !== undefined) return;
       await this.ring.drained();
+      await this.ring.carry.drained();
       await this.settle();
       await closingCall(this.ctx, placement, (key) => ['EVAL', ACK_SCRIPT, '1', key, id], this.ctx.forward.retryWindowMs);
     } catch (err) {

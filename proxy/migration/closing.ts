@@ -36,20 +36,23 @@ return 1`;
 export const ACK_SCRIPT = `if redis.call('HEXISTS', KEYS[1], 'by') == 1 then redis.call('HSET', KEYS[1], ARGV[1], 'stopped') end
 return 1`;
 
-/** Where the closing hash lives on side A: one node every proxy has a feed on. */
-export function closingPlace(placement: Placement): { key: string; address: string } | null {
+/**
+ * Where the closing hash (or another of the fleet's barriers, `name`: read-barrier.ts) lives on
+ * side A: one node every proxy has a feed on.
+ */
+export function closingPlace(placement: Placement, name = CLOSING_KEY): { key: string; address: string } | null {
   const owners = ownersOf(placement.from);
   if (owners === null) {
     const address = placement.from.masters()[0];
-    return address === undefined ? null : { key: CLOSING_KEY, address };
+    return address === undefined ? null : { key: name, address };
   }
   const address = owners.ownerOf(0);
-  return address === null ? null : { key: inSlot(CLOSING_KEY, 0), address };
+  return address === null ? null : { key: inSlot(name, 0), address };
 }
 
-/** One request to the closing hash's node (a cluster A's redirects followed). */
-export async function closingCall(ctx: ProxyContext, placement: Placement, args: (key: string) => string[], timeoutMs: number): Promise<Buffer> {
-  const place = closingPlace(placement);
+/** One request to the closing hash's (or barrier `name`'s) node (a cluster A's redirects followed). */
+export async function closingCall(ctx: ProxyContext, placement: Placement, args: (key: string) => string[], timeoutMs: number, name = CLOSING_KEY): Promise<Buffer> {
+  const place = closingPlace(placement, name);
   if (place === null) throw new Error('side A has no node');
   const frame = await sideRequest(ctx.pool, ownersOf(placement.from), place.address, args(place.key), { lane: 0, timeoutMs, retryWindowMs: timeoutMs });
   const err = errorText(frame);

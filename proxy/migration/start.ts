@@ -2,6 +2,8 @@ import { ProxyContext } from '../context';
 import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite } from './converging-write';
+import { CarriedWrite } from './carried-write';
+import { CopyTarget } from './copy-keys';
 import { joinsOpenBurst } from './converging-batch';
 import { shardTargets } from './copy-keys';
 import { writesUndeclared } from './after-copy';
@@ -15,6 +17,12 @@ import * as errors from '../resp/errors';
  * `hold`: in read-new, reads go to ring B, so the session's next requests wait until this write
  * has reached B (a pipelined GET after SET must see the SET); in double-write reads go to A,
  * where the write already is, so nothing waits.
+ *
+ * In double-write, while no proxy of the fleet reads from B (read-barrier.ts), a write whose keys
+ * it names is answered after A alone and the change feeds carry it (carried-write.ts). Scripts
+ * (which may write keys they do not name), writes of a client in a transaction's state, and writes
+ * to keys whose B node is known to be down still converge, as in read-new: the script's reply
+ * waits for its node's feed as before, and a write to a B node that is down gets its clear error.
  */
 export function convergingWrite(
   ctx: ProxyContext,
@@ -32,11 +40,16 @@ export function convergingWrite(
   const undeclared = writesUndeclared(info?.name ?? args[0].toString('latin1').toLowerCase());
   // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
   const oomClass = info === undefined || info.flags.has('no_multi') ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
+  const inTransaction = ((session as { transaction?: unknown }).transaction ?? null) !== null;
+  const carry = ctx.ring?.carry;
+  if (targets.length > 0 && carry?.answerAfterA === true && placement.phase === 'double-write' && !undeclared && !inTransaction && feedsCarry(ctx, targets)) {
+    session.track(new CarriedWrite(ctx, session, raw ?? encode.command(args), shard, carry)).start();
+    return { hold: undefined };
+  }
   if (targets.length === 0) {
     // Its node is the same in both rings. Behind a burst of its client's still open on the
     // connection it would close it (the client's order): it goes inside instead, nothing to copy.
     // Not for a client in a transaction's state (WATCH), whose writes have their own connection.
-    const inTransaction = ((session as { transaction?: unknown }).transaction ?? null) !== null;
     if (address === null || undeclared || oomClass === null || inTransaction || ctx.sentinel?.holdsWrites(address) === true) return null;
     if (!joinsOpenBurst(ctx.pool.connection(address, session.id, session.protocol), address, oomClass, session.id)) return null;
   }
@@ -48,6 +61,14 @@ export function convergingWrite(
   ctx.ring?.track(write.settled);
   write.start();
   return { hold: placement.phase === 'read-new' ? write.settled : undefined };
+}
+
+/** The change feeds can carry the write now: every target's B node is reachable as far as the proxy knows. */
+function feedsCarry(ctx: ProxyContext, targets: readonly CopyTarget[]): boolean {
+  const changes = ctx.changes;
+  if (changes === null) return false;
+  for (const t of targets) if (!changes.reachesSideB(t.to)) return false;
+  return true;
 }
 
 /**

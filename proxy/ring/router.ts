@@ -1,6 +1,7 @@
 import { Placement } from '../../sharding/migration';
 import { Router } from '../../sharding/router';
 import { ClusterKeySpace } from '../../sharding/cluster-key-space';
+import { CarryState } from '../migration/carry-state';
 
 /**
  * A command blocked on a node, which a phase switch may move: a BLPOP blocked on ring A when the
@@ -22,6 +23,8 @@ export class RingRouter implements Router {
   /** Blocking commands blocked now, asked to move when a swap changes where they belong. */
   private readonly blocked = new Set<Rehomable>();
   private held: { promise: Promise<void>; release: () => void } | null = null;
+  /** Whether double-write's writes are answered after side A alone, and those in flight. */
+  readonly carry = new CarryState();
 
   constructor(private current: Placement) {}
 
@@ -83,6 +86,8 @@ export class RingRouter implements Router {
 
   /** Takes effect for every request dispatched from now on; requests in flight finish where they went. */
   swap(next: Placement): void {
+    // A new phase: writes converge until the fleet is known not to read from B (read-barrier.ts).
+    if (next.phase !== this.current.phase) this.carry.converge();
     this.current = next;
     // Held writes go where the new placement sends them (side B, when it is done).
     if (!next.converges) this.releaseWrites();

@@ -7,7 +7,7 @@ import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
 import { coverageProblem, fenceRingB, phaseChangeProblem } from '../migration/fence';
 import { closeSideA } from '../migration/closing';
-import { fleetOf } from '../migration/admin';
+import { fleetOf, raiseFleetReadBarrier, readsBFirst } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
 import { feedPermissionProblem, startsChangeFeeds } from '../migration/feed-permissions';
 
@@ -80,10 +80,16 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
     ring.swap(placement);
     if (before.phase !== placement.phase) log.info({ from: before.phase ?? 'none', to: placement.phase ?? 'none' }, 'migration phase reloaded');
   };
+  const failed = (err: unknown): void => {
+    log.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot confirm that every proxy\'s writes are on side B; the migration phase stays');
+  };
   if (placement.phase !== 'done' || before.phase === 'done' || placement.to === null) {
     // A migration added: side B gets A's function libraries and the known scripts first.
     const start = (): void => {
-      if (before.to === null && placement.to !== null) void carryBeforeMigrating(ctx, placement).then(swap);
+      const carrying = before.to === null && placement.to !== null ? carryBeforeMigrating(ctx, placement) : null;
+      // Into read-new: no proxy of the fleet answers a write before B holds it (migration/read-barrier.ts).
+      if (readsBFirst(before, placement)) void (carrying ?? Promise.resolve()).then(() => raiseFleetReadBarrier(ctx, placement)).then(swap, failed);
+      else if (carrying !== null) void carrying.then(swap);
       else swap();
     };
     if (!startsChangeFeeds(before, placement)) return start();

@@ -54,6 +54,7 @@ import { carryToTarget } from '../migration/carry';
 import { ChangeCopier } from '../migration/change-copier';
 import { proxyInfoSection } from './info-section';
 import { coverStartGap } from '../migration/start-gap';
+import { raiseFleetReadBarrier } from '../migration/admin';
 import { ClientCaching } from '../tracking/client-caching';
 import { readNodes, watchPlacement } from './caching-watch';
 
@@ -165,6 +166,8 @@ export class ProxyServer {
       ctx.changes = changes;
       await changes.ready(config.backend.connectTimeoutMs);
       await coverStartGap(ctx, changes);
+      // Started reading from side B: the fleet's read barrier first (migration/read-barrier.ts).
+      if (ctx.ring.placement.phase === 'read-new') await raiseStartBarrier(ctx);
     }
     await loadBackendFacts(ctx);
     try {
@@ -520,4 +523,25 @@ async function loadBackendFacts(ctx: ProxyContext): Promise<void> {
     }
   }
   log.warn('no master answered COMMAND; using the table recorded from Redis 7.0');
+}
+
+/**
+ * A proxy started in read-new: before it serves reads from B, no proxy of the fleet answers a write
+ * before B holds it. When that cannot be confirmed, it stops what it started and does not serve.
+ */
+async function raiseStartBarrier(ctx: ProxyContext): Promise<void> {
+  const placement = ctx.ring?.placement;
+  if (placement === undefined) return;
+  try {
+    await raiseFleetReadBarrier(ctx, placement);
+  } catch (err) {
+    ctx.caching.stop();
+    ctx.changes?.stop();
+    ctx.topology?.stop();
+    ctx.clusters?.stop();
+    ctx.replicaReads?.stop();
+    ctx.sentinel?.stop();
+    ctx.pool.closeAll();
+    throw new Error(`migration.phase read-new: ${err instanceof Error ? err.message : String(err)}`);
+  }
 }

@@ -9,6 +9,7 @@ import { NodeClient, scanStep } from './node-client';
 import { BOOKKEEPING_PREFIX, DIGESTS_KEY, FENCE_KEY, VERSIONS_KEY, isBookkeepingKey } from '../converge';
 import { COPY_STATE_KEY } from './copy';
 import { CLOSING_KEY } from '../closing';
+import { READING_KEY } from '../read-barrier';
 import { Progress } from './progress';
 
 export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts: { batch: number; progress: boolean }): Promise<{ deleted: number }> {
@@ -49,7 +50,7 @@ async function unlink(nodes: NodeClient, side: KeySpace, addr: string, keys: Buf
 async function removeBookkeeping(nodes: NodeClient, side: KeySpace, batch: number): Promise<void> {
   for (const addr of side.masters()) {
     if (side.kind === 'ring') {
-      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY, CLOSING_KEY]);
+      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY, CLOSING_KEY, READING_KEY]);
       continue;
     }
     let cursor = '0';

@@ -1,0 +1,44 @@
+/**
+ * Whether this proxy answers double-write's writes after side A alone (carried-write.ts), and how
+ * many such writes are in flight: the fleet's read barrier (read-barrier.ts) waits for them.
+ */
+export class CarryState {
+  /**
+   * False while some proxy of the fleet may read from B (a read barrier heard, a proxy in
+   * read-new), at start and after every switch: writes converge then. The copier's fleet check
+   * (read-barrier.ts) sets it once no proxy reads from B.
+   */
+  answerAfterA = false;
+  /** Bumped whenever writes must converge again: a fleet check begun before may not lift that. */
+  epoch = 0;
+  private inFlight = 0;
+  private waiters: (() => void)[] = [];
+
+  /** From now on writes converge (answered once B holds them), until the next fleet check says otherwise. */
+  converge(): void {
+    this.answerAfterA = false;
+    this.epoch++;
+  }
+
+  /** No proxy reads from B (as found by a check begun at `epoch`): writes are answered after A. */
+  answerAfterAFrom(epoch: number): void {
+    if (epoch === this.epoch) this.answerAfterA = true;
+  }
+
+  begin(): void {
+    this.inFlight++;
+  }
+
+  end(): void {
+    if (--this.inFlight > 0) return;
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const w of waiters) w();
+  }
+
+  /** Null when no carried write is in flight, else a promise that resolves when none is. */
+  drained(): Promise<void> | null {
+    if (this.inFlight === 0) return null;
+    return new Promise((resolve) => this.waiters.push(resolve));
+  }
+}

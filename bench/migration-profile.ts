@@ -3,7 +3,8 @@
 // and of every redis-server (/proc/<pid>/stat), and each node's `INFO commandstats` (calls and
 // microseconds per command). Interleaved rounds, medians; the machine is shared, so compare the
 // targets within one run. Run: `npm run build && node dist/bench/migration-profile.js
-// [--requests 100000] [--rounds 3] [--pipelines 1,16] [--tests set,incr] [--targets none,ring,cluster]`.
+// [--requests 100000] [--rounds 3] [--pipelines 1,16] [--tests set,incr] [--targets none,ring,cluster]`
+// (also `ring-read-new`, `cluster-read-new`: the same proxy in read-new, whose writes converge).
 // With `node --cpu-prof` the proxy's own profile comes with it. The floor targets (`floor`,
 // `floor-ring`, `floor-cluster`, `floor-ring-versions`, `floor-cluster-versions`, `floor-ring-feed`,
 // `floor-cluster-feed`) run bench/mux-floor.ts in
@@ -18,7 +19,7 @@ import { RingModeConfig } from '../config/schema';
 import { setLogLevel } from '../proxy/telemetry/log';
 import { findExecutable } from './children';
 import { treeStats } from './process-stats';
-import { ringConfig } from './migration';
+import { answeringAfterA, ringConfig } from './migration';
 import { startProxy } from './targets';
 import path from 'node:path';
 
@@ -93,6 +94,8 @@ async function main(): Promise<void> {
       ['none', ringConfig([a, b], null)],
       ['ring', ringConfig([a, b], { nodes: [a, b, c] })],
       ['cluster', ringConfig([a, b], { cluster: seed })],
+      ['ring-read-new', ringConfig([a, b], { nodes: [a, b, c] }, 'read-new')],
+      ['cluster-read-new', ringConfig([a, b], { cluster: seed }, 'read-new')],
       ['floor', [a, b]],
       ['floor-ring', [a, b, '--to-ring', c]],
       ['floor-cluster', [a, b, '--to-cluster', seed]],
@@ -178,6 +181,7 @@ async function main(): Promise<void> {
 async function startTarget(target: RingModeConfig | string[]): Promise<{ port: number; cpuSeconds(): number; close(): Promise<void> }> {
   if (!Array.isArray(target)) {
     const proxy = await ProxyServer.start(target);
+    if (target.migration?.phase === 'double-write') await answeringAfterA(proxy.address.port);
     const cpu = (): number => {
       const u = process.cpuUsage();
       return (u.user + u.system) / 1e6;

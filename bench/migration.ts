@@ -12,6 +12,7 @@ import { parseConfig } from '../config/load';
 import { RingModeConfig } from '../config/schema';
 import { ProxyServer } from '../proxy/server/server';
 import { NodeClient } from '../proxy/migration/tools/node-client';
+import { sendCommand } from '../cmd/sandbox/resp-client';
 import { CopyResult, copyMoved } from '../proxy/migration/tools/copy';
 import { findExecutable } from './children';
 import { setLogLevel } from '../proxy/telemetry/log';
@@ -23,18 +24,30 @@ function arg(name: string, fallback: number): number {
 
 type Target = { nodes: string[] } | { cluster: string } | null;
 
-export function ringConfig(nodes: string[], to: Target): RingModeConfig {
+export function ringConfig(nodes: string[], to: Target, phase: 'double-write' | 'read-new' = 'double-write'): RingModeConfig {
   const named = (addrs: string[]) => addrs.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
   const migrationTo = to === null ? null : 'nodes' in to ? { nodes: named(to.nodes) } : { cluster: { seeds: [to.cluster] } };
   const cfg = parseConfig({
     listen: '127.0.0.1:0',
     mode: 'ring',
     ring: { hash: 'md5', nodes: named(nodes) },
-    ...(migrationTo === null ? {} : { migration: { phase: 'double-write', to: migrationTo } }),
+    ...(migrationTo === null ? {} : { migration: { phase, to: migrationTo } }),
     log: { level: 'silent' },
   });
   if (cfg.mode !== 'ring') throw new Error('expected a ring config');
   return cfg;
+}
+
+/**
+ * A proxy in double-write answers writes after side A alone once its fleet check found no proxy
+ * reading from B (proxy/migration/read-barrier.ts, about a second after it starts): measure that.
+ */
+export async function answeringAfterA(port: number, timeoutMs = 10_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (!/migration_write_answer:after-side-a/.test(String(await sendCommand(port, ['INFO', 'proxy'])))) {
+    if (Date.now() > until) throw new Error(`the proxy on port ${port} still converges its writes after ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
 }
 
 /** requests/s of redis-benchmark's SET and INCR against `port`, `-c 50 -P pipeline`. */
@@ -103,6 +116,7 @@ export async function runMigrationBench(keys: number, requests: number): Promise
         for (const [label, config] of targets) {
           const proxy = await ProxyServer.start(config);
           try {
+            if (config.migration !== undefined) await answeringAfterA(proxy.address.port);
             samples.push({ label, pipeline, ...(await writeLoad(proxy.address.port, pipeline === 1 ? requests / 4 : requests, pipeline)) });
           } finally {
             await proxy.close(500);

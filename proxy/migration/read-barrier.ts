@@ -59,9 +59,15 @@ export function readingPlace(placement: Placement): { key: string; address: stri
  */
 export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, fleet: readonly ProxyRecord[], timeoutMs: number): Promise<void> {
   const call = (args: (key: string) => string[]): Promise<Buffer> => closingCall(ctx, placement, args, timeoutMs, READING_KEY);
-  const gen = Number(decodeReply(await call((key) => ['EVAL', OPEN_SCRIPT, '1', key, String(READING_TTL_MS)]), true));
+  const open = call((key) => ['EVAL', OPEN_SCRIPT, '1', key, String(READING_TTL_MS)]);
   const waitFor = fleet.filter((r) => r.phase === 'double-write' || r.phase === 'read-new');
-  if (waitFor.length === 0) return;
+  if (waitFor.length === 0) {
+    // Nobody answers after A now; the hash only keeps a proxy starting meanwhile converging, so a
+    // node that refuses it (a back-end user that may not write there) does not stop the switch.
+    await open.catch(() => undefined);
+    return;
+  }
+  const gen = Number(decodeReply(await open, true));
   const until = Date.now() + timeoutMs;
   for (;;) {
     const fields = decodeReply(await call((key) => ['HMGET', key, ...waitFor.map((r) => r.id)]), true);

@@ -189,3 +189,30 @@ function parsePatterns<R extends { kind: 'pattern' }>(
   }
   return { rules, problems };
 }
+
+/** One rule of ACL SETUSER, by the field it belongs to. */
+export type SetUserRule =
+  | { readonly field: 'commands'; readonly rule: CommandRule }
+  | { readonly field: 'keys'; readonly rule: KeyRule }
+  | { readonly field: 'channels'; readonly rule: ChannelRule };
+
+/**
+ * One ACL SETUSER argument that is a command, key or channel rule: the rule, or Redis's reason for
+ * refusing it (the text after "Error in ACL SETUSER modifier '...': "); null when it is none of
+ * these (a flag or password rule, or a syntax error). Whether a command exists, and a pattern after
+ * `allkeys`/`allchannels` already given, are for the caller to check: they depend on the user.
+ */
+export function parseSetUserRule(token: string): SetUserRule | string | null {
+  const lower = token.toLowerCase();
+  if (/\s/.test(token)) return lower[0] === '~' || lower[0] === '%' || lower[0] === '&' ? SYNTAX : null;
+  const rulesOf = (field: 'commands' | 'keys' | 'channels'): Parsed<CommandRule | KeyRule | ChannelRule> =>
+    field === 'commands' ? parseCommandRules(token) : field === 'keys' ? parseKeyRules(token) : parseChannelRules(token);
+  for (const field of ['keys', 'channels', 'commands'] as const) {
+    if (misplaced(token, field) !== null) continue;
+    const parsed = rulesOf(field);
+    // The config's wording is Redis's, then a hint in parentheses: Redis's part only.
+    if (parsed.problems.length > 0) return parsed.problems[0].slice(JSON.stringify(token).length + 2).replace(/ \([^]*\)$/, '');
+    return { field, rule: parsed.rules[0] } as SetUserRule;
+  }
+  return null;
+}

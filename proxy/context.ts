@@ -16,6 +16,7 @@ import { KnownClusters } from './cluster/known-clusters';
 import { ReplicaReads } from './cluster/replica-reads';
 import { ScriptStore } from './scripts/store';
 import { ClientAuth } from './security/auth';
+import { AclLog } from './security/acl-log';
 import { ClientList } from './client/client-list';
 import { ClientCaching } from './tracking/client-caching';
 
@@ -109,4 +110,6 @@ export interface ProxyContext {
   readonly sentinel: SentinelFollower | null;
   /** Client users and passwords (CONFIG SET requirepass changes them; a reload that changes `auth` replaces them). */
   auth: ClientAuth;
+  /** ACL LOG: refusals of every user (kept across reloads, as Redis keeps it across ACL LOAD). */
+  readonly aclLog: AclLog;
 }

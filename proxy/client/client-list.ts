@@ -18,6 +18,8 @@ export interface ListedClient extends ClientSession {
   describe(): string;
   /** CLIENT KILL: closes the connection now. */
   kill(): void;
+  /** ACL SETUSER changed its user: the user's rules as they are now apply to its next command. */
+  refreshPermissions(): void;
 }
 
 export class ClientList<C extends ListedClient = ListedClient> {

@@ -251,6 +251,12 @@ export class Dispatcher {
     const denial = (session.permissions as UserPermissions).check(info, args);
     if (denial === null) return false;
     this.ctx.stats.aclDenied[denial.reason]++;
+    if (denial.object !== undefined) {
+      // Redis sets the client's last command before its ACL check: the log's client line names it.
+      session.command = info.name;
+      const context = session.transaction?.inMulti === true ? 'multi' : 'toplevel';
+      this.ctx.aclLog.add(denial.reason, context, denial.object, session.user, this.ctx.clients.get(session.id)?.describe() ?? '');
+    }
     flagTransaction(session);
     session.replyNow(encode.error(denial.message));
     return true;

@@ -1,6 +1,7 @@
 /**
  * Commands the proxy answers itself, because the honest answer needs no node: PING, ECHO, SELECT 0,
- * HELLO, AUTH, RESET, CLUSTER KEYSLOT, ACL WHOAMI (the proxy's user the client signed in as) ...
+ * HELLO, AUTH, RESET, CLUSTER KEYSLOT, ACL WHOAMI (the proxy's user the client signed in as), the
+ * other ACL subcommands over the proxy's users (acl-command.ts) ...
  * Texts and argument checks follow Redis 7.0 (CLIENT subcommands: client-command.ts).
  */
 import { keySlot } from '../../sharding/slot';
@@ -10,8 +11,9 @@ import { parseInteger } from '../commands/keys';
 import { AuthCounters, ClientAuth, DEFAULT_USER, authenticate } from '../security/auth';
 import { ClientSession } from '../client/client-session';
 import { setName } from './client-command';
+import { AclServer, aclCommand } from './acl-command';
 
-export interface LocalServer {
+export interface LocalServer extends AclServer {
   readonly backendVersion: string;
   readonly auth: ClientAuth;
   readonly stats: AuthCounters;
@@ -56,6 +58,7 @@ export function answerLocally(server: LocalServer, session: ClientSession, name:
     case 'acl|whoami':
       return encode.bulk(session.user);
     default:
+      if (name.startsWith('acl|')) return aclCommand(server, session, name, args);
       return encode.error(`ERR slotproxy: no local answer for '${name}'`);
   }
 }
@@ -66,7 +69,15 @@ function auth(server: LocalServer, session: ClientSession, args: Buffer[]): Buff
   if (args.length === 2 && server.auth.defaultNopass) return encode.error(errors.AUTH_NOT_CONFIGURED);
   const user = args.length === 3 ? args[1] : null;
   const password = args[args.length - 1];
-  return authenticate(server.auth, server.stats, session, user, password) ? encode.OK : encode.error(errors.WRONGPASS);
+  if (authenticate(server.auth, server.stats, session, user, password)) return encode.OK;
+  return authRefused(server, session, user);
+}
+
+/** A failed AUTH or HELLO AUTH: Redis's WRONGPASS, and an ACL LOG entry naming the user tried. */
+function authRefused(server: LocalServer, session: ClientSession, user: Buffer | null): Buffer {
+  const username = user === null ? DEFAULT_USER : user.toString();
+  server.aclLog.add('auth', 'toplevel', 'AUTH', username, server.clients.get(session.id)?.describe() ?? '');
+  return encode.error(errors.WRONGPASS);
 }
 
 function select(index: Buffer): Buffer {
@@ -103,7 +114,7 @@ function hello(server: LocalServer, session: ClientSession, args: Buffer[]): Buf
   }
   // Redis's order: credentials, then "must be authenticated", then the name.
   if (credentials !== null && !authenticate(server.auth, server.stats, session, credentials[0], credentials[1])) {
-    return encode.error(errors.WRONGPASS);
+    return authRefused(server, session, credentials[0]);
   }
   if (!session.authenticated) return encode.error(errors.NOAUTH_HELLO);
   if (name !== null) {

@@ -186,3 +186,13 @@ export function verbatim(text: string, protocol: 2 | 3): Buffer {
   const body = Buffer.from(`txt:${text}`);
   return Buffer.concat([Buffer.from(`=${body.length}${CRLF}`), body, Buffer.from(CRLF)]);
 }
+
+/**
+ * A double as Redis's addReplyDouble writes it: `%.17g`, a bulk string in RESP2 and `,` in RESP3.
+ * For values from 1e-4 up to 1e17 (ages, scores of that size), where %g writes no exponent.
+ */
+export function double(value: number, protocol: 2 | 3): Buffer {
+  let text = value === 0 ? '0' : value.toPrecision(17);
+  if (text.includes('.') && !text.includes('e')) text = text.replace(/0+$/, '').replace(/\.$/, '');
+  return protocol === 3 ? Buffer.from(`,${text}\r\n`) : bulk(text);
+}

@@ -13,26 +13,13 @@
 import crypto from 'node:crypto';
 import { AuthConfig } from '../../config/schema';
 import { CommandTable } from '../commands/table';
-import { UserPermissions, compilePermissions } from './permissions';
+import { UserPermissions, userRuleLists } from './permissions';
+import { ProxyUser, configUser, digest, newUser, setUser } from './acl-user';
+
+
 
 /** `AUTH password` authenticates the user Redis calls `default`. */
 export const DEFAULT_USER = 'default';
-
-export function digest(secret: Buffer | string): Buffer {
-  return crypto.createHash('sha256').update(secret).digest();
-}
-
-/** One user as Redis keeps it: `on`/`off`, `nopass` or its passwords, and what it may run. */
-export interface ProxyUser {
-  readonly name: string;
-  enabled: boolean;
-  /** Any password signs it in (Redis's `nopass`). */
-  nopass: boolean;
-  /** SHA-256 digests of its passwords, in the order they were given. */
-  passwords: Buffer[];
-  /** Null: every command, key and channel (one null check per command). */
-  permissions: UserPermissions | null;
-}
 
 export class ClientAuth {
   /**
@@ -43,6 +30,7 @@ export class ClientAuth {
   /** Compared against for unknown users, so that they take as long as known ones. */
   private readonly decoy = digest(crypto.randomBytes(32));
   private readonly removedUser = UserPermissions.none();
+  private readonly clusterMode: boolean;
   /** CONFIG GET requirepass: the file's `auth.password`, then CONFIG SET's. */
   requirepass: string;
 
@@ -53,13 +41,38 @@ export class ClientAuth {
    */
   constructor(config: AuthConfig | undefined, backend?: { table: CommandTable; mode: 'cluster' | 'ring' }) {
     this.requirepass = config?.password ?? '';
+    this.clusterMode = backend?.mode === 'cluster';
     // With an `auth` section and no password, the default user has none: no AUTH signs it in.
-    const nopass = config === undefined;
-    this.users.set(DEFAULT_USER, { name: DEFAULT_USER, enabled: true, nopass, passwords: config?.password === undefined ? [] : [digest(config.password)], permissions: null });
+    this.users.set(DEFAULT_USER, configUser(DEFAULT_USER, config?.password, config === undefined, null, this.clusterMode));
     (config?.users ?? []).forEach((u, i) => {
-      const permissions = compilePermissions(u, i, backend?.table, backend?.mode === 'cluster');
-      this.users.set(u.name, { name: u.name, enabled: true, nopass: false, passwords: [digest(u.password)], permissions });
+      this.users.set(u.name, configUser(u.name, u.password, false, userRuleLists(u, i, backend?.table), this.clusterMode));
     });
+  }
+
+  /** The user named so (names are case-sensitive, as in Redis), or undefined. */
+  user(name: string): ProxyUser | undefined {
+    return this.users.get(name);
+  }
+
+  /** Every user, by name in byte order (Redis keeps them in a radix tree). */
+  all(): ProxyUser[] {
+    return [...this.users.values()].sort((a, b) => Buffer.compare(Buffer.from(a.name), Buffer.from(b.name)));
+  }
+
+  /**
+   * ACL SETUSER: the user with `rules` applied (created `off` with no rule when new), or Redis's
+   * error text, the user unchanged. The caller gives signed-in clients their new permissions.
+   */
+  setUser(name: string, rules: readonly Buffer[], table: CommandTable): string | null {
+    const next = setUser(this.users.get(name) ?? newUser(name), rules, table, this.clusterMode);
+    if (typeof next === 'string') return next;
+    this.users.set(name, next);
+    return null;
+  }
+
+  /** ACL DELUSER of one name: true when it was a user (never the default user). */
+  delUser(name: string): boolean {
+    return name !== DEFAULT_USER && this.users.delete(name);
   }
 
   static fromConfig(config: AuthConfig | undefined, table: CommandTable, mode: 'cluster' | 'ring'): ClientAuth {

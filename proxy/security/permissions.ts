@@ -36,6 +36,11 @@ export interface Denial {
   readonly reason: DenialReason;
   /** The error reply's text (Redis's). */
   readonly message: string;
+  /**
+   * What was refused, as ACL LOG's `object` names it: the command's full name, the key, the
+   * channel. Undefined for SORT's BY/GET refusal, which Redis reports as a plain error, not logged.
+   */
+  readonly object?: string;
 }
 
 /**
@@ -72,8 +77,6 @@ interface Verdict {
   readonly firstArgs: readonly string[] | null;
 }
 
-const KEY_DENIAL: Denial = { reason: 'key', message: errors.NOPERM_KEY };
-const CHANNEL_DENIAL: Denial = { reason: 'channel', message: errors.NOPERM_CHANNEL };
 
 /** Commands whose arguments name channels (Redis's commands_with_channels that ACL checks). */
 const CHANNEL_ARGS: ReadonlyMap<string, { readonly all: boolean; readonly pattern: boolean }> = new Map([
@@ -125,10 +128,12 @@ export class UserPermissions {
   check(info: CommandInfo, args: readonly Buffer[]): Denial | null {
     // Commands that need no AUTH (AUTH, HELLO, QUIT, RESET) are never refused, as in Redis.
     if (this.commandRules !== null && !info.flags.has('no_auth') && !this.commandAllowed(info, args)) {
-      return { reason: 'command', message: errors.nopermCommand(info.name) };
+      return { reason: 'command', message: errors.nopermCommand(info.name), object: info.name };
     }
-    if (!this.allKeys && !this.keysAllowed(info, args)) return KEY_DENIAL;
-    if (!this.allChannels && !this.channelsAllowed(info, args)) return CHANNEL_DENIAL;
+    const key = this.allKeys ? null : this.deniedKey(info, args);
+    if (key !== null) return { reason: 'key', message: errors.NOPERM_KEY, object: key };
+    const channel = this.allChannels ? null : this.deniedChannel(info, args);
+    if (channel !== null) return { reason: 'channel', message: errors.NOPERM_CHANNEL, object: channel };
     if ((info.name === 'sort' || info.name === 'sort_ro') && !this.readsEveryKey()) return sortPatternDenial(info.name, args, this.clusterMode);
     return null;
   }
@@ -144,17 +149,18 @@ export class UserPermissions {
     return verdict.firstArgs.includes(asciiLower(args[1].toString('latin1')));
   }
 
-  private keysAllowed(info: CommandInfo, args: readonly Buffer[]): boolean {
+  /** The first key the user may not access this way, or null when every key is allowed. */
+  private deniedKey(info: CommandInfo, args: readonly Buffer[]): string | null {
     const acl: number[] = [];
     const positions = keyPositions(info, args, acl) ?? movableKeys(info.name, args, acl);
     // Keys only a node could find (a module's movable keys): refused unless every key is allowed.
-    if (positions === null) return false;
+    if (positions === null) return args.length > 1 ? args[1].toString() : '';
     const varying = VARIABLE_FLAGS.get(info.name);
     for (let i = 0; i < positions.length; i++) {
       const needed = aclFlags(varying !== undefined ? varying(args) : acl[i]);
-      if (!this.keyAllowed(args[positions[i]], needed)) return false;
+      if (!this.keyAllowed(args[positions[i]], needed)) return args[positions[i]].toString();
     }
-    return true;
+    return null;
   }
 
   /** Redis's ACLSelectorCheckKey: a pattern with at least the needed permissions that matches. */
@@ -165,9 +171,10 @@ export class UserPermissions {
     return false;
   }
 
-  private channelsAllowed(info: CommandInfo, args: readonly Buffer[]): boolean {
+  /** The first channel the user may not use, or null. */
+  private deniedChannel(info: CommandInfo, args: readonly Buffer[]): string | null {
     const spec = CHANNEL_ARGS.get(info.name);
-    if (spec === undefined) return true;
+    if (spec === undefined) return null;
     const last = spec.all ? args.length - 1 : Math.min(1, args.length - 1);
     for (let i = 1; i <= last; i++) {
       const channel = args[i];
@@ -175,9 +182,9 @@ export class UserPermissions {
       const ok = spec.pattern
         ? this.channelPatterns.some((p) => p.equals(channel))
         : this.channelPatterns.some((p) => globMatch(p, channel));
-      if (!ok) return false;
+      if (!ok) return channel.toString();
     }
-    return true;
+    return null;
   }
 
   /** SORT's BY and GET read keys named by patterns: Redis wants read access to every key for them. */
@@ -192,7 +199,7 @@ function aclFlags(specAcl: number): number {
 }
 
 /** The rules of one user's `commands`, applied left to right to one command (Redis's ACLSetSelector, per command). */
-function evaluate(rules: readonly CommandRule[], info: CommandInfo): Verdict {
+export function evaluate(rules: readonly CommandRule[], info: CommandInfo): Verdict {
   const categories = ADMIN_COMMANDS.has(info.name) ? new Set([...info.aclCategories, ...ADMIN_CATEGORIES]) : info.aclCategories;
   // Category rules leave module commands alone, as Redis's do.
   const byCategory = !info.flags.has('module');
@@ -218,7 +225,7 @@ function evaluate(rules: readonly CommandRule[], info: CommandInfo): Verdict {
  * A pattern field's rules folded as Redis keeps them: `all` (allkeys, allchannels) or the list of
  * patterns since the last reset, a pattern written twice kept once (`merge` joins the second in).
  */
-function foldPatterns<R extends { kind: 'pattern'; pattern: string }, P extends { pattern: Buffer }>(
+export function foldPatterns<R extends { kind: 'pattern'; pattern: string }, P extends { pattern: Buffer }>(
   rules: readonly (R | { kind: 'all' } | { kind: 'reset' })[] | null,
   make: (rule: R) => P,
   merge: (into: P, rule: R) => void = () => undefined,
@@ -367,12 +374,25 @@ export interface UserRules {
   readonly channels?: RulesInput;
 }
 
+/** A user's rules, field by field; null: the field is absent (everything). */
+export interface UserRuleLists {
+  readonly commands: CommandRule[] | null;
+  readonly keys: KeyRule[] | null;
+  readonly channels: ChannelRule[] | null;
+}
+
 /**
  * A user's permissions, or null when it has no rules (every command, key and channel, as Redis's
  * default user). The syntax was checked by the config schema; with `table`, command names are
  * checked against it (ConfigError naming `auth.users[<index>].commands` otherwise).
  */
 export function compilePermissions(user: UserRules, index: number, table?: CommandTable, clusterMode = false): UserPermissions | null {
+  const rules = userRuleLists(user, index, table);
+  return rules === null ? null : new UserPermissions(rules.commands, rules.keys, rules.channels, clusterMode);
+}
+
+/** A config user's rules, checked as compilePermissions checks them; null when it has none. */
+export function userRuleLists(user: UserRules, index: number, table?: CommandTable): UserRuleLists | null {
   if (user.commands === undefined && user.keys === undefined && user.channels === undefined) return null;
   const field = (name: string): string => `auth.users[${index}].${name}`;
   const problems: string[] = [];
@@ -392,7 +412,12 @@ export function compilePermissions(user: UserRules, index: number, table?: Comma
     }
   }
   if (problems.length > 0) throw new ConfigError(problems);
-  return new UserPermissions(commands, keys, channels, clusterMode);
+  return { commands, keys, channels };
+}
+
+/** ACL SETUSER's check of a command rule against the back end's table: true when it names a command Redis would know. */
+export function knownCommand(rule: Extract<CommandRule, { kind: 'command' }>, table: CommandTable): boolean {
+  return unknownCommand(rule, table) === null;
 }
 
 /** Why ACL SETUSER would refuse this rule against this command table, or null. */

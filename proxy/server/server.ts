@@ -30,6 +30,7 @@ import { log, setLogLevel } from '../telemetry/log';
 
 import { VERSION } from './version';
 import { ClientAuth } from '../security/auth';
+import { AclLog } from '../security/acl-log';
 import { backendTls, clientTlsOptions } from '../security/tls';
 import type { ExtraRoute, MetricsServer } from '../telemetry/metrics';
 import type { ConsoleRecorder } from '../console/recorder';
@@ -155,6 +156,7 @@ export class ProxyServer {
       clients,
       caching,
       changes: null,
+      aclLog: new AclLog(),
     };
     await routing.start();
     watchPlacement(ctx);

@@ -87,7 +87,10 @@ describe('strategyFor', () => {
     ['acl|cat', 'acl', 'any-master'],
     ['acl|help', 'acl', 'any-master'],
     ['acl|genpass', 'acl', 'any-master'],
-    ['acl|list', 'acl', 'refuse'],
+    ['acl|list', 'acl', 'local'],
+    ['acl|setuser', 'acl', 'local'],
+    ['acl|log', 'acl', 'local'],
+    ['acl|save', 'acl', 'refuse'],
     // neither listed: routed by keys
     ['object|encoding', 'object', undefined],
     ['xinfo|stream', 'xinfo', undefined],

@@ -108,9 +108,10 @@ test('double-write answers after side A; when writes stop, side B holds A\'s fin
   for (const k of counters) expect(Number(await sides(k).b.get(k))).toBe(acked.get(k));
 }, 60_000);
 
-test('the switch to read-new is a fleet barrier: a write acknowledged through one proxy is read from side B through the other', async () => {
-  const [p1, p2] = await startProxies(2);
-  const admins = [connect(p1), connect(p2)];
+test.each([2, 3])('the switch to read-new is a fleet barrier (%i proxies): a write acknowledged through one proxy is read from side B through another', async (count) => {
+  const started = await startProxies(count);
+  const [p1, p2] = started;
+  const admins = started.map(connect);
   await until('both proxies to answer after side A', async () => (await Promise.all(admins.map(answerMode))).every((m) => m === 'after-side-a'));
   const keys = movingKeys('rw', 8);
   const writer = connect(p2);
@@ -141,9 +142,9 @@ test('the switch to read-new is a fleet barrier: a write acknowledged through on
   await load;
   expect(readsFromB).toBeGreaterThan(50);
   expect(stale).toEqual([]);
-  // The other proxy, still in double-write, converges now: its writes are answered once B holds them.
-  expect(await answerMode(admins[1])).toBe('converging');
-  console.log(`switch to read-new with 2 proxies under load took ${switchMs} ms; ${readsFromB} reads from B after it, none stale`);
+  // The others, still in double-write, converge now: their writes are answered once B holds them.
+  for (const a of admins.slice(1)) expect(await answerMode(a)).toBe('converging');
+  console.log(`switch to read-new with ${count} proxies under load took ${switchMs} ms; ${readsFromB} reads from B after it, none stale`);
 
   // Back to double-write: once no proxy reads from B (and the barrier's hash expired), both answer after A again.
   expect(await admins[0].call('PROXY', 'MIGRATION', 'PHASE', 'double-write')).toBe('OK');

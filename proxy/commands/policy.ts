@@ -10,6 +10,8 @@
  *   (dispatch/client-command.ts)
  * - every-node: sent to every node, masters and replicas (every ring node in ring mode), all or
  *   nothing where Redis allows it (dispatch/every-node.ts): CONFIG SET, RESETSTAT, REWRITE
+ * - every-master: sent to every master, OK when every one did it, else an error naming the nodes
+ *   that refused (dispatch/every-node.ts): SAVE, BGSAVE, BGREWRITEAOF
  * - slot:       sent to the master serving the hash slot its third argument names (CLUSTER
  *   COUNTKEYSINSLOT/GETKEYSINSLOT); to any master when that is not a slot, for Redis's own error
  * - refuse:     cannot be given a correct meaning through a proxy (yet); answered with a clear error
@@ -30,6 +32,7 @@ export type Strategy =
   | { readonly kind: 'fanout' }
   | { readonly kind: 'any-master' }
   | { readonly kind: 'every-node' }
+  | { readonly kind: 'every-master' }
   | { readonly kind: 'slot' }
   | { readonly kind: 'refuse'; readonly why: string }
   | { readonly kind: 'transaction' }
@@ -42,6 +45,7 @@ const client: Strategy = { kind: 'client' };
 const fanout: Strategy = { kind: 'fanout' };
 const anyMaster: Strategy = { kind: 'any-master' };
 const everyNode: Strategy = { kind: 'every-node' };
+const everyMaster: Strategy = { kind: 'every-master' };
 const slot: Strategy = { kind: 'slot' };
 const refuse = (why: string): Strategy => ({ kind: 'refuse', why });
 /** MULTI/EXEC/DISCARD/WATCH/UNWATCH: transaction.ts. */
@@ -149,9 +153,6 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['failover', refuse(NODE_ADMIN)],
   ['debug', refuse(NODE_ADMIN)],
   ['config', refuse('only CONFIG GET, SET, RESETSTAT, REWRITE and HELP are supported')],
-  ['save', refuse(NODE_ADMIN)],
-  ['bgsave', refuse(NODE_ADMIN)],
-  ['bgrewriteaof', refuse(NODE_ADMIN)],
   ['acl|whoami', local],
   // The proxy's own users (dispatch/acl-command.ts).
   ['acl|setuser', local],
@@ -165,17 +166,35 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['acl|help', anyMaster],
   ['acl|genpass', anyMaster],
   ['acl', refuse("the proxy's users come from its config file (auth.users), which a SIGHUP reloads; ACL SETUSER and DELUSER change them until then")],
-  ['module', refuse(NODE_ADMIN)],
-  ['slowlog', refuse(NODE_ADMIN)],
-  ['latency', refuse(NODE_ADMIN)],
-  ['memory', refuse('MEMORY STATS, DOCTOR and MALLOC-STATS describe one node; run them on the node itself')],
   // A cluster node answers `ERR SWAPDB is not allowed in cluster mode` itself; MOVE, which has a
   // key, is routed by it and answered the same way (inside MULTI too).
   ['swapdb', anyMaster],
-  ['lastsave', refuse(NODE_ADMIN)],
-  ['role', refuse(NODE_ADMIN)],
   ['function', refuse('only FUNCTION LOAD, DELETE, FLUSH, RESTORE, KILL, LIST, DUMP and STATS are supported')],
   ['wait', { kind: 'wait' }],
+
+  // The server's reports about itself, merged from every master's (dispatch/server-merges.ts).
+  ['slowlog|get', fanout],
+  ['slowlog|len', fanout],
+  ['slowlog|reset', fanout],
+  ['slowlog|help', anyMaster],
+  ['latency|latest', fanout],
+  ['latency|history', fanout],
+  ['latency|reset', fanout],
+  ['latency|doctor', fanout],
+  ['latency|help', anyMaster],
+  ['latency', refuse("LATENCY GRAPH and HISTOGRAM draw one node's samples; run them on the node itself")],
+  ['memory|stats', fanout],
+  ['memory|doctor', fanout],
+  ['memory', refuse("MEMORY MALLOC-STATS is one process's allocator report; run it on the node itself")],
+  ['lastsave', fanout],
+  ['save', everyMaster],
+  ['bgsave', everyMaster],
+  ['bgrewriteaof', everyMaster],
+  // One server: a master with no replica the client could reach.
+  ['role', local],
+  ['module|list', fanout],
+  ['module|help', anyMaster],
+  ['module', refuse('modules are loaded into each node process; load or unload them on every node')],
 ]);
 
 const noSlots = refuse('in ring mode keys are placed on a hash ring, not in hash slots; no node keeps them by slot');

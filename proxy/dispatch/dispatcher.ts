@@ -14,6 +14,7 @@ import { functionStatsMerge } from './function-stats';
 import { InfoServer, infoFanout, infoMerge, onlyProxySection } from './info';
 import { RandomKeyCommand } from './random-key';
 import { EveryNodeCommand, everyNode } from './every-node';
+import { SERVER_MERGES, latencyResetMerge } from './server-merges';
 import { answerLocally } from './local';
 import { clientCommand } from './client-command';
 import { ReplySlot } from '../client/reply-slot';
@@ -66,6 +67,8 @@ const FANOUT_MERGES = new Map([
   ['memory|purge', allOk],
   ['client|pause', allOk],
   ['client|unpause', allOk],
+  ['slowlog|len', sumIntegers],
+  ['slowlog|reset', allOk],
 ]);
 
 /**
@@ -214,6 +217,9 @@ export class Dispatcher {
         case 'every-node':
           session.track(new EveryNodeCommand(ctx, session, everyNode(ctx))).start(info.name, args);
           return undefined;
+        case 'every-master':
+          session.track(new EveryNodeCommand(ctx, session, ctx.router.masters())).start(info.name, args);
+          return undefined;
         case 'transaction':
           return transactionCommand(ctx, session, info, args);
         case 'pubsub':
@@ -238,11 +244,12 @@ export class Dispatcher {
    */
   private spreadInMulti(name: string, strategy: Strategy | undefined, args: Buffer[]): Spread | null {
     if (strategy?.kind === 'every-node') return { merge: allOk, everyNode: true };
+    if (strategy?.kind === 'every-master') return { merge: allOk, everyNode: false };
     if (strategy?.kind !== 'fanout' || name === 'scan' || OUT_OF_LANE.has(name)) return null;
     if (name === 'info') return { merge: infoMerge(this.ctx, this.server, args), everyNode: false };
     if (name === 'randomkey') return { merge: firstNonNil, everyNode: false };
     if (name === 'script|exists') return { merge: andArrays(args.slice(2).map(() => false)), everyNode: false };
-    const merge = FANOUT_MERGES.get(name);
+    const merge = FANOUT_MERGES.get(name) ?? SERVER_MERGES.get(name)?.(args, 2);
     return merge === undefined ? null : { merge: rememberingScripts(this.ctx.scripts, name, args, merge), everyNode: false };
   }
 
@@ -464,7 +471,13 @@ export class Dispatcher {
         return;
       }
     }
-    let merge = FANOUT_MERGES.get(name);
+    if (name === 'latency|reset') {
+      // Behind a LATENCY LATEST on each master: the count is of distinct events (server-merges.ts).
+      const latest = encode.command(['LATENCY', 'LATEST']);
+      session.track(new FanoutCommand(session, masters, latencyResetMerge(args))).start(ctx, latest, false, raw ?? encode.command(args));
+      return;
+    }
+    let merge = FANOUT_MERGES.get(name) ?? SERVER_MERGES.get(name)?.(args, session.protocol);
     if (name === 'script|exists') {
       const held = heldScripts(ctx.scripts, args);
       if (held.every((h) => h)) {

@@ -1,7 +1,8 @@
 /**
  * CONFIG SET, CONFIG RESETSTAT and CONFIG REWRITE through the proxy: sent to every node, masters and
  * replicas (in ring mode every node of the ring, and of ring B during a migration), so the client
- * sees one server whose settings are the same wherever its keys live.
+ * sees one server whose settings are the same wherever its keys live. RESETSTAT resets the proxy's
+ * own counters too. SAVE, BGSAVE and BGREWRITEAOF take the same path to every master alone.
  *
  * CONFIG SET is all or nothing: every node's current values of the parameters are read first
  * (CONFIG GET), then the first master checks the new ones (Redis validates and applies a CONFIG SET
@@ -59,6 +60,12 @@ export class EveryNodeCommand extends ReplySlot {
   /** `applied`: what the proxy itself takes once every node took the command. */
   private run(name: string, args: Buffer[], applied: () => void): void {
     if (this.nodes.length === 0) return this.complete(encode.error(errors.PROXY_NOT_READY));
+    // BGSAVE takes SCHEDULE alone: anything else is refused as one Redis refuses it, not by every node.
+    if (name === 'bgsave' && args.length > 1 && (args.length > 2 || args[1].toString('latin1').toLowerCase() !== 'schedule')) {
+      return this.complete(encode.error(errors.SYNTAX_ERROR));
+    }
+    // The proxy is part of the one server: its own counters too, and its per-command counts.
+    if (name === 'config|resetstat') this.resetProxyCounters();
     const run = name === 'config|set' ? this.configSet(args) : this.everywhere(args);
     // tracking-table-max-keys is the proxy's own too: taken at once, set back if the nodes refuse.
     const undoMaxKeys = name === 'config|set' ? this.ctx.caching.configSet(args) : null;
@@ -75,6 +82,11 @@ export class EveryNodeCommand extends ReplySlot {
         this.complete(encode.error(`ERR slotproxy: ${err.message}`));
       },
     );
+  }
+
+  private resetProxyCounters(): void {
+    this.ctx.stats.resetCounters();
+    for (const info of this.ctx.table.all()) info.counters.calls = 0;
   }
 
   private learnBusyThreshold(args: Buffer[]): void {

@@ -19,6 +19,9 @@ export interface LocalServer extends AclServer {
   readonly stats: AuthCounters;
 }
 
+/** ROLE as one master with no replica answers it: replication offset 0, no replicas. */
+const ROLE_MASTER = encode.arrayOfFrames([encode.bulk('master'), encode.integer(0), encode.EMPTY_ARRAY]);
+
 /** `name` is the command's lower-case name, `container|sub` for subcommands. */
 export function answerLocally(server: LocalServer, session: ClientSession, name: string, args: Buffer[]): Buffer {
   switch (name) {
@@ -57,6 +60,8 @@ export function answerLocally(server: LocalServer, session: ClientSession, name:
       return encode.error(errors.notAllowedInCluster('SWAPDB'));
     case 'acl|whoami':
       return encode.bulk(session.user);
+    case 'role':
+      return ROLE_MASTER;
     default:
       if (name.startsWith('acl|')) return aclCommand(server, session, name, args);
       return encode.error(`ERR slotproxy: no local answer for '${name}'`);

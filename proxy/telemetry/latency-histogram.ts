@@ -24,6 +24,12 @@ export class LatencyHistogram {
     this.count++;
   }
 
+  reset(): void {
+    this.counts.fill(0);
+    this.sumMs = 0;
+    this.count = 0;
+  }
+
   /** Cumulative counts per bound, as Prometheus wants them; the last entry is +Inf (= count). */
   cumulative(): number[] {
     const out: number[] = [];

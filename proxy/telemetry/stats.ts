@@ -40,4 +40,29 @@ export class ProxyStats {
   readonly targetRefusals = new Map<string, number>();
   /** Latency of commands forwarded to a node. */
   readonly latency = new LatencyHistogram();
+
+  /** CONFIG RESETSTAT: every counter back to 0, as Redis resets its own; gauges (clients now, waiting now) stay. */
+  resetCounters(): void {
+    this.totalConnections = 0;
+    this.rejectedConnections = 0;
+    this.clientEof = 0;
+    this.clientErr = 0;
+    this.commands = 0;
+    this.protocolErrors = 0;
+    this.crossSlotErrors = 0;
+    this.splitCommands = 0;
+    this.moved = 0;
+    this.ask = 0;
+    this.retries = 0;
+    this.backendErrors = 0;
+    this.authFailures = 0;
+    this.noauthErrors = 0;
+    this.aclDenied.command = 0;
+    this.aclDenied.key = 0;
+    this.aclDenied.channel = 0;
+    this.tlsHandshakeErrors = 0;
+    this.replyErrors = 0;
+    this.targetRefusals.clear();
+    this.latency.reset();
+  }
 }

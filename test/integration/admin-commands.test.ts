@@ -13,7 +13,7 @@ import { runRedisCli } from '../../cmd/sandbox/redis-cli';
 import { useProxy, useRingProxy } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { errorOf } from '../helpers/reply-error';
-import { exchange } from '../helpers/raw-exchange';
+import { exchange, splitReplies } from '../helpers/raw-exchange';
 
 const DEBUG = ['--enable-debug-command', 'yes'];
 // One lane per node: every client of the proxy shares one connection to each node, so a SCRIPT KILL
@@ -212,6 +212,17 @@ describe('CONFIG', () => {
     }
   });
 
+  test('CONFIG RESETSTAT resets the proxy\'s own counters too', async () => {
+    await errorOf(c.call('MGET', 'a', 'b')); // a CROSSSLOT refusal
+    const proxyField = async (field: string): Promise<number> => Number(infoField(String(await c.call('INFO', 'proxy')), field));
+    expect(await proxyField('proxy_total_commands_processed')).toBeGreaterThanOrEqual(2);
+    expect(await proxyField('crossslot_errors')).toBeGreaterThan(0);
+    expect(await c.call('CONFIG', 'RESETSTAT')).toBe('OK');
+    // Only the INFO itself counted since.
+    expect(await proxyField('proxy_total_commands_processed')).toBe(1);
+    expect(await proxyField('crossslot_errors')).toBe(0);
+  });
+
   test('CONFIG REWRITE asks every node; nodes without a config file refuse as Redis does, named', async () => {
     const [p, want] = (await both(c, r, ['CONFIG', 'REWRITE'])) as [{ err: string }, { err: string }];
     expect(want.err).toBe('ERR The server is running without a config file');
@@ -299,16 +310,168 @@ describe('container commands route by their key', () => {
     }
   });
 
-  test('keyless subcommands: HELP and MEMORY PURGE as on one Redis, per-node reports refused clearly', async () => {
+  test('keyless subcommands: HELP and MEMORY PURGE as on one Redis, the allocator report refused clearly', async () => {
     for (const args of [['OBJECT', 'HELP'], ['MEMORY', 'HELP'], ['XINFO', 'HELP'], ['MEMORY', 'PURGE']]) {
       const [p, want] = await both(c, r, args);
       expect([args, p]).toEqual([args, want]);
     }
-    for (const sub of ['STATS', 'DOCTOR', 'MALLOC-STATS']) {
-      expect(await errorOf(c.call('MEMORY', sub))).toBe(
-        "ERR slotproxy does not support 'MEMORY': MEMORY STATS, DOCTOR and MALLOC-STATS describe one node; run them on the node itself",
-      );
+    expect(await errorOf(c.call('MEMORY', 'MALLOC-STATS'))).toBe(
+      "ERR slotproxy does not support 'MEMORY': MEMORY MALLOC-STATS is one process's allocator report; run it on the node itself",
+    );
+  });
+});
+
+// ---------------------------------------------------------------------------
+describe('the server\'s reports, merged from every master\'s', () => {
+  /** Types, array lengths and errors of replies: what two servers' reports share. */
+  function shape(reply: unknown): unknown {
+    if (Array.isArray(reply)) return reply.map(shape);
+    if (reply !== null && typeof reply === 'object' && 'err' in reply) return reply;
+    return typeof reply;
+  }
+
+  afterEach(async () => {
+    for (const cl of [c, r]) {
+      await cl.call('CONFIG', 'SET', 'slowlog-log-slower-than', '10000', 'latency-monitor-threshold', '0');
+      await cl.call('SLOWLOG', 'RESET');
+      await cl.call('LATENCY', 'RESET');
     }
+  });
+
+  test('SLOWLOG GET/LEN/RESET: every master\'s entries, newest first, ids unique; errors as one Redis', async () => {
+    for (const cl of [c, r]) {
+      expect(await cl.call('SLOWLOG', 'RESET')).toBe('OK');
+      expect(await cl.call('CONFIG', 'SET', 'slowlog-log-slower-than', '0')).toBe('OK');
+    }
+    const keys = await keyPerMaster(h.cluster(), 'slow');
+    for (const { key } of keys) {
+      await c.call('SET', key, 'v');
+      await r.call('SET', key, 'v');
+    }
+    const [p, want] = await both(c, r, ['SLOWLOG', 'GET', '2']);
+    expect(shape(p)).toEqual(shape(want));
+    const all = (await c.call('SLOWLOG', 'GET', '-1')) as [number, number, number, string[], string, string][];
+    const sets = all.filter((e) => e[3][0] === 'SET').map((e) => e[3][1]);
+    expect(sets.sort()).toEqual(keys.map((k) => k.key).sort());
+    expect(new Set(all.map((e) => e[0])).size).toBe(all.length);
+    const times = all.map((e) => e[1]);
+    expect(times).toEqual([...times].sort((a, b) => b - a));
+    // The ids are stable: the same entry has the same id in a later call.
+    const again = (await c.call('SLOWLOG', 'GET', '-1')) as [number, number, number, string[]][];
+    for (const e of all) expect(again.find((x) => x[0] === e[0])?.[3]).toEqual(e[3]);
+
+    const len = Number(await c.call('SLOWLOG', 'LEN'));
+    const direct = await Promise.all(h.cluster().masters.map((m) => m.command('SLOWLOG', 'LEN')));
+    // Each master logged the proxy's SLOWLOG LEN after answering it.
+    expect(direct.reduce((a: number, n) => a + Number(n), 0)).toBe(len + h.cluster().masters.length);
+    expect(await both(c, r, ['CONFIG', 'SET', 'slowlog-log-slower-than', '10000'])).toEqual(['OK', 'OK']);
+    expect(await both(c, r, ['SLOWLOG', 'RESET'])).toEqual(['OK', 'OK']);
+    expect(await both(c, r, ['SLOWLOG', 'LEN'])).toEqual([0, 0]);
+    expect(await both(c, r, ['SLOWLOG', 'GET'])).toEqual([[], []]);
+    for (const args of [['SLOWLOG', 'GET', 'x'], ['SLOWLOG', 'GET', '-2'], ['SLOWLOG', 'FOO'], ['SLOWLOG', 'HELP'], ['SLOWLOG', 'LEN', 'x']]) {
+      const [got, wanted] = await both(c, r, args);
+      expect([args, got]).toEqual([args, wanted]);
+    }
+  });
+
+  test('LATENCY LATEST/HISTORY/RESET/DOCTOR: the spikes of every master as one server\'s', async () => {
+    for (const cl of [c, r]) expect(await cl.call('CONFIG', 'SET', 'latency-monitor-threshold', '1')).toBe('OK');
+    const [m1, m2] = h.cluster().masters;
+    await m1.command('DEBUG', 'SLEEP', '0.02');
+    await m2.command('DEBUG', 'SLEEP', '0.06');
+    await refNode().command('DEBUG', 'SLEEP', '0.06');
+    const [latest, wantLatest] = (await both(c, r, ['LATENCY', 'LATEST'])) as [unknown[][], unknown[][]];
+    expect(shape(latest)).toEqual(shape(wantLatest));
+    expect(latest[0][0]).toBe('command');
+    expect(latest[0][3]).toBeGreaterThanOrEqual(60);
+    const history = (await c.call('LATENCY', 'HISTORY', 'command')) as [number, number][];
+    const direct = [...((await m1.command('LATENCY', 'HISTORY', 'command')) as [number, number][]), ...((await m2.command('LATENCY', 'HISTORY', 'command')) as [number, number][])];
+    expect(history.map((s) => s[0])).toEqual([...new Set(direct.map((s) => s[0]))].sort((a, b) => a - b));
+    expect(Math.max(...history.map((s) => s[1]))).toBe(Math.max(...direct.map((s) => s[1])));
+    const [doctor, wantDoctor] = await both(c, r, ['LATENCY', 'DOCTOR']);
+    expect(shape(doctor)).toEqual(shape(wantDoctor));
+    // No more samples from here on (a loaded machine makes any command a spike).
+    expect(await both(c, r, ['CONFIG', 'SET', 'latency-monitor-threshold', '0'])).toEqual(['OK', 'OK']);
+    // Two masters hold `command`: one server resets it once.
+    const events = ((await c.call('LATENCY', 'LATEST')) as unknown[]).length;
+    expect(await c.call('LATENCY', 'RESET')).toBe(events);
+    expect(await r.call('LATENCY', 'RESET')).toBeGreaterThanOrEqual(1);
+    expect(await both(c, r, ['LATENCY', 'LATEST'])).toEqual([[], []]);
+    for (const args of [['LATENCY', 'DOCTOR'], ['LATENCY', 'HISTORY', 'command'], ['LATENCY', 'RESET', 'command', 'nope'], ['LATENCY', 'HELP'], ['LATENCY', 'FOO']]) {
+      const [got, wanted] = await both(c, r, args);
+      expect([args, got]).toEqual([args, wanted]);
+    }
+    expect(await errorOf(c.call('LATENCY', 'GRAPH', 'command'))).toBe(
+      "ERR slotproxy does not support 'LATENCY': LATENCY GRAPH and HISTOGRAM draw one node's samples; run them on the node itself",
+    );
+  });
+
+  test('MEMORY STATS summed over the masters, MEMORY DOCTOR, in RESP2 and RESP3 as one Redis shapes them', async () => {
+    for (const { key } of await keyPerMaster(h.cluster(), 'memstats')) await c.call('SET', key, 'v');
+    const stats = (await c.call('MEMORY', 'STATS')) as unknown[];
+    const want = (await r.call('MEMORY', 'STATS')) as unknown[];
+    const names = (list: unknown[]): unknown[] => list.filter((_, i) => i % 2 === 0);
+    expect(names(stats)).toEqual(names(want));
+    expect(shape(stats)).toEqual(shape(want));
+    const field = (list: unknown[], name: string): unknown => list[list.indexOf(name) + 1];
+    expect(field(stats, 'keys.count')).toBe(await c.call('DBSIZE'));
+    const direct = await Promise.all(h.cluster().masters.map(async (m) => field((await m.command('MEMORY', 'STATS')) as unknown[], 'startup.allocated') as number));
+    expect(field(stats, 'startup.allocated')).toBe(direct.reduce((a, b) => a + b, 0));
+    const [doctor, wantDoctor] = await both(c, r, ['MEMORY', 'DOCTOR']);
+    expect(shape(doctor)).toEqual(shape(wantDoctor));
+    // RESP3: a map (db.0 a map inside), doubles, and the doctor's verbatim string.
+    const resp3 = async (port: number): Promise<string[]> => {
+      const { replies } = await exchange(port, [['HELLO', '3'], ['MEMORY', 'STATS'], ['MEMORY', 'DOCTOR']]);
+      return splitReplies(replies).slice(1).map((f) => f.replace(/(\r\n[:,$=][^\r]*)/g, (m) => m.slice(0, 3)).replace(/\r\n[^%*:,$=][^\r]*/g, ''));
+    };
+    expect(await resp3(h.proxy().address.port)).toEqual(await resp3(refNode().port));
+    for (const args of [['MEMORY', 'STATS', 'x'], ['MEMORY', 'DOCTOR', 'x']]) {
+      const [got, wanted] = await both(c, r, args);
+      expect([args, got]).toEqual([args, wanted]);
+    }
+    expect(await errorOf(c.call('MEMORY', 'MALLOC-STATS'))).toBe(
+      "ERR slotproxy does not support 'MEMORY': MEMORY MALLOC-STATS is one process's allocator report; run it on the node itself",
+    );
+  });
+
+  test('LASTSAVE is the oldest master\'s; SAVE, BGSAVE and BGREWRITEAOF reach every master', async () => {
+    const masters = h.cluster().masters;
+    const idle = async (): Promise<boolean> => {
+      const infos = await Promise.all(masters.map((m) => m.info('persistence')));
+      return infos.every((i) => i.get('rdb_bgsave_in_progress') === '0' && i.get('aof_rewrite_in_progress') === '0' && i.get('aof_rewrite_scheduled') === '0');
+    };
+    await waitFor('no background save', idle);
+    const lastsaves = async (): Promise<number[]> => Promise.all(masters.map(async (m) => Number(await m.command('LASTSAVE'))));
+    expect(await c.call('LASTSAVE')).toBe(Math.min(...(await lastsaves())));
+    expect(await both(c, r, ['SAVE'])).toEqual(['OK', 'OK']);
+    const saved = await lastsaves();
+    expect(await c.call('LASTSAVE')).toBe(Math.min(...saved));
+    expect(await both(c, r, ['BGSAVE'])).toEqual(['Background saving started', 'Background saving started']);
+    await waitFor('the background saves', idle);
+    await waitFor('the reference\'s background save', async () => (await refNode().info('persistence')).get('rdb_bgsave_in_progress') === '0');
+    expect(await both(c, r, ['BGREWRITEAOF'])).toEqual(['Background append only file rewriting started', 'Background append only file rewriting started']);
+    await waitFor('the rewrites', idle);
+    // A master already saving refuses: its error, named, and on how many it was done.
+    await masters[1].command('BGSAVE');
+    const refused = await errorOf(c.call('BGSAVE'));
+    expect(refused).toContain('ERR Background save already in progress');
+    expect(refused).toContain(`${masters[1].host}:${masters[1].port}`);
+    await waitFor('the background saves', idle);
+    for (const args of [['LASTSAVE', 'x'], ['SAVE', 'x'], ['BGSAVE', 'x'], ['BGREWRITEAOF', 'x']]) {
+      const [got, wanted] = await both(c, r, args);
+      expect([args, got]).toEqual([args, wanted]);
+    }
+  });
+
+  test('ROLE answers as a master; MODULE LIST the modules every master has', async () => {
+    for (const args of [['ROLE'], ['ROLE', 'x'], ['MODULE', 'LIST'], ['MODULE', 'HELP'], ['MODULE', 'LIST', 'x']]) {
+      const [got, wanted] = await both(c, r, args);
+      expect([args, got]).toEqual([args, wanted]);
+    }
+    expect(await c.call('ROLE')).toEqual(['master', 0, []]);
+    expect(await errorOf(c.call('MODULE', 'LOAD', '/nowhere.so'))).toBe(
+      "ERR slotproxy does not support 'MODULE': modules are loaded into each node process; load or unload them on every node",
+    );
   });
 });
 

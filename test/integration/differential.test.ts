@@ -51,6 +51,12 @@ const COMPARED_BY_SHAPE = new Set([
   'KEYS', 'SCAN', 'COMMAND', 'COMMAND LIST', 'COMMAND INFO', 'COMMAND DOCS', // hash-table order, seeded at random
   'WAIT', // the number of replicas: the reference has none, the proxy's cluster one per master
 ]);
+/**
+ * Compared by the type of each reply alone: how many entries they hold depends on how long each
+ * server took to run the earlier cases (SLOWLOG keeps the commands slower than 10 ms, which on a
+ * loaded machine may be any, on either side).
+ */
+const COMPARED_BY_TYPE = new Set(['SLOWLOG GET']);
 const sha1 = (text: string): string => crypto.createHash('sha1').update(text).digest('hex');
 
 interface CorpusCase extends Case {
@@ -286,7 +292,8 @@ test('every documented command and the corpus: through slotproxy as on one Redis
   const differences: Difference[] = [];
   for (const t of cases) {
     const [want, got] = await Promise.all([run(referencePort(), t), run(proxyPort, t)]);
-    const view = (o: Outcome): string[] => (t.byShape === true ? shape(o.replies) : o.replies);
+    const view = (o: Outcome): string[] =>
+      t.byShape !== true ? o.replies : COMPARED_BY_TYPE.has(t.command) ? shape(o.replies).map((f) => f[0]) : shape(o.replies);
     if (JSON.stringify([view(want), want.closed]) !== JSON.stringify([view(got), got.closed])) differences.push({ test: t, want, got });
   }
 

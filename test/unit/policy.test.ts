@@ -43,7 +43,7 @@ describe('POLICY entries', () => {
   });
 
   test.each([...entries, ...ringOnly])('%s has a known strategy kind', (_name, strategy) => {
-    expect(['local', 'client', 'fanout', 'any-master', 'every-node', 'slot', 'refuse', 'transaction', 'pubsub', 'wait', 'monitor']).toContain(strategy.kind);
+    expect(['local', 'client', 'fanout', 'any-master', 'every-node', 'slot', 'refuse', 'transaction', 'pubsub', 'wait', 'monitor', 'every-master']).toContain(strategy.kind);
   });
 
   test.each([...ADMIN_COMMANDS])('admin command %s has an entry that runs it', (name) => {
@@ -75,7 +75,7 @@ describe('strategyFor', () => {
     ['config|get', 'config', 'any-master'],
     ['config|set', 'config', 'every-node'],
     ['config|resetstat', 'config', 'every-node'],
-    ['memory|stats', 'memory', 'refuse'],
+    ['memory|malloc-stats', 'memory', 'refuse'],
     ['memory|purge', 'memory', 'fanout'],
     ['randomkey', null, 'fanout'],
     // a Redis Cluster node answers these itself: by the slot named, by the key, any master
@@ -100,7 +100,7 @@ describe('strategyFor', () => {
 
   test('a subcommand with keys is routed by its key, whatever its container\'s entry', () => {
     expect(strategyFor('memory|usage', 'memory', true)).toBeUndefined();
-    expect(strategyFor('memory|doctor', 'memory', false)).toBe(POLICY.get('memory'));
+    expect(strategyFor('memory|malloc-stats', 'memory', false)).toBe(POLICY.get('memory'));
     // A listed subcommand keeps its entry.
     expect(strategyFor('config|set', 'config', true)).toBe(POLICY.get('config|set'));
   });

@@ -13,7 +13,7 @@
  * Replies come from the masters in RESP2; maps and doctors' texts are given in the client's protocol.
  */
 import { arrayElements } from '../resp/reply-framer';
-import { Reply, decodeReply, asArray } from '../resp/decode-reply';
+import { Reply, decodeReply, replyFields } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import { Merge } from './fanout';
 
@@ -141,14 +141,6 @@ function memoryRatio(name: string, sum: (field: string) => number): number | und
   }
 }
 
-/** A map's pairs (RESP2's flat array) as name -> value, in order. */
-function pairs(reply: Reply): Map<string, Reply> {
-  const list = asArray(reply);
-  const out = new Map<string, Reply>();
-  for (let i = 0; i + 1 < list.length; i += 2) out.set(String(list[i]), list[i + 1]);
-  return out;
-}
-
 function container(protocol: 2 | 3, fields: Buffer[]): Buffer {
   return protocol === 3 ? encode.mapOfFrames(fields) : encode.arrayOfFrames(fields);
 }
@@ -164,7 +156,7 @@ function memoryStats(protocol: 2 | 3): Merge {
   return (frames) => {
     const err = firstError(frames);
     if (err !== undefined) return err;
-    const stats = frames.map((f) => pairs(decodeReply(f, true)));
+    const stats = frames.map((f) => replyFields(decodeReply(f, true)));
     const sum = (field: string): number => stats.reduce((acc, s) => acc + (typeof s.get(field) === 'number' ? (s.get(field) as number) : 0), 0);
     const out: Buffer[] = [];
     const names = [...new Set(stats.flatMap((s) => [...s.keys()]))];
@@ -176,8 +168,8 @@ function memoryStats(protocol: 2 | 3): Merge {
       else if (typeof value === 'number') out.push(encode.integer(sum(name)));
       else if (Array.isArray(value)) {
         // db.N: its overheads summed over the masters that have it.
-        const dbs = stats.map((s) => s.get(name)).filter((v): v is Reply[] => Array.isArray(v)).map(pairs);
-        const fields = [...pairs(value).keys()].flatMap((f) => [encode.bulk(f), encode.integer(dbs.reduce((acc, d) => acc + Number(d.get(f) ?? 0), 0))]);
+        const dbs = stats.map((s) => s.get(name)).filter((v): v is Reply[] => Array.isArray(v)).map(replyFields);
+        const fields = [...replyFields(value).keys()].flatMap((f) => [encode.bulk(f), encode.integer(dbs.reduce((acc, d) => acc + Number(d.get(f) ?? 0), 0))]);
         out.push(container(protocol, fields));
       } else if (Buffer.isBuffer(value) && !Number.isNaN(Number(value.toString('latin1')))) {
         const values = stats.map((s) => s.get(name)).filter(Buffer.isBuffer).map((v) => Number(v.toString('latin1')));
@@ -194,7 +186,7 @@ function moduleList(protocol: 2 | 3): Merge {
     const err = firstError(frames);
     if (err !== undefined) return err;
     const entriesOf = (frame: Buffer): Buffer[] => arrayElements(frame) ?? [];
-    const nameOf = (entry: Buffer): string => String(pairs(decodeReply(entry, true)).get('name'));
+    const nameOf = (entry: Buffer): string => String(replyFields(decodeReply(entry, true)).get('name'));
     const everywhere = entriesOf(frames[0]).filter((entry) => frames.every((f) => entriesOf(f).some((e) => nameOf(e) === nameOf(entry))));
     return encode.arrayOfFrames(everywhere.map((entry) => container(protocol, arrayElements(entry) ?? [])));
   };

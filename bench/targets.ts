@@ -118,9 +118,15 @@ async function startDirectNode(): Promise<RedisNode> {
   }
 }
 
+/**
+ * How long a FLUSHALL between rounds may take: on a machine others load heavily (load average 20 on
+ * 2 cores), a node holding a round's keys took longer than sendCommand's default 5 s, and the run died.
+ */
+const FLUSH_TIMEOUT_MS = 60_000;
+
 /** FLUSHALL on every node, so every round starts from the same (empty) data set. */
 export async function flushBackends(b: Backends): Promise<void> {
-  await Promise.all([b.direct, ...b.standalone.nodes, ...b.cluster.nodes].map((n) => n.command('FLUSHALL')));
+  await Promise.all([b.direct, ...b.standalone.nodes, ...b.cluster.nodes].map((n) => sendCommand(n.port, ['FLUSHALL'], { host: n.host, timeoutMs: FLUSH_TIMEOUT_MS })));
 }
 
 // ---------------------------------------------------------------------------

@@ -20,6 +20,8 @@ export interface ListedClient extends ClientSession {
   kill(): void;
   /** ACL SETUSER changed its user: the user's rules as they are now apply to its next command. */
   refreshPermissions(): void;
+  /** Its channels and patterns when subscribed, else null. */
+  subscribedNames(): { channels: Buffer[]; patterns: Buffer[] } | null;
 }
 
 export class ClientList<C extends ListedClient = ListedClient> {

@@ -10,6 +10,7 @@ import { CommandTable } from '../commands/table';
 import { arityMismatch, parseInteger, resolveSubcommand } from '../commands/keys';
 import { ClientAuth, DEFAULT_USER } from '../security/auth';
 import { AclLog } from '../security/acl-log';
+import { UserPermissions } from '../security/permissions';
 import { userFields, userLine } from '../security/acl-describe';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -25,7 +26,7 @@ export interface AclServer {
 export function aclCommand(server: AclServer, session: ClientSession, name: string, args: Buffer[]): Buffer {
   switch (name) {
     case 'acl|setuser':
-      return setUser(server, args);
+      return setUser(server, session, args);
     case 'acl|getuser':
       return getUser(server, session, args[2].toString());
     case 'acl|deluser':
@@ -43,13 +44,22 @@ export function aclCommand(server: AclServer, session: ClientSession, name: stri
   }
 }
 
-function setUser(server: AclServer, args: Buffer[]): Buffer {
+function setUser(server: AclServer, session: ClientSession, args: Buffer[]): Buffer {
   const name = args[2].toString();
   if (/[ \0]/.test(name)) return encode.error("ERR Usernames can't contain spaces or null characters");
   const refused = server.auth.setUser(name, args.slice(3), server.table);
   if (refused !== null) return encode.error(refused);
-  // As on Redis, where a client points at its user: the new rules apply to its next command.
-  for (const c of server.clients) if (c.user === name) c.refreshPermissions();
+  // As on Redis, where a client points at its user: the new rules apply to its next command, and a
+  // client subscribed to a channel the user may no longer use is closed (after its reply, if it is this one).
+  const permissions = server.auth.permissionsOf(name);
+  for (const c of server.clients) {
+    if (c.user !== name) continue;
+    c.refreshPermissions();
+    const subscribed = permissions === null ? null : c.subscribedNames();
+    if (subscribed === null || (permissions as UserPermissions).allowsSubscriptions(subscribed.channels, subscribed.patterns)) continue;
+    if (c.id === session.id) session.closeAfterReply = true;
+    else c.kill();
+  }
   return encode.OK;
 }
 

@@ -62,6 +62,11 @@ export class Subscription implements Releasable {
   }
 
   /** Any command from a client in subscribed mode (or the SUBSCRIBE that starts it). */
+  /** What the client asked for: channels (shard channels too) and patterns (ACL SETUSER checks them). */
+  names(): { channels: Buffer[]; patterns: Buffer[] } {
+    return { channels: [...this.wanted.channel.values(), ...this.wanted.shard.values()], patterns: [...this.wanted.pattern.values()] };
+  }
+
   command(info: CommandInfo, args: Buffer[]): void {
     const name = info.name;
     const subKind = SUBSCRIBE_KIND.get(name);

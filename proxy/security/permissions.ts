@@ -187,6 +187,15 @@ export class UserPermissions {
     return null;
   }
 
+  /**
+   * Whether a client subscribed to these may stay subscribed (Redis's ACLKillPubsubClientsIfNeeded):
+   * every channel matches a pattern of the user's, every pattern is one of them as written.
+   */
+  allowsSubscriptions(channels: readonly Buffer[], patterns: readonly Buffer[]): boolean {
+    if (this.allChannels) return true;
+    return patterns.every((p) => this.channelPatterns.some((x) => x.equals(p))) && channels.every((c) => this.channelPatterns.some((x) => globMatch(x, c)));
+  }
+
   /** SORT's BY and GET read keys named by patterns: Redis wants read access to every key for them. */
   private readsEveryKey(): boolean {
     return this.allKeys || this.keyPatterns.some((p) => (p.flags & KEY_READ) !== 0 && p.pattern.length === 1 && p.pattern[0] === 0x2a);

@@ -206,6 +206,10 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     this.refreshPermissions();
   }
 
+  subscribedNames(): { channels: Buffer[]; patterns: Buffer[] } | null {
+    return this.subscription?.names() ?? null;
+  }
+
   /** After a reload: the user's permissions as the new config has them. */
   refreshPermissions(): void {
     this.permissions = this.host.dispatcher.permissionsOf(this.signedInAs);

@@ -167,6 +167,23 @@ describe('what the changes do', () => {
     expect(await cluster().masters[0].command('ACL', 'USERS')).toEqual(['default']);
   });
 
+  test('SETUSER taking a channel away closes the user\'s clients subscribed to it, as Redis does', async () => {
+    const port = proxyPort();
+    const admin = open(port);
+    expect(await admin.call('ACL', 'SETUSER', 'sub', 'on', '>s', '&news.*', '+@all')).toBe('OK');
+    const channel = open(port, { username: 'sub', password: 's' });
+    const pattern = open(port, { username: 'sub', password: 's' });
+    await channel.subscribe('news.1');
+    await pattern.psubscribe('news.*');
+    const patternClosed = new Promise<void>((resolve) => pattern.once('close', () => resolve()));
+    // news.1 is still allowed; the pattern news.* no longer is one of the user's.
+    expect(await admin.call('ACL', 'SETUSER', 'sub', 'resetchannels', '&news.1')).toBe('OK');
+    await patternClosed;
+    const got = new Promise<string>((resolve) => channel.once('message', (_c: string, m: string) => resolve(m)));
+    expect(await admin.publish('news.1', 'still here')).toBe(1);
+    expect(await got).toBe('still here');
+  });
+
   test('the default user: SETUSER default resetpass locks new connections out, as on Redis', async () => {
     const port = proxyPort();
     const admin = open(port);

@@ -11,6 +11,7 @@ import { Ring } from '../sharding/ring';
 import { NodeClient } from '../proxy/migration/tools/node-client';
 import { copyMoved } from '../proxy/migration/tools/copy';
 import { verifyMoved } from '../proxy/migration/tools/verify';
+import { saveVerifyRecord } from '../proxy/migration/tools/verify-record';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
 import { libraryStatusLines, verifyLibraries } from '../proxy/migration/tools/libraries';
 import { CLUSTER_COPY_STATE_KEY, READ_COPY_STATE, parseCopyState, readCopyState } from '../proxy/migration/tools/copy';
@@ -85,6 +86,9 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         const { config } = migratingConfig(opts.config);
         const r = await withNodes(config, (nodes, placement) => verifyMoved(nodes, placement, { ttlToleranceMs: opts.ttlTolerance, batch: 500, show: opts.show, progress: true }));
         for (const e of r.examples) process.stdout.write(`  differs: ${e}\n`);
+        // For the proxies' console; a verify whose result cannot be saved still reports it.
+        const record = { at: Date.now(), compared: r.compared, differing: r.differing, inFlight: r.inFlight };
+        await withNodes(config, (nodes, placement) => saveVerifyRecord(nodes, placement, record)).catch(() => undefined);
         if (r.closedSideA !== undefined) {
           const { fence } = r.closedSideA;
           process.stdout.write(

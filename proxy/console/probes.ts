@@ -7,7 +7,8 @@
 import { ProxyContext } from '../context';
 import { request } from '../backend/request';
 import { decodeReply, errorText } from '../resp/decode-reply';
-import { readCopyProgress } from '../migration/copy-progress';
+import { readCopyProgress, readLastVerify } from '../migration/copy-progress';
+import type { VerifyRecord } from '../migration/tools/verify-record';
 import { fleetOf } from '../migration/admin';
 import { ProxyRecord } from '../migration/fleet';
 import type { MigrationCopyProgress } from '../telemetry/metrics';
@@ -42,6 +43,8 @@ export interface ProbeResults {
   health: Map<string, NodeHealth>;
   fleet: ProxyRecord[] | { error: string } | null;
   copy: CopyView | null;
+  /** `migrate verify`'s last result, when one was saved on side A. */
+  verify: VerifyRecord | null;
 }
 
 export class ConsoleProbes {
@@ -61,12 +64,13 @@ export class ConsoleProbes {
     const nodes = knownNodes(this.ctx);
     const placement = this.ctx.ring?.placement;
     const migrating = placement?.migrating === true;
-    const [health, fleet, copy] = await Promise.all([
+    const [health, fleet, copy, verify] = await Promise.all([
       Promise.all(nodes.map(async (addr) => [addr, await this.ping(addr)] as const)),
       migrating && placement !== undefined ? fleetOf(this.ctx, placement).catch((err: Error) => ({ error: err.message })) : Promise.resolve(null),
       migrating ? this.readCopy() : Promise.resolve(null),
+      migrating ? readLastVerify(this.ctx) : Promise.resolve(null),
     ]);
-    this.last = { at: Date.now(), health: new Map(health), fleet, copy };
+    this.last = { at: Date.now(), health: new Map(health), fleet, copy, verify };
     return this.last;
   }
 

@@ -11,6 +11,7 @@ import { Ring } from '../../sharding/ring';
 import { SLOT_COUNT } from '../cluster/slot-map';
 import { ConsoleEvent, ConsoleRecorder, Sample } from './recorder';
 import { CopyView, ProbeResults } from './probes';
+import type { VerifyRecord } from '../migration/tools/verify-record';
 
 /** Bumped when a field changes meaning or goes away (new fields do not bump it). */
 export const CONSOLE_STATE_VERSION = 1;
@@ -42,6 +43,8 @@ export interface MigrationView {
   fleet: { id: string; addr: string; phase: string; pid: number; version: string; feeds: string; targetRefused: string }[] | null;
   fleetError: string | null;
   copy: CopyView | null;
+  /** `slotproxy migrate verify`'s last result (saved on side A), null when none is known. */
+  verify: VerifyRecord | null;
   feeds: {
     nodes: { addr: string; state: string }[];
     uncovered: string[];
@@ -225,6 +228,7 @@ function migrationOf(src: StateSources, probes: ProbeResults): MigrationView {
     fleet: Array.isArray(fleet) ? fleet.map((r) => ({ id: r.id, addr: r.addr, phase: r.phase, pid: r.pid, version: r.version, feeds: r.feeds, targetRefused: r.targetRefused })) : null,
     fleetError: fleet !== null && !Array.isArray(fleet) ? fleet.error : null,
     copy: probes.copy,
+    verify: probes.verify,
     feeds:
       counts === null
         ? null

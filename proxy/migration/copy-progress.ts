@@ -11,6 +11,7 @@ import { CLUSTER_COPY_STATE_KEY, READ_COPY_STATE, parseCopyState, readCopyState 
 import { ownersOf } from './copy-keys';
 import { sideRequest } from './side-request';
 import type { MigrationCopyProgress } from '../telemetry/metrics';
+import { VerifyRecord, parseVerifyRecord, readVerifyRecord, verifyRecordPlace } from './tools/verify-record';
 
 const READ_TIMEOUT_MS = 1000;
 
@@ -20,10 +21,7 @@ export async function readCopyProgress(ctx: ProxyContext): Promise<MigrationCopy
   if (placement === undefined || !placement.migrating) return null;
   const owners = ownersOf(placement.from);
   const nodes = owners === null ? placement.from.masters() : [owners.ownerOf(0) ?? ''];
-  const read = (addr: string): Promise<Buffer> =>
-    owners === null
-      ? request(ctx.pool.connection(addr, 0), READ_COPY_STATE, READ_TIMEOUT_MS)
-      : sideRequest(ctx.pool, owners, addr, readCopyState(CLUSTER_COPY_STATE_KEY), { lane: 0, timeoutMs: READ_TIMEOUT_MS, retryWindowMs: 0 });
+  const read = (addr: string): Promise<Buffer> => askSideA(ctx, addr, owners === null ? READ_COPY_STATE : readCopyState(CLUSTER_COPY_STATE_KEY));
   const states = await Promise.all(
     nodes.map(async (addr) => {
       try {
@@ -40,4 +38,25 @@ export async function readCopyProgress(ctx: ProxyContext): Promise<MigrationCopy
     nodesDone: states.filter((s) => s.done).length,
     nodes: nodes.length,
   };
+}
+
+/** `migrate verify`'s last result saved on side A (tools/verify-record.ts); null outside a migration, before any, or when A does not answer. */
+export async function readLastVerify(ctx: ProxyContext): Promise<VerifyRecord | null> {
+  const placement = ctx.ring?.placement;
+  if (placement === undefined || !placement.migrating) return null;
+  const { addr, key } = verifyRecordPlace(placement);
+  try {
+    return parseVerifyRecord(decodeReply(await askSideA(ctx, addr, readVerifyRecord(key)), true));
+  } catch {
+    return null;
+  }
+}
+
+/** One request to a node of side A over the proxy's own connections (a cluster A's follows its slot map). */
+function askSideA(ctx: ProxyContext, addr: string, args: readonly string[]): Promise<Buffer> {
+  const placement = ctx.ring?.placement;
+  const owners = placement === undefined ? null : ownersOf(placement.from);
+  return owners === null
+    ? request(ctx.pool.connection(addr, 0), args, READ_TIMEOUT_MS)
+    : sideRequest(ctx.pool, owners, addr, args, { lane: 0, timeoutMs: READ_TIMEOUT_MS, retryWindowMs: 0 });
 }

@@ -13,6 +13,8 @@ import { Placement } from '../../sharding/migration';
 import { ownerOfKey } from '../../sharding/key-space';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { copyMoved } from '../../proxy/migration/tools/copy';
+import { verifyMoved } from '../../proxy/migration/tools/verify';
+import { saveVerifyRecord } from '../../proxy/migration/tools/verify-record';
 import type { ConsoleState } from '../../proxy/console/state';
 import { useCluster } from '../helpers/cluster';
 import { client, startProxy } from '../helpers/proxy';
@@ -290,6 +292,14 @@ describe('a ring migration from double-write to done', () => {
       const result = await copy;
       await page.waitForSelector('#copy-text[data-done="true"]', { timeout: 30_000 });
       expect(await copiedOnPage()).toBe(result.copied);
+
+      // migrate verify's result, as the command saves it on side A, shows on the page.
+      expect(await page.textContent('#verify')).toContain('No verify result known');
+      const verified = await verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 500, show: 0, progress: false });
+      expect(verified.differing).toBe(0);
+      await saveVerifyRecord(direct, placement, { at: Date.now(), compared: verified.compared, differing: verified.differing, inFlight: verified.inFlight });
+      await page.waitForSelector('#verify[data-differing="0"]');
+      expect(await page.textContent('#verify')).toContain(`${verified.compared.toLocaleString('en-US')} moved keys compared, 0 differ`);
 
       expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
       await page.waitForSelector('#migration[data-phase="read-new"]');

@@ -161,6 +161,18 @@ function renderMigration(s) {
       ),
     );
   }
+  const v = m.verify;
+  const verify = $('verify');
+  if (v === null) {
+    verify.removeAttribute('data-differing');
+    verify.replaceChildren('No verify result known: ', el('code', {}, 'slotproxy migrate verify -c FILE'), ' compares every moved key (it saves its result here).');
+  } else {
+    verify.dataset.differing = v.differing;
+    verify.className = v.differing === 0 ? '' : 'error';
+    verify.textContent =
+      `Last verify, ${time(v.at)}: ${number(v.compared)} moved keys compared, ${number(v.differing)} differ` +
+      (v.inFlight > 0 ? ` (${number(v.inFlight)} were being written and kept reaching B)` : '') + '.';
+  }
   $('fleet-error').textContent = m.fleetError === null ? '' : `cannot read the fleet: ${m.fleetError}`;
   table(
     'fleet',

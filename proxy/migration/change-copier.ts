@@ -34,10 +34,11 @@ import { RingRouter } from '../ring/router';
 import { log } from '../telemetry/log';
 import { MigrationFeedCounts } from '../telemetry/metrics';
 import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
-import { Snapshot, applyCommand, applyManyCommand, isBookkeepingKey, parseApply, parseApplyMany, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
+import { Snapshot, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
 import { CopyTarget, movingTargets } from './copy-keys';
 import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
 import { migrationScript } from './side-request';
+import { applyBurst } from './apply-burst';
 import { ACK_SCRIPT, CLOSING_TTL_MS, closingCall, closingPlace } from './closing';
 import { ReadBarrierWatch, readingPlace } from './read-barrier';
 import { fleetOf } from './admin';
@@ -357,29 +358,16 @@ export class ChangeCopier implements MigrationChanges {
     const changed = group.map((t, i) => ({ t, snap: snaps[i] })).filter((c): c is { t: CopyTarget; snap: Snapshot } => c.snap !== null);
     this.count.unchanged += group.length - changed.length;
     for (const t of group) node.failed.delete(t.key.toString('latin1'));
-    // One APPLY per B node and fence: a script's keys land on B together, or all meet the fence.
-    const onB = new Map<string, { t: CopyTarget; snap: Snapshot }[]>();
-    for (const c of changed) {
-      const id = `${c.t.to} ${c.t.toBook.fenceKey(c.t.key)}`;
-      const list = onB.get(id) ?? [];
-      list.push(c);
-      onB.set(id, list);
-    }
-    await Promise.all([...onB.values()].map((list) => this.applyTogether(node, list)));
-  }
-
-  private async applyTogether(node: NodeChanges, list: readonly { t: CopyTarget; snap: Snapshot }[]): Promise<void> {
-    const t0 = list[0].t;
-    try {
-      const frame = await this.script(t0.toOwners, t0.to, (sha) => applyManyCommand(list.map((c) => c.t.key), list.map((c) => c.snap), sha, t0.toBook));
-      parseApplyMany(frame, list.length).forEach((outcome, i) => {
-        if (outcome.kind === 'applied') this.count.copied++;
-        else if (outcome.kind === 'fenced' && outcome.version < list[i].snap.version) this.count.missedAfterFence++;
-      });
-    } catch (err) {
-      // The snapshots are taken (their fingerprints kept): only forced ones carry these states now.
-      for (const c of list) this.failed(node, c.t, err);
-    }
+    // As few APPLY scripts as B allows (apply-burst.ts: one per ring node; on a cluster B one per
+    // node for keys of any of its slots, per slot when that fails). A script's keys share a slot,
+    // so they land on B together, or all meet the fence.
+    if (changed.length === 0) return;
+    const outcomes = await applyBurst(this.ctx, changed.map((c) => c.t), changed.map((c) => c.snap), LANE);
+    outcomes.forEach((outcome, i) => {
+      if (outcome instanceof Error) return this.failed(node, changed[i].t, outcome);
+      if (outcome.kind === 'applied') this.count.copied++;
+      else if (outcome.kind === 'fenced' && outcome.version < changed[i].snap.version) this.count.missedAfterFence++;
+    });
   }
 
   /** One key, snapshot forced (a retry, or a key found on side B by a re-walk). */

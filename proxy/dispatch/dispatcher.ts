@@ -23,6 +23,7 @@ import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { convergingWrite } from '../migration/start';
+import { CarriedWrite } from './carried-write';
 import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migration/after-copy';
 import { isProxyCommand, proxyCommand } from '../migration/admin';
 import { blockingRoute } from '../migration/converging-block';
@@ -358,7 +359,11 @@ export class Dispatcher {
     // Keys whose owner does not change are written as usual (A and B are the same node).
     if (!readonly && placement.converges) {
       const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
-      if (started !== null) return started.hold;
+      if (started !== null) {
+        if ('hold' in started) return started.hold;
+        session.track(new CarriedWrite(this.ctx, session, raw ?? encode.command(args), shard, started.carry)).start();
+        return undefined;
+      }
     }
     return this.forward(session, args, raw, shard, info);
   }

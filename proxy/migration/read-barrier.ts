@@ -1,6 +1,6 @@
 /**
  * The fleet barrier before any proxy reads from side B (a switch to `read-new`, or a start in it).
- * In double-write a proxy answers writes after side A alone (carried-write.ts) and its change
+ * In double-write a proxy answers writes after side A alone (proxy/dispatch/carried-write.ts) and its change
  * feeds carry them to B later; a read from B through another proxy could miss such a write. So a
  * proxy about to read from B first has every proxy of the fleet stop answering writes before B
  * holds them:

@@ -2,7 +2,7 @@ import { ProxyContext } from '../context';
 import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite } from './converging-write';
-import { CarriedWrite } from './carried-write';
+import { CarryState } from '../ring/carry-state';
 import { CopyTarget } from './copy-keys';
 import { joinsOpenBurst } from './converging-batch';
 import { shardTargets } from './copy-keys';
@@ -19,11 +19,15 @@ import * as errors from '../resp/errors';
  * where the write already is, so nothing waits.
  *
  * In double-write, while no proxy of the fleet reads from B (read-barrier.ts), a write whose keys
- * it names is answered after A alone and the change feeds carry it (carried-write.ts). Scripts
+ * it names is answered after A alone and the change feeds carry it: the caller forwards it as a CarriedWrite
+ * (proxy/dispatch/carried-write.ts) counted by the `carry` returned. Scripts
  * (which may write keys they do not name), writes of a client in a transaction's state, and writes
  * to keys whose B node is known to be down still converge, as in read-new: the script's reply
  * waits for its node's feed as before, and a write to a B node that is down gets its clear error.
  */
+/** A write started here (`hold`: what the session's next requests wait for), or one to forward counted by `carry`. */
+export type ConvergingStart = { hold: Promise<void> | undefined } | { carry: CarryState };
+
 export function convergingWrite(
   ctx: ProxyContext,
   session: ClientSession,
@@ -32,7 +36,7 @@ export function convergingWrite(
   shard: number,
   positions: readonly number[],
   placement: Placement,
-): { hold: Promise<void> | undefined } | null {
+): ConvergingStart | null {
   // Every key of the request is of `shard` (the dispatcher checked): the shard names their owners.
   const targets = shardTargets(placement, positions.map((p) => args[p]), shard);
   const address = placement.writeAddress(shard);
@@ -43,8 +47,7 @@ export function convergingWrite(
   const inTransaction = ((session as { transaction?: unknown }).transaction ?? null) !== null;
   const carry = ctx.ring?.carry;
   if (targets.length > 0 && carry?.answerAfterA === true && placement.phase === 'double-write' && !undeclared && !inTransaction && feedsCarry(ctx, targets)) {
-    session.track(new CarriedWrite(ctx, session, raw ?? encode.command(args), shard, carry)).start();
-    return { hold: undefined };
+    return { carry };
   }
   if (targets.length === 0) {
     // Its node is the same in both rings. Behind a burst of its client's still open on the

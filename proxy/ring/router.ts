@@ -1,7 +1,7 @@
 import { Placement } from '../../sharding/migration';
 import { Router } from '../../sharding/router';
 import { ClusterKeySpace } from '../../sharding/cluster-key-space';
-import { CarryState } from '../migration/carry-state';
+import { CarryState } from './carry-state';
 
 /**
  * A command blocked on a node, which a phase switch may move: a BLPOP blocked on ring A when the

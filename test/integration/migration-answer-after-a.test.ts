@@ -1,5 +1,5 @@
 // Double-write answers a write after side A alone and lets the change feeds carry it to B
-// (proxy/migration/carried-write.ts), over real redis-servers (a ring grown 2 -> 3) with two
+// (proxy/dispatch/carried-write.ts), over real redis-servers (a ring grown 2 -> 3) with two
 // proxies: when writes stop, B holds A's final state for every key; the switch to read-new is a
 // fleet barrier (read-barrier.ts), so a write acknowledged through one proxy is read back from B
 // through the other; going back to double-write answers after A again.

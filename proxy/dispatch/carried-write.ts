@@ -1,21 +1,27 @@
 /**
  * A write answered after side A alone (double-write, while no proxy of the fleet reads from B): it
  * is forwarded to A as without a migration, and the node's change feed carries the key to B
- * (change-copier.ts: SNAPSHOT "only if changed" on A, APPLY on B, newest version wins). Exact for
+ * (proxy/migration/change-copier.ts: SNAPSHOT "only if changed" on A, APPLY on B, newest version wins). Exact for
  * the same reason a write made straight on A's node is: the node names the key on its feed after
  * the write, the copier snapshots it after hearing that, so the snapshot holds the write (or a
  * later state), and B keeps the highest-numbered snapshot it sees.
  *
  * What it gives up is read-your-writes on B, which nothing needs while every proxy reads from A.
- * Before any proxy reads from B, the fleet's read barrier (read-barrier.ts) turns every proxy's
- * writes back into converging ones (converging-write.ts: answered once B holds them) and waits
+ * Before any proxy reads from B, the fleet's read barrier (proxy/migration/read-barrier.ts) turns every proxy's
+ * writes back into converging ones (proxy/migration/converging-write.ts: answered once B holds them) and waits
  * until the carried writes in flight are answered and the feeds have copied what they heard.
- * CarryState (carry-state.ts) counts them for that wait.
+ * The ring router's CarryState (proxy/ring/carry-state.ts) counts them for that wait; it reaches
+ * this file as the start.ts decision hands it over (`CarriedCount`), so dispatch needs no ring import.
  */
-import { ForwardedCommand } from '../dispatch/forward';
+
+/** What counts carried writes in flight (proxy/ring/carry-state.ts). */
+export interface CarriedCount {
+  begin(): void;
+  end(): void;
+}
+import { ForwardedCommand } from './forward';
 import { ProxyContext } from '../context';
 import { ReplyOwner } from '../client/reply-slot';
-import { CarryState } from './carry-state';
 
 /** A write forwarded to side A's node, counted in `carried` until its reply is known. */
 export class CarriedWrite extends ForwardedCommand {
@@ -26,7 +32,7 @@ export class CarriedWrite extends ForwardedCommand {
     owner: ReplyOwner,
     payload: Buffer,
     shard: number,
-    private readonly carried: CarryState,
+    private readonly carried: CarriedCount,
   ) {
     super(ctx, owner, payload, shard, false);
     carried.begin();

@@ -1,6 +1,6 @@
 /**
- * Whether this proxy answers double-write's writes after side A alone (carried-write.ts), and how
- * many such writes are in flight: the fleet's read barrier (read-barrier.ts) waits for them.
+ * Whether this proxy answers double-write's writes after side A alone (proxy/dispatch/carried-write.ts), and how
+ * many such writes are in flight: the fleet's read barrier (proxy/migration/read-barrier.ts) waits for them.
  */
 export class CarryState {
   /**

@@ -18,7 +18,7 @@
  * worker too (each steps its own level, reopens its own file).
  */
 import os from 'node:os';
-import { flushLog, log, logFile, reopenLogFile, stepLogLevelBySignal } from '../proxy/telemetry/log';
+import { fatalNow, flushLog, log, logFile, reopenLogFile, stepLogLevelBySignal } from '../proxy/telemetry/log';
 
 /** How long a SIGSEGV waits for its log line to be written before the process ends. */
 const SEGV_FLUSH_MS = 1000;
@@ -58,12 +58,13 @@ export function handleNutcrackerSignals(forward?: (signal: NodeJS.Signals) => vo
     forward?.('SIGUSR1');
   });
   process.on('SIGUSR2', () => logSignal('SIGUSR2'));
-  // Said at fatal, the line a crash leaves whatever the level. Once it is written (stderr's writes
-  // are asynchronous; at most SEGV_FLUSH_MS for a stderr nobody reads), the default action, the
+  // Said at fatal, the line a crash leaves whatever the level, written before the handler goes on
+  // (fatalNow). Once the lines logged before it are out too (stderr's writes are asynchronous; at
+  // most SEGV_FLUSH_MS for a stderr nobody reads), the default action, the
   // handler being removed: a supervisor sees a death by SIGSEGV, with a core where core dumps are
   // on. A SEGV raised by a real fault never reaches this JavaScript (docs/operations.md, "Signals").
   process.once('SIGSEGV', () => {
-    log.fatal({ signal: 'SIGSEGV' }, signalReceived('SIGSEGV', 'core dumping'));
+    fatalNow({ signal: 'SIGSEGV' }, signalReceived('SIGSEGV', 'core dumping'));
     const die = (): void => {
       process.kill(process.pid, 'SIGSEGV');
     };

@@ -9,6 +9,7 @@
  * flushed and closed. File writes are synchronous: a line is on disk when the call returns, and a
  * reopen never splits a line between two files.
  */
+import fs from 'node:fs';
 import pino from 'pino';
 
 type Target = pino.DestinationStream & { flush?: (cb?: (err?: Error) => unknown) => void };
@@ -66,6 +67,15 @@ export class LogOutput implements pino.DestinationStream {
 
   write(line: string): void {
     this.target.write(line);
+  }
+
+  /**
+   * `line` written before this returns: to the file (whose writes are synchronous), or straight to
+   * fd 2, not through stderr's asynchronous stream, whose queued lines may still come after it.
+   */
+  writeNow(line: string): void {
+    if (this.stream !== null) this.stream.write(line);
+    else fs.writeSync(2, line);
   }
 
   flush(cb?: (err?: Error) => unknown): void {

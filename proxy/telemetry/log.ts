@@ -38,6 +38,14 @@ export function logFile(): string | null {
   return output.file;
 }
 
+/**
+ * A fatal line on its way out before this returns, wherever logs go: for a process about to die by
+ * a signal, which cannot count on stderr's asynchronous writes being done in time (a loaded machine).
+ */
+export function fatalNow(fields: object, msg: string): void {
+  pino({ base: { name: 'slotproxy' } }, { write: (line: string) => output.writeNow(line) }).fatal(fields, msg);
+}
+
 /** `done` once every line logged so far is written (stderr is written asynchronously). */
 export function flushLog(done: () => void): void {
   output.flush(() => done());

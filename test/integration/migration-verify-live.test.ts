@@ -273,64 +273,39 @@ async function verifyAfterDone(raw: Record<string, unknown>, label: string, fenc
   }
 }
 
-test('ring of 2 -> ring of 3, after done under load: verify says side A is closed and checks B', async () => {
+/** A proxy over the ring's first two nodes, migrating to all three (a grow). */
+function ringGrow(): Record<string, unknown> {
   const addrs = ring!.addresses;
-  await verifyAfterDone(
-    {
-      listen: '127.0.0.1:0',
-      mode: 'ring',
-      ring: { hash: 'md5', nodes: ringOf(addrs.slice(0, 2)) },
-      migration: { phase: 'double-write', to: { nodes: ringOf(addrs) } },
-      log: { level: 'silent' },
-    },
-    'ring 2 -> 3',
-    { of: 3, unit: 'nodes' },
-  );
-}, 120_000);
+  return migrating(addrs.slice(0, 2), { nodes: ringOf(addrs) });
+}
 
-test('ring of 2 -> cluster of 3, after done under load: verify says side A is closed and checks B', async () => {
-  await verifyAfterDone(
-    {
-      listen: '127.0.0.1:0',
-      mode: 'ring',
-      ring: { hash: 'md5', nodes: ringOf(ring!.addresses.slice(0, 2)) },
-      migration: { phase: 'double-write', to: { cluster: { seeds: [cluster!.masters[0].address] } } },
-      log: { level: 'silent' },
-    },
-    'ring 2 -> cluster of 3',
-    { of: 16384, unit: 'slots' },
-  );
-}, 120_000);
+/** A proxy over the ring's first two nodes, migrating into the cluster. */
+function ringToCluster(): Record<string, unknown> {
+  return migrating(ring!.addresses.slice(0, 2), { cluster: { seeds: [cluster!.masters[0].address] } });
+}
+
+function migrating(from: string[], to: Record<string, unknown>): Record<string, unknown> {
+  return { listen: '127.0.0.1:0', mode: 'ring', ring: { hash: 'md5', nodes: ringOf(from) }, migration: { phase: 'double-write', to }, log: { level: 'silent' } };
+}
 
 function ringOf(addrs: string[]): { name: string; addr: string; weight: number }[] {
   return addrs.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
 }
 
+test('ring of 2 -> ring of 3, after done under load: verify says side A is closed and checks B', async () => {
+  await verifyAfterDone(ringGrow(), 'ring 2 -> 3', { of: 3, unit: 'nodes' });
+}, 120_000);
+
+test('ring of 2 -> cluster of 3, after done under load: verify says side A is closed and checks B', async () => {
+  await verifyAfterDone(ringToCluster(), 'ring 2 -> cluster of 3', { of: 16384, unit: 'slots' });
+}, 120_000);
+
 test('ring of 2 -> ring of 3: verify under live writes reports only lasting differences', async () => {
-  const addrs = ring!.addresses;
-  await verifyUnderLoad(
-    {
-      listen: '127.0.0.1:0',
-      mode: 'ring',
-      ring: { hash: 'md5', nodes: ringOf(addrs.slice(0, 2)) },
-      migration: { phase: 'double-write', to: { nodes: ringOf(addrs) } },
-      log: { level: 'silent' },
-    },
-    'ring 2 -> 3',
-  );
+  await verifyUnderLoad(ringGrow(), 'ring 2 -> 3');
 }, 120_000);
 
 test('ring of 2 -> cluster of 3: verify under live writes reports only lasting differences', async () => {
-  await verifyUnderLoad(
-    {
-      listen: '127.0.0.1:0',
-      mode: 'ring',
-      ring: { hash: 'md5', nodes: ringOf(ring!.addresses.slice(0, 2)) },
-      migration: { phase: 'double-write', to: { cluster: { seeds: [cluster!.masters[0].address] } } },
-      log: { level: 'silent' },
-    },
-    'ring 2 -> cluster of 3',
-  );
+  await verifyUnderLoad(ringToCluster(), 'ring 2 -> cluster of 3');
 }, 120_000);
 
 test("verify tells a key of A still in its last snapshot's state from one changed since, as the snapshot script fingerprints it", async () => {

@@ -8,13 +8,9 @@ import { CommandInfo } from '../commands/table';
 import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys';
 import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../commands/policy';
 import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
-import { FanoutCommand, ScanCommand, allOk, andArrays, concatArrays, firstNonNil, killMerge, sumIntegers } from './fanout';
-import { FollowedFanout } from './followed-fanout';
-import { functionStatsMerge } from './function-stats';
-import { InfoServer, infoFanout, infoMerge, onlyProxySection } from './info';
-import { RandomKeyCommand } from './random-key';
+import { InfoServer } from './info';
+import { fanout, spreadInMulti } from './fanout-route';
 import { EveryNodeCommand, everyNode } from './every-node';
-import { SERVER_MERGES, latencyResetMerge } from './server-merges';
 import { answerLocally } from './local';
 import { clientCommand } from './client-command';
 import { ReplySlot } from '../client/reply-slot';
@@ -28,15 +24,15 @@ import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migra
 import { isProxyCommand, proxyCommand } from '../migration/admin';
 import { blockingRoute } from '../migration/converging-block';
 import { noteTargetRefusal } from '../migration/target-refusals';
-import { FOLLOWS_TO_TARGET, followOnTarget } from '../migration/target-mirror';
+import { FOLLOWS_TO_TARGET } from '../migration/target-mirror';
 import { WAIT_FOR_SWITCH_CARRY, switchCarry } from '../migration/carry';
-import { Spread, TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
+import { TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from '../pubsub/subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from '../pubsub/subscription-state';
 import { runBlocking, runWait } from './blocking';
 import { ConfigGet } from './config-get';
-import { SCRIPT_CALLS, heldScripts, numkeysError, rememberingScripts, scriptCall } from './script-call';
+import { SCRIPT_CALLS, numkeysError, scriptCall } from './script-call';
 import { SPLIT_RULES, SplitCommand, SplitRule, groupByShard, partPositions, splitByShard } from './split';
 import { PlainSplit } from './split-part';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
@@ -50,33 +46,6 @@ export interface DispatchSession extends TransactionClient, SubscriberClient, Ca
 }
 
 const NOAUTH_REPLY = encode.error(errors.NOAUTH);
-
-const FANOUT_MERGES = new Map([
-  ['dbsize', sumIntegers],
-  ['keys', concatArrays],
-  ['flushall', allOk],
-  ['flushdb', allOk],
-  ['script|load', allOk],
-  ['script|flush', allOk],
-  ['script|kill', killMerge],
-  ['function|load', allOk],
-  ['function|delete', allOk],
-  ['function|flush', allOk],
-  ['function|restore', allOk],
-  ['function|kill', killMerge],
-  ['function|stats', functionStatsMerge],
-  ['memory|purge', allOk],
-  ['client|pause', allOk],
-  ['client|unpause', allOk],
-  ['slowlog|len', sumIntegers],
-  ['slowlog|reset', allOk],
-]);
-
-/**
- * Sent on a connection of their own per master: the client's lane may be stuck behind the busy
- * script they kill, or behind a write that the pause they end holds.
- */
-const OUT_OF_LANE: ReadonlySet<string> = new Set(['script|kill', 'function|kill', 'client|unpause']);
 
 export class Dispatcher {
   /** How commands that are not simply routed by their keys are handled, in this proxy's mode. */
@@ -181,7 +150,7 @@ export class Dispatcher {
     }
     const txn = session.transaction;
     if (txn !== null && txn.inMulti && strategy?.kind !== 'transaction' && !RUN_INSIDE_MULTI.has(info.name)) {
-      return queueInTransaction(ctx, session, txn, info, strategy, args, raw, this.spreadInMulti(info.name, strategy, args));
+      return queueInTransaction(ctx, session, txn, info, strategy, args, raw, spreadInMulti(ctx, this.server, info.name, strategy, args));
     }
     if (strategy !== undefined) {
       switch (strategy.kind) {
@@ -203,8 +172,8 @@ export class Dispatcher {
         case 'fanout': {
           // Just switched phase: what side B holds changes after the copy to B, not under it (migration/carry.ts).
           const carrying = FOLLOWS_TO_TARGET.has(info.name) ? switchCarry(ctx) : null;
-          if (carrying !== null) return carrying.then(() => this.fanout(session, info.name, args, raw));
-          this.fanout(session, info.name, args, raw);
+          if (carrying !== null) return carrying.then(() => fanout(ctx, this.server, session, info.name, args, raw));
+          fanout(ctx, this.server, session, info.name, args, raw);
           return undefined;
         }
         case 'any-master':
@@ -236,22 +205,6 @@ export class Dispatcher {
     const positions = keyPositions(info, args);
     if (positions === null) return this.routeWithNodeKeys(session, info, args, raw);
     return this.route(session, info, args, raw, positions);
-  }
-
-  /**
-   * How a command that reaches several nodes is merged when it runs inside MULTI (transaction.ts):
-   * the merge it has outside a transaction; null for the others, and for SCAN, whose cursor walks
-   * the masters one by one, and the KILLs, which must not queue behind what they kill.
-   */
-  private spreadInMulti(name: string, strategy: Strategy | undefined, args: Buffer[]): Spread | null {
-    if (strategy?.kind === 'every-node') return { merge: allOk, everyNode: true };
-    if (strategy?.kind === 'every-master') return { merge: allOk, everyNode: false };
-    if (strategy?.kind !== 'fanout' || name === 'scan' || OUT_OF_LANE.has(name)) return null;
-    if (name === 'info') return { merge: infoMerge(this.ctx, this.server, args), everyNode: false };
-    if (name === 'randomkey') return { merge: firstNonNil, everyNode: false };
-    if (name === 'script|exists') return { merge: andArrays(args.slice(2).map(() => false)), everyNode: false };
-    const merge = FANOUT_MERGES.get(name) ?? SERVER_MERGES.get(name)?.(args, 2);
-    return merge === undefined ? null : { merge: rememberingScripts(this.ctx.scripts, name, args, merge), everyNode: false };
   }
 
   /** A user's rules refuse the request: Redis's NOPERM (inside MULTI, EXEC then aborts), counted. */
@@ -458,57 +411,8 @@ export class Dispatcher {
     }
     await this.route(session, info, args, raw, positions);
   }
-
-  private fanout(session: DispatchSession, name: string, args: Buffer[], raw: Buffer | null): void {
-    const ctx = this.ctx;
-    const masters = ctx.router.masters();
-    switch (name) {
-      case 'scan':
-        session.track(new ScanCommand(session, masters)).start(ctx, args);
-        return;
-      case 'randomkey':
-        session.track(new RandomKeyCommand(ctx, session, masters)).start();
-        return;
-      case 'info': {
-        if (onlyProxySection(args)) return session.replyNow(encode.bulk(`${this.server.proxySection()}\r\n`));
-        const { merge, after } = infoFanout(ctx, this.server, args);
-        session.track(new FanoutCommand(session, masters, merge)).start(ctx, raw ?? encode.command(args), false, after);
-        return;
-      }
-    }
-    if (name === 'latency|reset') {
-      // Behind a LATENCY LATEST on each master: the count is of distinct events (server-merges.ts).
-      const latest = encode.command(['LATENCY', 'LATEST']);
-      session.track(new FanoutCommand(session, masters, latencyResetMerge(args))).start(ctx, latest, false, raw ?? encode.command(args));
-      return;
-    }
-    let merge = FANOUT_MERGES.get(name) ?? SERVER_MERGES.get(name)?.(args, session.protocol);
-    if (name === 'script|exists') {
-      const held = heldScripts(ctx.scripts, args);
-      if (held.every((h) => h)) {
-        session.replyNow(encode.arrayOfFrames(held.map(() => encode.integer(1))));
-        return;
-      }
-      merge = andArrays(held);
-    }
-    if (merge === undefined) {
-      session.replyNow(encode.error(`ERR slotproxy: no merge for '${name}'`));
-      return;
-    }
-    const remembering = rememberingScripts(ctx.scripts, name, args, merge);
-    const placement = ctx.ring?.placement;
-    if (placement !== undefined && placement.converges && FOLLOWS_TO_TARGET.has(name)) {
-      // Writes land on A until done: A's masters take it (their reply is the client's), then B's.
-      const follow = (): Promise<string | null> => followOnTarget(ctx, placement, name, args);
-      session.track(new FollowedFanout(session, placement.from.masters(), remembering, follow)).start(ctx, raw ?? encode.command(args));
-      return;
-    }
-    const protocol = name === 'function|stats' ? session.protocol : 2;
-    session.track(new FanoutCommand(session, masters, remembering, protocol)).start(ctx, raw ?? encode.command(args), OUT_OF_LANE.has(name));
-  }
 }
 
-/** A reply now, or a slot in the client's order filled when the answer comes. */
 /** Replies now, or once `reply` settles: then later requests must wait for it (the returned promise). */
 function replyEventually(session: DispatchSession, reply: Buffer | Promise<Buffer>): Promise<void> | undefined {
   if (Buffer.isBuffer(reply)) {

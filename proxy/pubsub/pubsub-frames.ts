@@ -1,9 +1,11 @@
 /**
  * The frames of subscribed mode the proxy reads or writes itself: the prefixes it recognises
  * messages by, (un)subscribe confirmations and PING's reply as one server writes them, and the
- * RESP2 -> RESP3 push conversion. Pure: bytes in, bytes out.
+ * RESP2 -> RESP3 push conversion, and which keyspace notifications an event link passes on. Pure:
+ * bytes in, bytes out.
  */
 import * as encode from '../resp/encode';
+import { isKeyspaceChannel } from './keyspace-channels';
 
 export const MESSAGE = Buffer.from('*3\r\n$7\r\nmessage\r\n');
 export const PMESSAGE = Buffer.from('*4\r\n$8\r\npmessage\r\n');
@@ -46,4 +48,20 @@ export function bulkAt(frame: Buffer, at: number): { value: Buffer; next: number
   const start = headerEnd + 2;
   if (!Number.isInteger(length) || length < 0 || start + length > frame.length) return null;
   return { value: frame.subarray(start, start + length), next: start + length + 2 };
+}
+
+/**
+ * Whether an event link passes `frame` on: a keyspace notification of a channel or pattern the
+ * client still has (by name). Any other message (PUBLISHed: the bus brings it to the home too)
+ * comes from the home link only.
+ */
+export function wantedKeyspaceEvent(frame: Buffer, channels: ReadonlyMap<string, Buffer>, patterns: ReadonlyMap<string, Buffer>): boolean {
+  if (startsWith(frame, MESSAGE)) {
+    const channel = bulkAt(frame, MESSAGE.length);
+    return channel !== null && isKeyspaceChannel(channel.value) && channels.has(channel.value.toString('latin1'));
+  }
+  if (!startsWith(frame, PMESSAGE)) return false;
+  const pattern = bulkAt(frame, PMESSAGE.length);
+  const channel = pattern === null ? null : bulkAt(frame, pattern.next);
+  return channel !== null && pattern !== null && isKeyspaceChannel(channel.value) && patterns.has(pattern.value.toString('latin1'));
 }

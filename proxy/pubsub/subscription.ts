@@ -14,7 +14,7 @@ import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { log } from '../telemetry/log';
-import { EMPTY, MESSAGE, PMESSAGE, SMESSAGE, asPush, bulkAt, confirmationFrame, pubsubPong, startsWith } from './pubsub-frames';
+import { EMPTY, MESSAGE, PMESSAGE, SMESSAGE, asPush, confirmationFrame, pubsubPong, startsWith, wantedKeyspaceEvent } from './pubsub-frames';
 import { PlacementWatch, pubsubHome, placementWatch } from './pubsub-placement';
 import { Barrier, CLASSIC, KINDS, Kind, LinkState, Role, SUBSCRIBE_KIND, SUBSCRIBE_NAME, UNSUBSCRIBE_KIND, UNSUBSCRIBE_NAME } from './subscription-state';
 
@@ -61,12 +61,12 @@ export class Subscription implements Releasable {
     this.watch.add(this);
   }
 
-  /** Any command from a client in subscribed mode (or the SUBSCRIBE that starts it). */
   /** What the client asked for: channels (shard channels too) and patterns (ACL SETUSER checks them). */
   names(): { channels: Buffer[]; patterns: Buffer[] } {
     return { channels: [...this.wanted.channel.values(), ...this.wanted.shard.values()], patterns: [...this.wanted.pattern.values()] };
   }
 
+  /** Any command from a client in subscribed mode (or the SUBSCRIBE that starts it). */
   command(info: CommandInfo, args: Buffer[]): void {
     const name = info.name;
     const subKind = SUBSCRIBE_KIND.get(name);
@@ -321,7 +321,7 @@ export class Subscription implements Releasable {
 
   private onFrame(state: LinkState, frame: Buffer): void {
     if (startsWith(frame, MESSAGE) || startsWith(frame, PMESSAGE) || startsWith(frame, SMESSAGE)) {
-      if (this.detached || (state.role === 'events' && !this.wantsEvent(frame))) return;
+      if (this.detached || (state.role === 'events' && !wantedKeyspaceEvent(frame, this.wanted.channel, this.wanted.pattern))) return;
       const pending = this.session.pendingOutputBytes ?? 0;
       if (pending > SUBSCRIBER_OUTPUT_LIMIT_BYTES) {
         // Redis's client-output-buffer-limit for pubsub: a subscriber that does not read is closed.
@@ -389,21 +389,6 @@ export class Subscription implements Releasable {
     if (--head.frames > 0) return;
     state.owed.shift();
     head.barrier?.done();
-  }
-
-  /**
-   * An event link passes on keyspace notifications of a subscription the client still has; any other
-   * message (PUBLISHed: the bus brings it to the home too) comes from the home link only.
-   */
-  private wantsEvent(frame: Buffer): boolean {
-    if (startsWith(frame, MESSAGE)) {
-      const channel = bulkAt(frame, MESSAGE.length);
-      return channel !== null && isKeyspaceChannel(channel.value) && this.wanted.channel.has(channel.value.toString('latin1'));
-    }
-    if (!startsWith(frame, PMESSAGE)) return false;
-    const pattern = bulkAt(frame, PMESSAGE.length);
-    const channel = pattern === null ? null : bulkAt(frame, pattern.next);
-    return channel !== null && pattern !== null && isKeyspaceChannel(channel.value) && this.wanted.pattern.has(pattern.value.toString('latin1'));
   }
 
   private confirmation(kind: string, channel: Buffer | null, count: number): Buffer {

@@ -12,6 +12,7 @@ import { SLOT_COUNT } from '../cluster/slot-map';
 import { ConsoleEvent, ConsoleRecorder, Sample } from './recorder';
 import { CopyView, ProbeResults } from './probes';
 import type { VerifyRecord } from '../migration/tools/verify-record';
+import type { MigrationFeedCounts } from '../telemetry/metrics';
 
 /** Bumped when a field changes meaning or goes away (new fields do not bump it). */
 export const CONSOLE_STATE_VERSION = 1;
@@ -45,16 +46,8 @@ export interface MigrationView {
   copy: CopyView | null;
   /** `slotproxy migrate verify`'s last result (saved on side A), null when none is known. */
   verify: VerifyRecord | null;
-  feeds: {
-    nodes: { addr: string; state: string }[];
-    uncovered: string[];
-    copied: number;
-    unchanged: number;
-    copyFailures: number;
-    gaps: number;
-    rewalks: number;
-    missedAfterFence: number;
-  } | null;
+  /** INFO's feed counts, with each node's state and the uncovered nodes named. */
+  feeds: (Omit<MigrationFeedCounts, 'feeds' | 'uncovered'> & { nodes: { addr: string; state: string }[]; uncovered: string[] }) | null;
   /** What to run next (the console changes nothing itself). */
   next: string | null;
 }

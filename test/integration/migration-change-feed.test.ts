@@ -11,6 +11,7 @@ import { parseConfig } from '../../config/load';
 import { RingModeConfig } from '../../config/schema';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
+import { eventually } from '../helpers/eventually';
 
 const grow = useRingGrow();
 const config = grow.config;
@@ -88,16 +89,6 @@ async function stateOn(node: Redis, key: string): Promise<string> {
   }
 }
 
-/** Resolves once `check` holds, polling every 20 ms; throws with the last value after `ms`. */
-async function eventually<T>(read: () => Promise<T>, check: (v: T) => boolean, ms = 5000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (check(v)) return v;
-    if (Date.now() > until) throw new Error(`still ${JSON.stringify(v)} after ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 async function status(admin: Redis): Promise<string> {
   return String(await admin.call('PROXY', 'MIGRATION', 'STATUS'));

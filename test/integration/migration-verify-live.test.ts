@@ -141,7 +141,8 @@ async function seedA(placement: Placement): Promise<void> {
   }
 }
 
-async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Promise<void> {
+/** Both sides flushed, A seeded, a proxy over them and a write load through it, not started yet. */
+async function migrationUnderLoad(raw: Record<string, unknown>) {
   const config = parseConfig(raw);
   const direct = new NodeClient(config);
   await direct.start();
@@ -152,6 +153,18 @@ async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Pro
   const clients = Array.from({ length: CLIENTS }, () => connect(`127.0.0.1:${proxy.address.port}`));
   const onA = sideA(placement);
   const load = new WriteLoad(clients, onA.on);
+  const close = async (): Promise<void> => {
+    await load.stop();
+    for (const c of clients) c.disconnect();
+    await proxy.close(500);
+    onA.close();
+    direct.close();
+  };
+  return { direct, placement, proxy, onA, load, close };
+}
+
+async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Promise<void> {
+  const { direct, placement, load, close } = await migrationUnderLoad(raw);
   const verify = (recheck?: number): Promise<VerifyResult> =>
     verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false, recheck });
   try {
@@ -198,11 +211,7 @@ async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Pro
         `differ/rechecked/in flight with rechecks: ${stat(withRechecks)}; without: ${stat(without)}; altered key: ${altered.examples[0]}`,
     );
   } finally {
-    await load.stop();
-    for (const c of clients) c.disconnect();
-    await proxy.close(500);
-    onA.close();
-    direct.close();
+    await close();
   }
 }
 
@@ -213,17 +222,8 @@ async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Pro
  * made straight on A after the close is still reported.
  */
 async function verifyAfterDone(raw: Record<string, unknown>, label: string, fenceUnits: { of: number; unit: 'nodes' | 'slots' }): Promise<void> {
-  const config = parseConfig(raw);
-  const direct = new NodeClient(config);
-  await direct.start();
-  const placement = direct.placement();
-  await Promise.all(placement.allAddresses().map((addr) => direct.call(addr, ['FLUSHALL'])));
-  await seedA(placement);
-  const proxy = await ProxyServer.start(config);
-  const clients = Array.from({ length: CLIENTS }, () => connect(`127.0.0.1:${proxy.address.port}`));
+  const { direct, placement, proxy, onA, load, close } = await migrationUnderLoad(raw);
   const admin = connect(`127.0.0.1:${proxy.address.port}`);
-  const onA = sideA(placement);
-  const load = new WriteLoad(clients, onA.on);
   // The config file still says double-write: verify learns that A is closed from B's fence.
   const verify = (): Promise<VerifyResult> => verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false });
   try {
@@ -265,11 +265,8 @@ async function verifyAfterDone(raw: Record<string, unknown>, label: string, fenc
     expect(late.examples).toEqual([expect.stringMatching(new RegExp(`^${moving}: changed in \\S+ after its last snapshot \\(version \\d+\\): a write B never got$`))]);
     console.log(`${label}, after done: ${RUNS} verifies of ${runs[0].compared} moved keys of A under ${load.ops - before} writes to B, 0 differ; a late write on A: ${late.examples[0]}`);
   } finally {
-    await load.stop();
-    for (const c of [...clients, admin]) c.disconnect();
-    await proxy.close(500);
-    onA.close();
-    direct.close();
+    admin.disconnect();
+    await close();
   }
 }
 

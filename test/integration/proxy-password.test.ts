@@ -13,6 +13,7 @@ import { useRingGrow } from '../helpers/ring-grow';
 import { ProxyServer } from '../../proxy/server/server';
 import { Placement } from '../../sharding/migration';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
+import { eventually } from '../helpers/eventually';
 
 const NOAUTH = 'NOAUTH Authentication required.';
 
@@ -27,16 +28,6 @@ afterEach(() => {
   for (const c of clients.splice(0)) c.disconnect();
 });
 
-/** Resolves once `check` holds, polling every 20 ms; throws with the last value after `ms`. */
-async function eventually<T>(read: () => Promise<T>, check: (v: T) => boolean, ms = 10_000): Promise<T> {
-  const until = Date.now() + ms;
-  for (;;) {
-    const v = await read();
-    if (check(v)) return v;
-    if (Date.now() > until) throw new Error(`still ${JSON.stringify(v)} after ${ms} ms`);
-    await new Promise((resolve) => setTimeout(resolve, 20));
-  }
-}
 
 describe('cluster mode, compared with one Redis', () => {
   const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });

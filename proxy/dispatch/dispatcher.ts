@@ -38,6 +38,7 @@ import { PlainSplit } from './split-part';
 import { PROXY_COMMAND, UserPermissions } from '../security/permissions';
 import { CachingClient, ScriptSource } from '../tracking/client-caching';
 import { MonitorClient, MonitorFeed } from './monitor';
+import { WatchedCommand } from './watched-command';
 
 /** What the dispatcher needs of a client session: what every strategy needs, and the state of those that keep some. */
 export interface DispatchSession extends TransactionClient, SubscriberClient, CachingClient, MonitorClient {
@@ -368,8 +369,10 @@ export class Dispatcher {
   private forward(session: DispatchSession, args: Buffer[], raw: Buffer | null, shard: number, info: CommandInfo): Promise<void> | undefined {
     const payload = raw ?? encode.command(args);
     const txn = session.transaction;
-    if (txn !== null && txn.pinnedTo(shard)) {
-      txn.sendWatched(session, payload);
+    const watchLink = txn !== null && txn.pinnedTo(shard) ? txn.watch : null;
+    if (watchLink !== null) {
+      // Between WATCH and MULTI: on the WATCH connection, in order.
+      session.track(new WatchedCommand(this.ctx, session, payload, shard, info.flags.has('readonly'), txn!, watchLink)).start();
       return undefined;
     }
     if (info.flags.has('blocking') && blocks(info, args)) return runBlocking(this.ctx, session, payload, shard);

@@ -59,6 +59,27 @@ export function refreshSlotMaps(ctx: ProxyContext): void {
 /** The reply to ASKING is dropped; the command right behind it on the same connection carries on. */
 const askingRequest: BackendRequest = { payload: ASKING, onReply: () => undefined, onFailure: () => undefined };
 
+/** `-MOVED <slot> <host>:<port>` / `-ASK <slot> <host>:<port>`. */
+export function isRedirect(frame: Buffer): boolean {
+  return frame[0] === 45 && ((frame[1] === M && frame.toString('latin1', 1, 7) === 'MOVED ') || (frame[1] === A && frame.toString('latin1', 1, 5) === 'ASK '));
+}
+
+/** The slot and the node a MOVED/ASK from `answeredBy` names, or null when it names none. */
+function redirectTarget(frame: Buffer, answeredBy: string): { slot: number; target: string } | null {
+  const parts = frame.toString('latin1', 1, frame.length - 2).split(' ');
+  const slot = Number(parts[1]);
+  let target = parts[2] ?? '';
+  // Redis 7 leaves the host out when it does not know its own: it means "the node you asked".
+  if (target.startsWith(':')) target = splitAddress(answeredBy)[0] + target;
+  return slot >= 0 && slot < 16384 && /:\d+$/.test(target) ? { slot, target } : null;
+}
+
+/** A MOVED met outside ForwardedCommand (a WATCH): the slot map learns the new owner. */
+export function learnMoved(ctx: ProxyContext, frame: Buffer, answeredBy: string): void {
+  const moved = redirectTarget(frame, answeredBy);
+  if (moved !== null) noteMoved(ctx, moved.slot, moved.target, answeredBy);
+}
+
 /** An error reply that ForwardedCommand acts on itself (a redirect, or a retry) rather than passing on. */
 export function isRedirectOrRetry(frame: Buffer): boolean {
   const b = frame[1];
@@ -198,15 +219,12 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
       this.complete(encode.error(errors.tooManyRedirects(this.ctx.forward.maxRedirects)));
       return;
     }
-    const parts = frame.toString('latin1', 1, frame.length - 2).split(' ');
-    const slot = Number(parts[1]);
-    let target = parts[2] ?? '';
-    // Redis 7 leaves the host out when it does not know its own: it means "the node you asked".
-    if (target.startsWith(':')) target = splitAddress(this.address)[0] + target;
-    if (!(slot >= 0 && slot < 16384) || !/:\d+$/.test(target)) {
+    const redirected = redirectTarget(frame, this.address);
+    if (redirected === null) {
       this.complete(frame);
       return;
     }
+    const { slot, target } = redirected;
     if (ask) {
       this.ctx.stats.ask++;
       const conn = this.ctx.pool.connection(target, this.owner.id, this.owner.protocol);

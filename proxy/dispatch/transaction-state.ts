@@ -5,7 +5,7 @@
  */
 import { ClientSession } from '../client/client-session';
 import { ProxyContext } from '../context';
-import { DedicatedLink, DirectCommand } from './dedicated';
+import { DedicatedLink } from './dedicated';
 import { Merge } from './fanout';
 
 /** No key seen yet: the transaction is not bound to a shard. */
@@ -38,11 +38,6 @@ export class Transaction {
   /** True when a command on `shard` must use the WATCH connection. */
   pinnedTo(shard: number): boolean {
     return this.watch !== null && !this.doomed && shard === this.shard;
-  }
-
-  /** A command between WATCH and MULTI on the watched shard: on the WATCH connection, in order. */
-  sendWatched(session: TransactionClient, payload: Buffer): void {
-    this.watch?.conn.send(session.track(new DirectCommand(session, payload)));
   }
 
   release(): void {

@@ -35,7 +35,7 @@ import { CommandInfo } from '../commands/table';
 import { keyPositions } from '../commands/keys';
 import { Strategy } from '../commands/policy';
 import { DedicatedLink, DirectCommand } from './dedicated';
-import { ANY_MASTER, slotArgument } from './forward';
+import { ANY_MASTER, isRedirect, learnMoved, slotArgument } from './forward';
 import { SCRIPT_CALLS, numkeysError } from './script-call';
 import { writesUndeclared } from '../migration/after-copy';
 import { ExecCommand, isClusterDown } from './exec';
@@ -304,8 +304,10 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
     on.conn.send({
       payload: reply.payload,
       onReply: (frame) => {
-        if (isClusterDown(frame)) {
-          // Nothing is watched, and the client's retry loop expects a failed EXEC, not an error here.
+        if (isClusterDown(frame) || isRedirect(frame)) {
+          // Nothing is watched, and the client's retry loop expects a failed EXEC, not an error
+          // here (nor a redirection it cannot follow); a MOVED teaches the slot map its new owner.
+          if (frame[1] === 77 /* M */) learnMoved(ctx, frame, on.address);
           txn.doomed = true;
           return reply.onReply(encode.OK);
         }

@@ -14,7 +14,7 @@
  * - `md5` is the first four bytes of the MD5 digest, little-endian.
  * All results are unsigned 32-bit numbers.
  */
-import { md5Words } from './md5';
+import { md5FirstWord } from './md5';
 import { CRC16_TABLE } from './slot';
 import { HashName } from '../config/schema';
 
@@ -48,7 +48,7 @@ export const oneAtATime: KeyHash = (key, start, end) => {
   return v;
 };
 
-export const md5: KeyHash = (key, start, end) => md5Words(key, start, end)[0];
+export const md5: KeyHash = md5FirstWord;
 
 export const crc16: KeyHash = (key, start, end) => {
   let crc = 0;

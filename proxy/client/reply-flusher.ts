@@ -5,6 +5,9 @@
  * a setImmediate callback: that runs after all the socket reads of the turn's poll phase, so a
  * client gets one write for all of them instead of one per back-end read (bench/NOTES.md, round 5).
  */
+// Imported, not the global: Node 20's global `performance` is a getter, called on every use.
+import { performance } from 'node:perf_hooks';
+
 export interface Flushable {
   flushReplies(): void;
 }

@@ -11,6 +11,8 @@
  * names; when they are not there (another Node), it says so and the caller reads 'data' events.
  * test/unit/socket-reader.test.ts fails when this Node no longer takes the fast path.
  */
+// Imported, not the global: Node 20's global `Buffer` is a getter, called on every use (bench/NOTES.md, round 10).
+import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import tls from 'node:tls';
 

@@ -9,6 +9,8 @@
  *
  * Understands RESP2 and RESP3 types, so a back end speaking either can be framed.
  */
+// Imported, not the global: Node 20's global `Buffer` is a getter, called on every use (bench/NOTES.md, round 10).
+import { Buffer } from 'node:buffer';
 
 const CR = 13;
 

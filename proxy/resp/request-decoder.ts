@@ -27,6 +27,8 @@
  *
  * Error texts are Redis's own; a message is latin1 (one char a byte), as `got 'x'` can be any byte.
  */
+// Imported, not the global: Node 20's global `Buffer` is a getter, called on every use (bench/NOTES.md, round 10).
+import { Buffer } from 'node:buffer';
 
 export interface DecoderLimits {
   /** Largest single request (sum of its bulk lengths), checked before any of it is buffered. */

@@ -16,6 +16,8 @@
  *   reply has been written, and closes fully, as Redis's close() does: a client still writing gets a
  *   reset, not a half-open socket that swallows its bytes until its send buffer blocks.
  */
+// Imported, not the global: Node 20's global `Buffer` is a getter, called on every use (bench/NOTES.md, round 10).
+import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
 import { Dispatcher, DispatchSession } from '../dispatch/dispatcher';

@@ -20,6 +20,7 @@ import { DistributedNode, NodeLookup } from './distribution';
 import { Ketama } from './ketama';
 import { Modula } from './modula';
 import { RandomPick } from './random';
+import { interned } from './interned-address';
 
 export { md5Points, pointsFor } from './ketama';
 
@@ -110,9 +111,9 @@ export class Ring implements KeySpace {
     this.lookup = lookupFor(this.distribution, named, live, spec.random ?? Math.random);
     const points = this.lookup.points;
     this.nodes = Object.freeze(
-      spec.nodes.map((n, i) => Object.freeze({ name: named[i].name.toString('utf8'), addr: n.addr, weight: n.weight, points: points[i] })),
+      spec.nodes.map((n, i) => Object.freeze({ name: named[i].name.toString('utf8'), addr: interned(n.addr), weight: n.weight, points: points[i] })),
     );
-    this.addresses = Object.freeze([...new Set(spec.nodes.map((n) => n.addr))]);
+    this.addresses = Object.freeze([...new Set(this.nodes.map((n) => n.addr))]);
     this.liveAddresses = Object.freeze([...new Set(this.nodes.filter((n) => n.points > 0).map((n) => n.addr))]);
     this.spec = spec;
     Object.freeze(this);

@@ -11,6 +11,7 @@
  */
 import { BackendConnection, ConnectionOptions, isBusy } from './connection';
 import { request } from './request';
+import { interned } from '../../sharding/interned-address';
 import { BackendTls } from '../security/tls';
 import { ConnectLimiter } from './connect-limiter';
 import { NodeCounters } from './node-counters';
@@ -173,7 +174,7 @@ export class BackendPool {
         counters: this.countersOf(address),
         writeHolds: 0,
       };
-      this.nodes.set(address, node);
+      this.nodes.set(interned(address), node);
     }
     return node;
   }

@@ -4,6 +4,7 @@
  * readers holding the old map are never affected.
  */
 import { Reply, asArray, asNumber, asString } from '../resp/decode-reply';
+import { interned } from '../../sharding/interned-address';
 
 export const SLOT_COUNT = 16384;
 const UNSERVED = -1;
@@ -79,7 +80,7 @@ export class SlotMap {
     let masters = this.masters;
     if (i < 0) {
       i = masters.length;
-      masters = Object.freeze([...masters, Object.freeze({ address, replicas: Object.freeze([]) })]);
+      masters = Object.freeze([...masters, Object.freeze({ address: interned(address), replicas: Object.freeze([]) })]);
     }
     if (this.owners[slot] === i) return this;
     const owners = Int32Array.from(this.owners);
@@ -116,5 +117,5 @@ function endpoint(node: Reply, askedHost: string): string {
   let host = asString(parts[0]);
   const port = asNumber(parts[1]);
   if (host === '' || host === '?') host = askedHost;
-  return host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`;
+  return interned(host.includes(':') ? `[${host}]:${port}` : `${host}:${port}`);
 }

@@ -51,6 +51,19 @@ export interface CommandInfo {
   readonly aclCategories: ReadonlySet<string>;
   /** Calls through this proxy (Redis's own `calls`): one field increment on the hot path, read by /metrics. */
   readonly counters: { calls: number };
+  /** What every forwarded request asks about, as bits (READONLY, BLOCKING, SCRIPT_NAMED): no Set or Map lookup per request. */
+  readonly traits: number;
+}
+
+/** Bits of CommandInfo.traits: the `readonly` and `blocking` flags, and a name that may be a script call. */
+export const READONLY = 1;
+export const BLOCKING = 2;
+/** Named eval... or fcall...: EVAL, EVALSHA, FCALL and their _RO forms (dispatch/script-call.ts) are looked up only then. */
+export const SCRIPT_NAMED = 4;
+
+/** CommandInfo.traits of command `name` with `flags`. */
+export function traitsOf(name: string, flags: ReadonlySet<string>): number {
+  return (flags.has('readonly') ? READONLY : 0) | (flags.has('blocking') ? BLOCKING : 0) | (/^(eval|fcall)/.test(name) ? SCRIPT_NAMED : 0);
 }
 
 export class CommandTable {
@@ -131,6 +144,7 @@ function parseCommand(e: Reply[], containerCategories: readonly string[] = []): 
     subcommands,
     aclCategories: new Set([...categories, ...containerCategories]),
     counters: { calls: 0 },
+    traits: traitsOf(name, flags),
   });
 }
 

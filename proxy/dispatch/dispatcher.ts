@@ -4,7 +4,7 @@
  * command, arity, then keys (CROSSSLOT), so clients get the error a single Redis would give.
  */
 import { ProxyContext } from '../context';
-import { CommandInfo } from '../commands/table';
+import { BLOCKING, CommandInfo, READONLY, SCRIPT_NAMED } from '../commands/table';
 import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys';
 import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../commands/policy';
 import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
@@ -294,9 +294,10 @@ export class Dispatcher {
     const ring = this.ctx.ring;
     if (ring === null) return this.forward(session, args, raw, shard, info);
     // Just switched phase: a function or script runs once side B holds A's (migration/carry.ts).
-    const carrying = WAIT_FOR_SWITCH_CARRY.has(info.name) ? switchCarry(this.ctx) : null;
+    const traits = info.traits;
+    const carrying = (traits & SCRIPT_NAMED) !== 0 && WAIT_FOR_SWITCH_CARRY.has(info.name) ? switchCarry(this.ctx) : null;
     if (carrying !== null) return carrying.then(() => this.route(session, info, args, raw, positions));
-    const readonly = info.flags.has('readonly');
+    const readonly = (traits & READONLY) !== 0;
     const held = readonly ? null : ring.writesHeld;
     if (held !== null) return held.then(() => this.route(session, info, args, raw, positions));
     const placement = ring.placement;
@@ -305,7 +306,7 @@ export class Dispatcher {
       const drained = ring.drained();
       if (drained !== null) return drained.then(() => this.route(session, info, args, raw, positions));
     }
-    if (info.flags.has('blocking') && blocks(info, args) && session.transaction?.pinnedTo(shard) !== true) {
+    if ((traits & BLOCKING) !== 0 && blocks(info, args) && session.transaction?.pinnedTo(shard) !== true) {
       // Where it blocks, and the copy of what it pops, follow the phase even while it blocks.
       const keys = positions.map((p) => args[p]);
       return runBlocking(this.ctx, session, raw ?? encode.command(args), shard, blockingRoute(this.ctx, session, keys, readonly));
@@ -372,13 +373,14 @@ export class Dispatcher {
     const watchLink = txn !== null && txn.pinnedTo(shard) ? txn.watch : null;
     if (watchLink !== null) {
       // Between WATCH and MULTI: on the WATCH connection, in order.
-      session.track(new WatchedCommand(this.ctx, session, payload, shard, info.flags.has('readonly'), txn!, watchLink)).start();
+      session.track(new WatchedCommand(this.ctx, session, payload, shard, (info.traits & READONLY) !== 0, txn!, watchLink)).start();
       return undefined;
     }
-    if (info.flags.has('blocking') && blocks(info, args)) return runBlocking(this.ctx, session, payload, shard);
-    const script = SCRIPT_CALLS.get(info.name);
+    const traits = info.traits;
+    if ((traits & BLOCKING) !== 0 && blocks(info, args)) return runBlocking(this.ctx, session, payload, shard);
+    const script = (traits & SCRIPT_NAMED) !== 0 ? SCRIPT_CALLS.get(info.name) : undefined;
     if (script !== undefined) {
-      const readonly = info.flags.has('readonly');
+      const readonly = (traits & READONLY) !== 0;
       if (writesUndeclared(info.name) && mustWaitForCopy(this.ctx)) {
         // The keys it writes may be undeclared: its reply waits until its node's changes are on side B.
         const held = sendHeldUntilCopied(this.ctx, session, (owner) => scriptCall(this.ctx, owner, script, args, payload, shard, readonly));
@@ -388,7 +390,7 @@ export class Dispatcher {
       session.track(scriptCall(this.ctx, session, script, args, payload, shard, readonly)).start();
       return undefined;
     }
-    session.track(new ForwardedCommand(this.ctx, session, payload, shard, info.flags.has('readonly'))).start();
+    session.track(new ForwardedCommand(this.ctx, session, payload, shard, (traits & READONLY) !== 0)).start();
     return undefined;
   }
 

@@ -59,6 +59,7 @@ export const PROXY_COMMAND: CommandInfo = Object.freeze({
   subcommands: null,
   aclCategories: new Set(['admin', 'slow', 'dangerous']),
   counters: { calls: 0 },
+  traits: 0,
 });
 
 /** The fan-out admin commands (ADMIN_COMMANDS) are `@admin` and `@dangerous` whatever their Redis categories. */

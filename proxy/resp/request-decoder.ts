@@ -252,7 +252,8 @@ export class RequestDecoder {
     }
     const args = this.args;
     this.args = [];
-    const raw = this.spansChunks ? null : this.view(requestStart, pos);
+    // Without pipelining a read holds one request: the chunk itself is its raw bytes, no new view.
+    const raw = this.spansChunks ? null : requestStart === 0 && pos === end ? buf : this.view(requestStart, pos);
     this.spansChunks = false;
     this.sink.onRequest(args, raw);
     return pos;

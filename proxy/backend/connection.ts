@@ -1,18 +1,19 @@
 /**
  * One TCP connection to one Redis node, shared by many client sessions.
  *
- *   sessions --send()--> queued --(one write per event-loop turn)--> inflight --reply frames--> onReply
+ *   sessions --send()--> requests [written (in flight) | queued] --reply frames--> onReply
  *
  * Invariants:
  * - Redis answers requests on a connection in the order they were written, so the head of
- *   `inflight` owns the next whole reply frame. Nothing is ever removed from the middle.
+ *   `requests` owns the next whole reply frame. Nothing is ever removed from the middle. The first
+ *   `written` of them are in flight, the rest queued: one list, so a write moves no request.
  * - Everything accepted during one event-loop turn is written with one socket write, in a
  *   setImmediate callback: that runs after every socket read of the current poll phase, so requests
  *   from many clients share a write (and a syscall, and a Redis read) instead of one each.
  * - Requests are copied into one output buffer as they are sent (`OutputBuffer`), reused from one
  *   write to the next while the kernel takes each write whole: no list and no Buffer.concat per write.
  * - When the socket's buffer is full (write() returned false) no more is written until 'drain';
- *   requests wait in `queued`. Back-pressure toward clients is the sessions' job.
+ *   requests wait queued. Back-pressure toward clients is the sessions' job.
  * - On any failure every request gets exactly one onFailure: `written` tells the owner whether it
  *   may have run (it was on the wire) or surely did not (still queued), which decides retry safety.
  */
@@ -72,8 +73,9 @@ type State = 'connecting' | 'ready' | 'closed';
 export class BackendConnection {
   private state: State = 'connecting';
   private readonly socket: net.Socket;
-  private readonly queued = new Queue<BackendRequest>();
-  private readonly inflight = new Queue<BackendRequest>();
+  /** Requests in the order written: the first `written` are in flight, the rest queued. */
+  private readonly requests = new Queue<BackendRequest>();
+  private written = 0;
   private readonly framer = new ReplyFramer();
   private readonly output = new OutputBuffer();
   private flushScheduled = false;
@@ -102,7 +104,7 @@ export class BackendConnection {
   private readonly counters: NodeCounters | null;
   /** Handshake replies still to come: not counted as responses. */
   private handshakeLeft = 0;
-  /** Bytes of the requests in `queued` and in `inflight` (nutcracker's in_queue_bytes / out_queue_bytes). */
+  /** Bytes of the requests queued and in flight (nutcracker's in_queue_bytes / out_queue_bytes). */
   private queuedBytes = 0;
   private inflightBytes = 0;
 
@@ -149,12 +151,12 @@ export class BackendConnection {
 
   /** Requests accepted and not yet answered. */
   get pending(): number {
-    return this.queued.length + this.inflight.length;
+    return this.requests.length;
   }
 
   /** nutcracker's in_queue, in_queue_bytes, out_queue, out_queue_bytes: waiting to be written, and written awaiting a reply. */
   get queues(): { inQueue: number; inQueueBytes: number; outQueue: number; outQueueBytes: number } {
-    return { inQueue: this.queued.length, inQueueBytes: this.queuedBytes, outQueue: this.inflight.length, outQueueBytes: this.inflightBytes };
+    return { inQueue: this.requests.length - this.written, inQueueBytes: this.queuedBytes, outQueue: this.written, outQueueBytes: this.inflightBytes };
   }
 
   /**
@@ -162,7 +164,7 @@ export class BackendConnection {
    * connection stuck behind a script that runs on (pool.ts sends new requests elsewhere then).
    */
   stalledFor(): number {
-    return this.inflight.length === 0 ? 0 : batchClock() - this.lastProgressAt;
+    return this.written === 0 ? 0 : batchClock() - this.lastProgressAt;
   }
 
   onClose(listener: (reason: string) => void): void {
@@ -180,7 +182,7 @@ export class BackendConnection {
       queueMicrotask(() => request.onFailure(errors.connectionLost(this.address), false));
       return;
     }
-    this.queued.push(request);
+    this.requests.push(request);
     this.output.append(request.payload);
     this.queuedBytes += request.payload.length;
     if (this.counters !== null && request.internal !== true) {
@@ -213,7 +215,7 @@ export class BackendConnection {
   /** Whether a request of client `clientId`, or of no known client, is queued or in flight here. */
   mayHoldRequestOf(clientId: number): boolean {
     const of = (r: BackendRequest): boolean => r.owner === undefined || r.owner.id === clientId;
-    return this.queued.some(of) || this.inflight.some(of);
+    return this.requests.some(of);
   }
 
   private sealGroup(): void {
@@ -250,9 +252,9 @@ export class BackendConnection {
 
   private flush(): void {
     this.sealGroup();
-    if (this.state !== 'ready' || this.blocked || this.writeHolds > 0 || this.queued.length === 0) return;
-    if (this.inflight.length === 0) this.lastProgressAt = batchClock();
-    for (let r = this.queued.shift(); r !== undefined; r = this.queued.shift()) this.inflight.push(r);
+    if (this.state !== 'ready' || this.blocked || this.writeHolds > 0 || this.requests.length === this.written) return;
+    if (this.written === 0) this.lastProgressAt = batchClock();
+    this.written = this.requests.length;
     this.inflightBytes += this.queuedBytes;
     this.queuedBytes = 0;
     if (!this.output.writeTo(this.socket)) this.blocked = true;
@@ -267,9 +269,10 @@ export class BackendConnection {
       this.watchdog = setInterval(() => this.checkProgress(), every);
       this.watchdog.unref();
     }
-    // Handshake requests go first; their replies are checked, not forwarded.
+    // Handshake requests go first, ahead of what was sent while connecting; their replies are checked, not forwarded.
+    const waiting = this.requests.drain();
     for (const payload of this.options.handshake) {
-      this.inflight.push({
+      this.requests.push({
         payload,
         onReply: (frame) => {
           if (frame[0] === 45) this.fail(`ERR slotproxy: node ${this.address} refused the handshake: ${frame.toString('utf8', 1, frame.length - 2)}`);
@@ -277,6 +280,8 @@ export class BackendConnection {
         onFailure: () => undefined,
       });
     }
+    for (const r of waiting) this.requests.push(r);
+    this.written = this.options.handshake.length;
     if (this.options.handshake.length > 0) this.socket.write(Buffer.concat(this.options.handshake));
     this.handshakeLeft = this.options.handshake.length;
     this.state = 'ready';
@@ -300,10 +305,9 @@ export class BackendConnection {
   private readonly deliver = (frame: Buffer): void => {
     this.repliesSeen++;
     if (frame[0] === 45 && frame[1] === 66 && isBusy(frame)) this.busySeenAt = Date.now(); // '-B'
-    const request = this.inflight.shift();
-    if (request === undefined) {
-      throw new ReplyFramingError('a reply nobody asked for');
-    }
+    if (this.written === 0) throw new ReplyFramingError('a reply nobody asked for');
+    const request = this.requests.shift() as BackendRequest;
+    this.written--;
     if (this.handshakeLeft > 0) {
       this.handshakeLeft--;
     } else {
@@ -322,7 +326,7 @@ export class BackendConnection {
    * script's reply, and the requests written behind it theirs, when it ends.
    */
   private checkProgress(): void {
-    if (this.inflight.length === 0 || this.repliesSeen !== this.lastCheckedReplies) {
+    if (this.written === 0 || this.repliesSeen !== this.lastCheckedReplies) {
       this.lastCheckedReplies = this.repliesSeen;
       this.staleChecks = 0;
       return;
@@ -354,10 +358,10 @@ export class BackendConnection {
     this.socket.destroy();
     this.queuedBytes = 0;
     this.inflightBytes = 0;
-    const inflight = this.inflight.drain();
-    const queued = this.queued.drain();
-    for (const r of inflight) r.onFailure(message, true);
-    for (const r of queued) r.onFailure(message, false);
+    const requests = this.requests.drain();
+    const written = this.written;
+    this.written = 0;
+    for (let i = 0; i < requests.length; i++) requests[i].onFailure(message, i < written);
     this.sealGroup(); // its requests fail too (the connection is closed)
     for (const l of this.closeListeners) l(message);
   }

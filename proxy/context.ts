@@ -44,10 +44,16 @@ export interface MigrationChanges {
   uncovered(): string[];
   /** `address=state` per node of side A. */
   states(): string[];
+  /** `address=proxy id` of the proxy holding each node's copier (migration/copier-lease.ts). */
+  copiers(): string[];
+  /** The nodes of side A whose copier this proxy holds. */
+  held(): string[];
   /** `live`, the nodes not covered (`addr=state,...`), or `-` without feeds (the fleet record). */
   summary(): string;
   infoLines(): string[];
   counts(): MigrationFeedCounts;
+  /** Before stop() on a clean shutdown: copies what was heard and hands the copier leases back. */
+  release(timeoutMs: number): Promise<void>;
   stop(): void;
 }
 

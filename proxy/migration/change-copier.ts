@@ -11,6 +11,11 @@
  * a key still in the state an earlier snapshot carried (a converging write of any proxy, reported
  * again by the feed) costs one script on A and nothing on B.
  *
+ * With several proxies, every one keeps the feeds (it hears the fleet's barriers on them, and its
+ * own gaps), but only the proxy holding a node's copier lease (copier-lease.ts) copies what that
+ * node's feed names: one carry per change, not one per proxy. A barrier of another proxy asks the
+ * holder (carried-mark.ts); a proxy taking the lease over re-walks the node.
+ *
  * Per node of side A:
  *   feed --keys--> pending (deduplicated) --drain, one batch at a time--> SNAPSHOT on A, APPLY on B
  *   `heard` counts pushes; `copiedThrough`: every push up to that number has been copied (or has
@@ -28,31 +33,28 @@
  */
 import { MigrationChanges, ProxyContext } from '../context';
 import { ChangeFeed } from '../backend/change-feed';
-import { request } from '../backend/request';
-import { decodeReply } from '../resp/decode-reply';
 import { RingRouter } from '../ring/router';
 import { log } from '../telemetry/log';
 import { MigrationFeedCounts } from '../telemetry/metrics';
-import { SlotOwners, ownerOfKey } from '../../sharding/key-space';
-import { Snapshot, applyCommand, isBookkeepingKey, parseApply, parseSnapshot, parseSnapshotsIfChanged, snapshotChangedCommand, snapshotCommand } from './converge';
-import { CopyTarget, movingTargets } from './copy-keys';
-import { ChangeCounts, NodeChanges, Pending, groupByBookkeeping } from './node-changes';
-import { migrationScript } from './side-request';
-import { applyBurst } from './apply-burst';
-import { ACK_SCRIPT, CLOSING_TTL_MS, closingCall, closingPlace } from './closing';
+import { ownerOfKey } from '../../sharding/key-space';
+import { isBookkeepingKey } from './converge';
+import { CopyTarget } from './copy-keys';
+import { ChangeCounts, NodeChanges, Pending } from './node-changes';
+import { ClosingWatch, closingPlace } from './closing';
 import { ReadBarrierWatch, readingPlace } from './read-barrier';
 import { fleetOf } from './admin';
+import { CopierLeases, LeaseView, copiersKeyOf } from './copier-lease';
+import { copierHolders, feedSummary, uncoveredLines } from './copier-report';
+import { CarriedMarks } from './carried-mark';
+import { FeedKeyCopy, scanNode } from './feed-copy';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
 const RETRY_FAILED_MS = 500;
 /** A lost feed is opened again this soon (then at every sync while its node is down). */
 const REOPEN_AFTER_MS = 100;
-const SCAN_COUNT = '500';
 /** How long a barrier waits for a feed that is down before the reply goes anyway (the gap is counted). */
 const BARRIER_WAIT_MS = 5000;
-/** The shared lane the copier's own requests use. */
-const LANE = 0;
 
 export class ChangeCopier implements MigrationChanges {
   private readonly nodes = new Map<string, NodeChanges>();
@@ -62,21 +64,48 @@ export class ChangeCopier implements MigrationChanges {
   private stopped = false;
   private readonly count: ChangeCounts = { copied: 0, unchanged: 0, copyFailures: 0, gaps: 0, rewalks: 0, missedAfterFence: 0, barrierTimeouts: 0 };
 
-  /** Side A is closing for done (closing.ts): this proxy holds its writes; one check at a time. */
-  private holding = false;
-  private closingCheck: Promise<void> = Promise.resolve();
+  /** Side A closing for done (closing.ts): this proxy holds its writes. */
+  private readonly closing: ClosingWatch;
   /** Before any proxy reads from side B (read-barrier.ts). */
   private readonly reading: ReadBarrierWatch;
   /** Nodes of side B a connection to was lost and none is up again: writes moving there converge, so their clients hear of it. */
   private readonly bDown = new Set<string>();
+  /** One copier per node of A for the fleet (copier-lease.ts), and barriers through another holder (carried-mark.ts). */
+  private readonly leases: CopierLeases;
+  private readonly marks: CarriedMarks;
+  private readonly keyCopy: FeedKeyCopy;
 
   constructor(
     private readonly ctx: ProxyContext,
     private readonly ring: RingRouter,
     /** This proxy's id in the fleet (migration/registration.ts), which acknowledges a closing. */
     readonly selfId: () => string = () => '',
+    /** The id its copier leases go by: the fleet id it registers under later. */
+    readonly leaseId: string = selfId() || `slotproxy-${process.pid}`,
   ) {
     this.reading = new ReadBarrierWatch(ctx, ring, this, (placement) => fleetOf(ctx, placement));
+    this.closing = new ClosingWatch(ctx, ring, this);
+    this.keyCopy = new FeedKeyCopy(ctx, ring, this.count, (node, t, err) => this.failed(node, t, err));
+    this.leases = new CopierLeases(
+      ctx,
+      () => ring.placement,
+      leaseId,
+      {
+        nodes: () => [...this.nodes.values()].map((n) => ({ address: n.address, mine: n.mine, state: n.state })),
+        seen: (address, view) => this.leaseSeen(address, view),
+        failed: (reason) => log.warn({ reason }, 'migration: cannot read the fleet to know who copies each node\'s changes; tried again'),
+        ticked: () => this.marks.heard(),
+      },
+      (placement) => fleetOf(ctx, placement),
+    );
+    this.marks = new CarriedMarks(ctx, () => ring.placement, {
+      holds: (address) => this.nodes.get(address)?.mine === true,
+      ownBarrier: (address) => {
+        const node = this.nodes.get(address);
+        return node === undefined ? Promise.resolve(`${address} is no longer a node of side A`) : this.feedBarrier(node);
+      },
+      addresses: () => [...this.nodes.keys()],
+    });
     ctx.pool.onConnectionLost((address) => {
       if (this.ring.placement.to?.masters().includes(address) === true) this.bDown.add(address);
     });
@@ -88,14 +117,27 @@ export class ChangeCopier implements MigrationChanges {
   /** Resolves once every feed is up (or after `timeoutMs`): the proxy serves a migration only then. */
   async ready(timeoutMs: number): Promise<void> {
     const until = Date.now() + timeoutMs;
-    while (Date.now() < until && [...this.nodes.values()].some((n) => n.feed === null || !n.feed.ready)) {
+    while (Date.now() < until && [...this.nodes.values()].some((n) => n.feed === null || !n.feed.ready || n.holder === null)) {
       await new Promise((resolve) => setTimeout(resolve, 10));
     }
   }
 
+  /** A clean shutdown: what the feeds of the nodes it copies heard is copied (within `timeoutMs`). */
+  async release(timeoutMs: number): Promise<void> {
+    this.leases.stop();
+    const held = this.held();
+    if (held.length === 0) return;
+    await Promise.race([Promise.all(held.map((a) => this.after(a))), new Promise((resolve) => setTimeout(resolve, timeoutMs).unref())]);
+  }
+
+  /** Called when this proxy takes or gives up a node's copier (its registration names them at once). */
+  onHeldChange: () => void = () => undefined;
+
   stop(): void {
     this.stopped = true;
     if (this.timer !== null) clearInterval(this.timer);
+    this.leases.stop();
+    this.marks.clear();
     for (const node of this.nodes.values()) this.drop(node);
     this.nodes.clear();
   }
@@ -107,25 +149,27 @@ export class ChangeCopier implements MigrationChanges {
 
   /** Why switching to read-new or done must wait: one line per node of side A that is not covered. */
   uncovered(): string[] {
-    const out: string[] = [];
-    for (const n of this.nodes.values()) {
-      if (n.covered) continue;
-      const why = n.state === 'behind' ? `${n.failed.size} keys not copied yet (${n.lastFailure})` : n.gapSince === null ? 'its change feed is starting' : `${n.gapReason} ${Math.round((Date.now() - n.gapSince) / 1000)} s ago`;
-      out.push(`${n.address} ${n.state}: ${why}`);
-    }
-    return out;
+    return uncoveredLines(this.nodes.values());
   }
 
   /** For the fleet record: `live` when every node is covered, else the nodes that are not; `-` without feeds. */
   summary(): string {
-    if (this.nodes.size === 0) return '-';
-    const open = [...this.nodes.values()].filter((n) => !n.covered).map((n) => `${n.address}=${n.state}`);
-    return open.length === 0 ? 'live' : open.join(',');
+    return feedSummary([...this.nodes.values()]);
   }
 
   /** `address=state` for every node of side A with a feed. */
   states(): string[] {
-    return [...this.nodes.values()].map((n) => `${n.address}=${n.state}`);
+    return [...this.nodes.values()].map((n) => `${n.address}=${n.reported}`);
+  }
+
+  /** `address=proxy id` of each node's copier holder (`?` while unknown). */
+  copiers(): string[] {
+    return copierHolders([...this.nodes.values()]);
+  }
+
+  /** The nodes of side A whose copier this proxy holds. */
+  held(): string[] {
+    return [...this.nodes.values()].filter((n) => n.mine).map((n) => n.address);
   }
 
   counts(): MigrationFeedCounts {
@@ -145,6 +189,9 @@ export class ChangeCopier implements MigrationChanges {
       `migration_feed_rewalks:${c.rewalks}`,
       `migration_feed_missed_after_fence:${c.missedAfterFence}`,
       `migration_feed_barrier_timeouts:${c.barrierTimeouts}`,
+      // Which proxy copies each node's changes (copier-lease.ts), and how many of them this one does.
+      `migration_copiers_held:${this.held().length}`,
+      `migration_copiers:${this.copiers().join(',')}`,
       // Double-write's writes: answered after side A alone (the feeds carry them), or once B holds them (read-barrier.ts).
       `migration_write_answer:${this.ring.carry.answerAfterA ? 'after-side-a' : 'converging'}`,
     ];
@@ -152,11 +199,43 @@ export class ChangeCopier implements MigrationChanges {
 
   /**
    * A barrier: resolves once every change made on `address` before now has reached side B (null),
-   * or with why it could not be confirmed. Null at once when nothing needs to wait.
+   * or with why it could not be confirmed. Null at once when nothing needs to wait. Checked on the
+   * node's own feed while this proxy holds its copier, else asked of the holder (carried-mark.ts).
    */
   after(address: string): Promise<string | null> | null {
     const node = this.nodes.get(address);
     if (node === undefined) return null;
+    return node.mine ? this.feedBarrier(node) : this.bounded(node, (finish) => void this.marks.wait(address).then(() => finish(null)));
+  }
+
+  /** The barrier on this proxy's own feed of `node` and its copier. */
+  private feedBarrier(node: NodeChanges): Promise<string | null> {
+    return this.bounded(node, (finish) => this.feedWait(node, finish));
+  }
+
+  private feedWait(node: NodeChanges, finish: (problem: string | null) => void): void {
+    // Given up meanwhile (copier-lease.ts): the new holder confirms it.
+    if (!node.mine) return void this.marks.wait(node.address).then(() => finish(null));
+    const feed = node.feed;
+    if (feed === null || !feed.ready) {
+      node.coverWaiters.push(() => finish(null));
+      return;
+    }
+    // Taken over from another proxy: changes its feed heard before are carried by the re-walk alone.
+    if (node.gapSince !== null && node.takenOver) {
+      node.coverWaiters.push(() => this.feedWait(node, finish));
+      return;
+    }
+    feed.fence(() => {
+      // Lost meanwhile: the re-walk that covers the gap carries this write too.
+      if (node.feed !== feed || !feed.ready) return node.coverWaiters.push(() => finish(null));
+      this.whenCopied(node, node.heard, () => finish(node.failed.size > 0 ? node.lastFailure : null));
+    });
+  }
+
+  /** `wait` given BARRIER_WAIT_MS to call its `finish` with null; after that, why not. */
+  private bounded(node: NodeChanges, wait: (finish: (problem: string | null) => void) => void): Promise<string | null> {
+    const address = node.address;
     return new Promise((resolve) => {
       let settled = false;
       const finish = (problem: string | null): void => {
@@ -167,26 +246,22 @@ export class ChangeCopier implements MigrationChanges {
       };
       const timer = setTimeout(() => {
         this.count.barrierTimeouts++;
-        const why = node.feed?.ready === true ? `changes heard on ${address} not copied to side B within ${BARRIER_WAIT_MS} ms` : `the change feed of ${address} is down`;
+        const why =
+          node.feed?.ready !== true ? `the change feed of ${address} is down`
+          : node.mine ? `changes heard on ${address} not copied to side B within ${BARRIER_WAIT_MS} ms`
+          : `the copier of ${address} (proxy ${node.holder ?? 'unknown'}) did not confirm its changes on side B within ${BARRIER_WAIT_MS} ms`;
         log.warn({ node: address, why }, 'migration: a write\'s changes were not confirmed on side B in time; they are copied when the node is re-walked or the copy succeeds');
         finish(why);
       }, BARRIER_WAIT_MS);
-      const feed = node.feed;
-      if (feed === null || !feed.ready) {
-        node.coverWaiters.push(() => finish(null));
-        return;
-      }
-      feed.fence(() => {
-        // Lost meanwhile: the re-walk that covers the gap carries this write too.
-        if (node.feed !== feed || !feed.ready) return node.coverWaiters.push(() => finish(null));
-        this.whenCopied(node, node.heard, () => finish(node.failed.size > 0 ? node.lastFailure : null));
-      });
+      wait(finish);
     });
   }
 
   /** Every node of side A may have had changes no feed heard (start-gap.ts): each is re-walked. */
   gapEverywhere(reason: string): void {
-    for (const node of this.nodes.values()) this.openGap(node, reason);
+    // A node in a gap already (its copier just taken), or re-walked since its feed came up, is or
+    // will be walked after this proxy started: that covers this too.
+    for (const node of this.nodes.values()) if (node.gapSince === null && !node.walked) this.openGap(node, reason);
   }
 
   /** Every change heard so far on every node is on side B (before `done` fences B); what could not be confirmed. */
@@ -215,17 +290,20 @@ export class ChangeCopier implements MigrationChanges {
       if (node.feed === null || node.feed.isClosed) this.openFeed(node);
     }
     this.started = wanted.size > 0;
-    if (wanted.size > 0) this.timer ??= setInterval(() => (this.sync(), void this.reading.check()), SYNC_EVERY_MS).unref();
-    else if (this.timer !== null) {
-      clearInterval(this.timer);
+    if (wanted.size > 0) {
+      this.timer ??= setInterval(() => (this.sync(), void this.reading.check()), SYNC_EVERY_MS).unref();
+      this.leases.start();
+    } else {
+      if (this.timer !== null) clearInterval(this.timer);
       this.timer = null;
+      this.leases.stop();
     }
   }
 
   private openFeed(node: NodeChanges): void {
     const feed: ChangeFeed = new ChangeFeed(node.address, this.ctx.pool, {
       ready: () => {
-        if (node.gapSince !== null) void this.rewalk(node);
+        if (node.gapSince !== null && node.mine) void this.rewalk(node);
       },
       lost: (_feed, reason) => {
         if (node.feed !== feed) return;
@@ -254,51 +332,58 @@ export class ChangeCopier implements MigrationChanges {
     node.heard++;
     const closing = closingPlace(this.ring.placement);
     if (keys !== null && closing !== null && closing.address === node.address && keys.some((k) => k.toString('latin1') === closing.key)) {
-      this.closingCheck = this.closingCheck.then(() => this.checkClosing());
+      this.closing.heard();
     }
     const reading = closing === null ? null : readingPlace(this.ring.placement);
     if (keys !== null && reading !== null && reading.address === node.address && keys.some((k) => k.toString('latin1') === reading.key)) this.reading.heard();
+    const copiers = copiersKeyOf(this.ring.placement);
+    if (keys !== null && copiers !== null && copiers.address === node.address && keys.some((k) => k.toString('latin1') === copiers.key)) this.marks.heard();
     if (keys === null) {
       // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
       this.openGap(node, 'the node was flushed');
-    } else {
+    } else if (node.mine || node.holder === null) {
+      // Another proxy holds the copier: it copies. Until the first lease tick answers, kept for whoever this proxy turns out to be.
       for (const key of keys) {
         if (isBookkeepingKey(key)) continue;
         node.pending.set(key.toString('latin1'), { key, force: false });
       }
     }
-    if (!node.draining) void this.drain(node);
+    if (!node.draining && node.mine) void this.drain(node);
   }
 
   /**
-   * The closing hash changed (closing.ts): while it names a closer, hold writes, let those in
-   * flight finish and the feeds catch up, then acknowledge; once it is gone, write again.
+   * What a tick found for a node (copier-lease.ts). Taking it over from another proxy re-walks the
+   * node (what changed since that proxy last copied was heard by no copier); giving it up drops
+   * what was heard and not copied (the proxy that took it re-walked, or the history copy carries it).
    */
-  private async checkClosing(): Promise<void> {
-    const placement = this.ring.placement;
-    if (!placement.converges) return;
-    const id = this.selfId() || 'slotproxy';
-    try {
-      const state = decodeReply(await closingCall(this.ctx, placement, (key) => ['HMGET', key, 'by', id], this.ctx.forward.retryWindowMs), true);
-      const [by, acked] = Array.isArray(state) ? state : [null, null];
-      if (by === null || by === undefined) {
-        if (this.holding) log.info('migration: side A is no longer closing; writes go on');
-        this.holding = false;
-        this.ring.releaseWrites();
-        return;
-      }
-      // The switch may have happened while the hash was read: then there is nothing to hold.
-      if (!this.ring.placement.converges) return;
-      if (!this.holding) log.info({ by: String(by) }, 'migration: side A is closing for done; writes are held until this proxy switches');
-      this.holding = true;
-      this.ring.holdWrites(CLOSING_TTL_MS);
-      if (acked !== null && acked !== undefined) return;
-      await this.ring.drained();
-      await this.ring.carry.drained();
-      await this.settle();
-      await closingCall(this.ctx, placement, (key) => ['EVAL', ACK_SCRIPT, '1', key, id], this.ctx.forward.retryWindowMs);
-    } catch (err) {
-      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'migration: cannot read or acknowledge side A\'s closing');
+  private leaseSeen(address: string, view: LeaseView): void {
+    const node = this.nodes.get(address);
+    if (node === undefined) return;
+    const wasMine = node.mine;
+    const first = node.holder === null;
+    node.holder = view.holder;
+    node.holderState = view.state;
+    node.leaseSeenAt = Date.now();
+    node.mine = view.kind !== 'other';
+    if (view.kind === 'acquired') {
+      log.info({ node: address, rewalk: view.takeover || null }, 'migration: this proxy copies the node\'s changes now');
+      this.onHeldChange();
+      // What was heard before is someone else's to have copied (or in pending, kept at start).
+      if (node.pending.size === 0 && !node.draining) this.copied(node, node.heard);
+      if (view.takeover !== '') {
+        node.takenOver = true;
+        this.openGap(node, view.takeover);
+      } else if (node.gapSince !== null && node.feed?.ready === true) void this.rewalk(node);
+    }
+    if (node.mine && !node.draining && node.pending.size > 0) void this.drain(node);
+    if (!node.mine && (wasMine || first)) {
+      if (wasMine) log.info({ node: address, holder: view.holder }, 'migration: another proxy copies the node\'s changes now');
+      if (wasMine) this.onHeldChange();
+      node.pending.clear();
+      node.failed.clear();
+      // Barriers waiting on this proxy's copier now wait for the new holder.
+      for (const w of node.copyWaiters.splice(0)) void this.marks.wait(address).then(w.done);
+      for (const w of node.coverWaiters.splice(0)) void this.marks.wait(address).then(w);
     }
   }
 
@@ -332,70 +417,9 @@ export class ChangeCopier implements MigrationChanges {
     node.copyWaiters.push({ seq, done });
   }
 
-  /** Copies the keys that move; a failed one is kept and tried again, forcibly (its snapshot was taken). */
-  private async copy(node: NodeChanges, batch: readonly Pending[]): Promise<void> {
-    const force = new Set(batch.filter((p) => p.force).map((p) => p.key.toString('latin1')));
-    const placement = this.ring.placement;
-    // On a ring A, a key changed on a node that does not own it in A is side B's write there (an
-    // APPLY, when the rings share nodes): nothing to copy. (A cluster A's map may lag a reshard.)
-    const targets = movingTargets(placement, batch.map((p) => p.key), node.address);
-    const forced = targets.filter((t) => force.has(t.key.toString('latin1')));
-    const groups = groupByBookkeeping(targets.filter((t) => !force.has(t.key.toString('latin1'))));
-    await Promise.all([...forced.map((t) => this.copyOne(node, t)), ...groups.map((g) => this.copyChanged(node, g))]);
-  }
-
-  /** Keys sharing a node and their bookkeeping: one script on A snapshots those that changed. */
-  private async copyChanged(node: NodeChanges, group: readonly CopyTarget[]): Promise<void> {
-    const t0 = group[0];
-    let snaps: (Snapshot | null)[];
-    try {
-      snaps = parseSnapshotsIfChanged(await this.script(t0.fromOwners, t0.from, (sha) => snapshotChangedCommand(group.map((t) => t.key), sha, t0.fromBook)), group.length);
-    } catch (err) {
-      // Unknown whether any snapshot was taken: the keys are tried again, forcibly.
-      for (const t of group) this.failed(node, t, err);
-      return;
-    }
-    const changed = group.map((t, i) => ({ t, snap: snaps[i] })).filter((c): c is { t: CopyTarget; snap: Snapshot } => c.snap !== null);
-    this.count.unchanged += group.length - changed.length;
-    for (const t of group) node.failed.delete(t.key.toString('latin1'));
-    // As few APPLY scripts as B allows (apply-burst.ts: one per ring node; on a cluster B one per
-    // node for keys of any of its slots, per slot when that fails). A script's keys share a slot,
-    // so they land on B together, or all meet the fence.
-    if (changed.length === 0) return;
-    const outcomes = await applyBurst(this.ctx, changed.map((c) => c.t), changed.map((c) => c.snap), LANE);
-    outcomes.forEach((outcome, i) => {
-      if (outcome instanceof Error) return this.failed(node, changed[i].t, outcome);
-      if (outcome.kind === 'applied') this.count.copied++;
-      else if (outcome.kind === 'fenced' && outcome.version < changed[i].snap.version) this.count.missedAfterFence++;
-    });
-  }
-
-  /** One key, snapshot forced (a retry, or a key found on side B by a re-walk). */
-  private async copyOne(node: NodeChanges, t: CopyTarget): Promise<void> {
-    let snap: Snapshot;
-    try {
-      snap = parseSnapshot(await this.script(t.fromOwners, t.from, (sha) => snapshotCommand(t.key, sha, t.fromBook)));
-    } catch (err) {
-      return this.failed(node, t, err);
-    }
-    await this.applyOne(node, t, snap);
-  }
-
-  /** `snap` (null: unchanged, nothing to send) applied on the key's owner in B. */
-  private async applyOne(node: NodeChanges, t: CopyTarget, snap: Snapshot | null): Promise<void> {
-    const id = t.key.toString('latin1');
-    try {
-      if (snap === null) this.count.unchanged++;
-      else {
-        const outcome = parseApply(await this.script(t.toOwners, t.to, (sha) => applyCommand(t.key, snap, sha, t.toBook)));
-        if (outcome.kind === 'applied') this.count.copied++;
-        else if (outcome.kind === 'fenced' && outcome.version < snap.version) this.count.missedAfterFence++;
-      }
-      node.failed.delete(id);
-    } catch (err) {
-      // The snapshot is taken (and its fingerprint kept): only a forced one carries this state now.
-      this.failed(node, t, err);
-    }
+  /** Copies the keys that move (feed-copy.ts). */
+  private copy(node: NodeChanges, batch: readonly Pending[]): Promise<void> {
+    return this.keyCopy.copy(node, batch);
   }
 
   private failed(node: NodeChanges, t: CopyTarget, err: unknown): void {
@@ -407,15 +431,10 @@ export class ChangeCopier implements MigrationChanges {
 
   private retryFailed(node: NodeChanges): void {
     setTimeout(() => {
-      if (this.nodes.get(node.address) !== node || node.failed.size === 0) return;
+      if (this.nodes.get(node.address) !== node || node.failed.size === 0 || !node.mine) return;
       for (const [id, key] of node.failed) node.pending.set(id, { key, force: true });
       if (!node.draining) void this.drain(node);
     }, RETRY_FAILED_MS).unref();
-  }
-
-  /** A migration script by SHA1; by body where the node does not hold it (a restart, a failover). */
-  private script(owners: SlotOwners | null, address: string, command: (bySha: boolean) => (Buffer | string)[]): Promise<Buffer> {
-    return migrationScript(this.ctx, owners, address, command, LANE);
   }
 
   private openGap(node: NodeChanges, reason: string): void {
@@ -423,6 +442,7 @@ export class ChangeCopier implements MigrationChanges {
     node.gapSince ??= Date.now();
     node.gapReason = reason;
     this.count.gaps++;
+    if (!node.mine) return;
     log.warn({ node: node.address, reason }, 'migration: changes on this node may have gone unseen; it is re-walked once its change feed is up');
     if (node.feed?.ready === true) void this.rewalk(node);
   }
@@ -440,12 +460,14 @@ export class ChangeCopier implements MigrationChanges {
       const placement = this.ring.placement;
       const to = placement.to;
       const ownKey = (k: Buffer): boolean => !isBookkeepingKey(k) && ownerOfKey(placement.from, k) === node.address;
-      await this.scan(node.address, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: false }))));
+      await scanNode(this.ctx, node.address, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: false }))));
       for (const b of to?.masters() ?? []) {
-        await this.scan(b, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: true }))));
+        await scanNode(this.ctx, b, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: true }))));
       }
       if (node.gapEpoch === epoch && node.failed.size === 0 && node.feed?.ready === true && this.nodes.get(node.address) === node) {
         node.gapSince = null;
+        node.takenOver = false;
+        node.walked = true;
         log.info({ node: node.address }, 'migration: node re-walked, its changes are covered again');
         for (const w of node.coverWaiters.splice(0)) w();
       } else this.rewalkLater(node);
@@ -459,18 +481,7 @@ export class ChangeCopier implements MigrationChanges {
 
   private rewalkLater(node: NodeChanges): void {
     setTimeout(() => {
-      if (this.nodes.get(node.address) === node && node.gapSince !== null && node.feed?.ready === true) void this.rewalk(node);
+      if (this.nodes.get(node.address) === node && node.gapSince !== null && node.feed?.ready === true && node.mine) void this.rewalk(node);
     }, RETRY_FAILED_MS).unref();
-  }
-
-  /** Every key of one node, a SCAN batch at a time. */
-  private async scan(address: string, each: (keys: Buffer[]) => Promise<void>): Promise<void> {
-    let cursor = '0';
-    do {
-      const reply = decodeReply(await request(this.ctx.pool.connection(address, LANE), ['SCAN', cursor, 'COUNT', SCAN_COUNT], this.ctx.forward.retryWindowMs), true);
-      if (!Array.isArray(reply) || reply.length !== 2 || !Buffer.isBuffer(reply[0]) || !Array.isArray(reply[1])) throw new Error(`${address}: unexpected SCAN reply`);
-      cursor = reply[0].toString('latin1');
-      await each(reply[1].filter((k): k is Buffer => Buffer.isBuffer(k)));
-    } while (cursor !== '0');
   }
 }

@@ -21,6 +21,8 @@ import { BOOKKEEPING_PREFIX, inSlot } from './converge';
 import { ownersOf } from './copy-keys';
 import { sideRequest } from './side-request';
 import { describeProxies, ProxyRecord } from './fleet';
+import { log } from '../telemetry/log';
+import type { RingRouter } from '../ring/router';
 
 export const CLOSING_KEY = `${BOOKKEEPING_PREFIX}closing`;
 /** How long proxies hold their writes if the switch never comes (its proxy died, say). */
@@ -79,5 +81,60 @@ export async function closeSideA(ctx: ProxyContext, placement: Placement, selfId
       throw new Error(`these proxies did not stop writing to side A within ${timeoutMs} ms: ${describeProxies(missing)}`);
     }
     await new Promise((resolve) => setTimeout(resolve, ACK_POLL_MS));
+  }
+}
+
+/** What step 2 needs of the change copier (change-copier.ts). */
+export interface ClosingFeeds {
+  settle(): Promise<string[]>;
+  selfId(): string;
+}
+
+/** Step 2, for every proxy: the closing hash changed (its change feed named it). */
+export class ClosingWatch {
+  private holding = false;
+  /** One check at a time. */
+  private check: Promise<void> = Promise.resolve();
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly ring: RingRouter,
+    private readonly feeds: ClosingFeeds,
+  ) {}
+
+  heard(): void {
+    this.check = this.check.then(() => this.checkClosing());
+  }
+
+  /**
+   * While the hash names a closer, hold writes, let those in flight finish and the feeds catch up,
+   * then acknowledge; once it is gone, write again.
+   */
+  private async checkClosing(): Promise<void> {
+    const placement = this.ring.placement;
+    if (!placement.converges) return;
+    const id = this.feeds.selfId() || 'slotproxy';
+    try {
+      const state = decodeReply(await closingCall(this.ctx, placement, (key) => ['HMGET', key, 'by', id], this.ctx.forward.retryWindowMs), true);
+      const [by, acked] = Array.isArray(state) ? state : [null, null];
+      if (by === null || by === undefined) {
+        if (this.holding) log.info('migration: side A is no longer closing; writes go on');
+        this.holding = false;
+        this.ring.releaseWrites();
+        return;
+      }
+      // The switch may have happened while the hash was read: then there is nothing to hold.
+      if (!this.ring.placement.converges) return;
+      if (!this.holding) log.info({ by: String(by) }, 'migration: side A is closing for done; writes are held until this proxy switches');
+      this.holding = true;
+      this.ring.holdWrites(CLOSING_TTL_MS);
+      if (acked !== null && acked !== undefined) return;
+      await this.ring.drained();
+      await this.ring.carry.drained();
+      await this.feeds.settle();
+      await closingCall(this.ctx, placement, (key) => ['EVAL', ACK_SCRIPT, '1', key, id], this.ctx.forward.retryWindowMs);
+    } catch (err) {
+      log.warn({ err: err instanceof Error ? err.message : String(err) }, 'migration: cannot read or acknowledge side A\'s closing');
+    }
   }
 }

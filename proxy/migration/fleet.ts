@@ -1,9 +1,9 @@
 /**
  * Proxies of one ring that know of each other, so a migration does not depend on an operator
  * switching each one by hand in the right order. Every proxy in ring mode holds a connection to
- * every node of side A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version|refused|feeds`:
- * what the target's rules refused through it, target-refusals.ts, and the state of its change
- * feeds, change-copier.ts),
+ * every node of side A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version|refused|feeds|copies`:
+ * what the target's rules refused through it, target-refusals.ts, the state of its change
+ * feeds, change-copier.ts, and the nodes whose copier it holds, copier-lease.ts),
  * renamed at each heartbeat. The fleet is what `CLIENT LIST` on ring A's nodes shows: a proxy that
  * dies loses its connections (or, if its host vanished, stops renewing them and is idle too long).
  * Nothing is written into the keyspace, so clients see no key and no keyspace event of it.
@@ -31,11 +31,18 @@ export interface ProxyRecord {
   targetRefused: string;
   /** Its change feeds: `live` (all covered), the nodes that are not (`addr=lost,...`), or `-` (none). */
   feeds: string;
+  /** The nodes of side A whose copier it holds (copier-lease.ts): `addr,addr`, or `-`. */
+  copies: string;
+}
+
+/** ProxyRecord.copies of a list of nodes. */
+export function copiesField(nodes: readonly string[]): string {
+  return nodes.length === 0 ? '-' : nodes.join(',');
 }
 
 /** The connection name that carries `r` (Redis allows no spaces or special characters in names). */
 export function connectionName(r: ProxyRecord): string {
-  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version, r.targetRefused, r.feeds].join('|');
+  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version, r.targetRefused, r.feeds, r.copies].join('|');
 }
 
 /** True when `phase` comes before `other` in a migration. */
@@ -49,9 +56,9 @@ export function parseClientList(text: string): ProxyRecord[] {
   for (const line of text.split('\n')) {
     const name = / name=(\S*)/.exec(line)?.[1] ?? '';
     const idle = Number(/ idle=(\d+)/.exec(line)?.[1] ?? Infinity);
-    const [prefix, id, phase, addr, pid, version, targetRefused, feeds] = name.split('|');
+    const [prefix, id, phase, addr, pid, version, targetRefused, feeds, copies] = name.split('|');
     if (prefix !== NAME_PREFIX || idle > FLEET_STALE_SECONDS || !PHASE_ORDER.includes(phase as FleetPhase) || addr === undefined) continue;
-    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '', targetRefused: targetRefused ?? '-', feeds: feeds ?? '-' });
+    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '', targetRefused: targetRefused ?? '-', feeds: feeds ?? '-', copies: copies ?? '-' });
   }
   return out;
 }

@@ -30,9 +30,28 @@ export class NodeChanges {
   /** Bumped when a gap opens: a re-walk covers it only if no other opened while it ran. */
   gapEpoch = 0;
   rewalking = false;
+  /** The open gap is a takeover of the copier (copier-lease.ts): barriers wait for its re-walk. */
+  takenOver = false;
+  /** Re-walked since this proxy started (a gap covered). */
+  walked = false;
   readonly coverWaiters: (() => void)[] = [];
+  /**
+   * Who holds this node's copier (copier-lease.ts): null until the first lease tick answers;
+   * `mine` while it is this proxy, which alone then copies what the feed names.
+   */
+  holder: string | null = null;
+  holderState = '';
+  mine = false;
+  /** When the lease was last read (a holder's state older than a lease counts as unknown). */
+  leaseSeenAt = 0;
 
   constructor(readonly address: string) {}
+
+  /** Its own feed's state while it holds the copier; else the holder's, as long as its own feed is up. */
+  get reported(): string {
+    if (this.mine || this.feed === null || !this.feed.ready) return this.state;
+    return this.holder === null ? 'starting' : this.holderState;
+  }
 
   get state(): FeedState {
     if (this.feed === null) return 'lost';

@@ -9,11 +9,15 @@ import { BackendPool } from '../backend/pool';
 import { BackendConnection } from '../backend/connection';
 import { request } from '../backend/request';
 import { RingRouter } from '../ring/router';
-import { FLEET_HEARTBEAT_MS, ProxyRecord, connectionName } from './fleet';
+import { FLEET_HEARTBEAT_MS, ProxyRecord, connectionName, copiesField } from './fleet';
 import { targetRefusalSummary } from './target-refusals';
 
+/** A proxy's id in the fleet (its change copier takes leases under it before it registers). */
+export function newFleetId(): string {
+  return `${os.hostname()}-${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
+}
+
 export class FleetRegistration {
-  readonly id = `${os.hostname()}-${process.pid}-${crypto.randomBytes(3).toString('hex')}`;
   private timer: NodeJS.Timeout | null = null;
   private stopped = false;
   private readonly links = new Map<string, BackendConnection>();
@@ -28,6 +32,9 @@ export class FleetRegistration {
     private readonly targetRefusals: ReadonlyMap<string, number> = new Map(),
     /** Its change feeds' state (ProxyRecord.feeds). */
     private readonly feeds: () => string = () => '-',
+    /** The nodes of side A whose copier it holds (ProxyRecord.copies). */
+    private readonly copies: () => string[] = () => [],
+    readonly id: string = newFleetId(),
   ) {}
 
   start(): void {
@@ -59,7 +66,7 @@ export class FleetRegistration {
 
   record(): ProxyRecord {
     const host = this.listen.host === '0.0.0.0' || this.listen.host === '::' ? os.hostname() : this.listen.host;
-    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals), feeds: this.feeds() };
+    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals), feeds: this.feeds(), copies: copiesField(this.copies()) };
   }
 
   /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */

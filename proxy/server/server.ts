@@ -36,7 +36,7 @@ import { applyRingReload } from './ring-reload';
 import { readinessProblem } from './readiness';
 import { Ring } from '../../sharding/ring';
 import { readCopyProgress } from '../migration/copy-progress';
-import { FleetRegistration } from '../migration/registration';
+import { FleetRegistration, newFleetId } from '../migration/registration';
 import { carryToTarget } from '../migration/carry';
 import { ChangeCopier } from '../migration/change-copier';
 import { proxyInfoSection } from './info-section';
@@ -145,9 +145,11 @@ export class ProxyServer {
     watchPlacement(ctx);
     /** This proxy's fleet id, known once it registers (below). */
     const fleetId = { id: '' };
+    /** It takes nodes' copiers under the id it registers under (migration/copier-lease.ts). */
+    const leaseId = newFleetId();
     if (ctx.ring !== null) {
       // A migration's change feeds are up before the proxy serves it.
-      const changes = new ChangeCopier(ctx, ctx.ring, () => fleetId.id);
+      const changes = new ChangeCopier(ctx, ctx.ring, () => fleetId.id, leaseId);
       ctx.changes = changes;
       await changes.ready(config.backend.connectTimeoutMs);
       await coverStartGap(ctx, changes);
@@ -177,9 +179,12 @@ export class ProxyServer {
     await server.listen();
     if (ctx.ring !== null) {
       // Ring mode: other proxies of the ring and the `migrate` commands can see this one.
-      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals, () => ctx.changes?.summary() ?? '-');
+      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals, () => ctx.changes?.summary() ?? '-', () => ctx.changes?.held() ?? [], leaseId);
       server.registration.start();
       fleetId.id = server.registration.id;
+      // The nodes it copies are named in its registration as soon as that changes (migration/copier-lease.ts).
+      const registration = server.registration;
+      if (ctx.changes instanceof ChangeCopier) ctx.changes.onHeldChange = () => registration.beat();
     }
     return server;
   }
@@ -295,6 +300,8 @@ export class ProxyServer {
     this.ctx.replicaReads?.stop();
     this.ctx.sentinel?.stop();
     this.ctx.caching.stop();
+    // What its copiers heard is copied before it goes (migration/copier-lease.ts: another proxy takes them over).
+    await this.ctx.changes?.release(Math.min(1000, Math.max(0, deadline - Date.now())) || 200);
     this.ctx.changes?.stop();
     this.preloader?.stop();
     this.ctx.pool.closeAll();

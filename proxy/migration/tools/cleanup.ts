@@ -10,6 +10,7 @@ import { BOOKKEEPING_PREFIX, DIGESTS_KEY, FENCE_KEY, VERSIONS_KEY, isBookkeeping
 import { COPY_STATE_KEY } from './copy';
 import { CLOSING_KEY } from '../closing';
 import { READING_KEY } from '../read-barrier';
+import { COPIERS_KEY } from '../copier-lease';
 import { Progress } from './progress';
 
 export async function cleanupMoved(nodes: NodeClient, placement: Placement, opts: { batch: number; progress: boolean }): Promise<{ deleted: number }> {
@@ -46,11 +47,11 @@ async function unlink(nodes: NodeClient, side: KeySpace, addr: string, keys: Buf
   return counts.reduce((sum, n) => sum + n, 0);
 }
 
-/** slotproxy's own keys on a side: five names per ring node; on a cluster, the per-slot keys SCAN finds on each master. */
+/** slotproxy's own keys on a side: a fixed list of names per ring node; on a cluster, the per-slot keys SCAN finds on each master. */
 async function removeBookkeeping(nodes: NodeClient, side: KeySpace, batch: number): Promise<void> {
   for (const addr of side.masters()) {
     if (side.kind === 'ring') {
-      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY, CLOSING_KEY, READING_KEY]);
+      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY, CLOSING_KEY, READING_KEY, COPIERS_KEY]);
       continue;
     }
     let cursor = '0';

@@ -1,0 +1,42 @@
+/**
+ * What the change copier (change-copier.ts) says of its nodes of side A: which are covered (every
+ * change known to be on side B, or to be carried there), by whom (copier-lease.ts), and the lines
+ * of PROXY MIGRATION STATUS, the fleet record and INFO proxy.
+ */
+import { VIEW_FRESH_MS } from './copier-lease';
+import { NodeChanges } from './node-changes';
+
+/** Covered by its own copier while this proxy holds the node; else its feed is up and the holder (read within VIEW_FRESH_MS) is live. */
+export function isCovered(n: NodeChanges): boolean {
+  if (n.mine) return n.covered;
+  return n.feed?.ready === true && n.holder !== null && Date.now() - n.leaseSeenAt < VIEW_FRESH_MS && n.holderState === 'live';
+}
+
+/** Why switching to read-new or done must wait: one line per node of side A that is not covered. */
+export function uncoveredLines(nodes: Iterable<NodeChanges>): string[] {
+  const out: string[] = [];
+  for (const n of nodes) {
+    if (isCovered(n)) continue;
+    if (!n.mine && n.feed?.ready === true) {
+      const known = n.holder !== null && Date.now() - n.leaseSeenAt < VIEW_FRESH_MS;
+      const why = !known ? 'no proxy is known to copy its changes (the fleet cannot be read)' : n.holder === '' ? 'no proxy copies its changes yet' : `its copier (proxy ${n.holder ?? ''}) is ${n.holderState}`;
+      out.push(`${n.address} ${n.reported}: ${why}`);
+      continue;
+    }
+    const why = n.state === 'behind' ? `${n.failed.size} keys not copied yet (${n.lastFailure})` : n.gapSince === null ? 'its change feed is starting' : `${n.gapReason} ${Math.round((Date.now() - n.gapSince) / 1000)} s ago`;
+    out.push(`${n.address} ${n.state}: ${why}`);
+  }
+  return out;
+}
+
+/** For the fleet record: `live` when every node is covered, else the nodes that are not; `-` without feeds. */
+export function feedSummary(nodes: readonly NodeChanges[]): string {
+  if (nodes.length === 0) return '-';
+  const open = nodes.filter((n) => !isCovered(n)).map((n) => `${n.address}=${n.reported}`);
+  return open.length === 0 ? 'live' : open.join(',');
+}
+
+/** `address=proxy id` of each node's copier holder (`?` while unknown). */
+export function copierHolders(nodes: readonly NodeChanges[]): string[] {
+  return nodes.map((n) => `${n.address}=${n.holder ?? '?'}`);
+}

@@ -167,6 +167,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
               lines.push(`    refused because the target would refuse it: ${p.targetRefused === '-' ? 'nothing' : p.targetRefused}`);
               if (p.feeds !== '-') lines.push(`    change feeds: ${p.feeds === 'live' ? 'all live' : `${p.feeds} (read-new and done wait until these are re-walked)`}`);
+              if (p.feeds !== '-') lines.push(`    copies the changes of: ${p.copies === '-' ? 'no node (other proxies do)' : p.copies}`);
             }
           }
           for (const [which, side] of [['A', placement.from], ['B', placement.to]] as const) {

@@ -41,13 +41,14 @@ export type PlacementView =
 
 export interface MigrationView {
   phase: string;
-  fleet: { id: string; addr: string; phase: string; pid: number; version: string; feeds: string; targetRefused: string }[] | null;
+  fleet: { id: string; addr: string; phase: string; pid: number; version: string; feeds: string; copies: string; targetRefused: string }[] | null;
   fleetError: string | null;
   copy: CopyView | null;
   /** `slotproxy migrate verify`'s last result (saved on side A), null when none is known. */
   verify: VerifyRecord | null;
   /** INFO's feed counts, with each node's state and the uncovered nodes named. */
-  feeds: (Omit<MigrationFeedCounts, 'feeds' | 'uncovered'> & { nodes: { addr: string; state: string }[]; uncovered: string[] }) | null;
+  /** `copier`: the id of the proxy that copies the node's changes (migration/copier-lease.ts), `?` while unknown. */
+  feeds: (Omit<MigrationFeedCounts, 'feeds' | 'uncovered'> & { nodes: { addr: string; state: string; copier: string }[]; uncovered: string[] }) | null;
   /** What to run next (the console changes nothing itself). */
   next: string | null;
 }
@@ -218,7 +219,7 @@ function migrationOf(src: StateSources, probes: ProbeResults): MigrationView {
   const file = src.configFile() ?? 'FILE';
   return {
     phase,
-    fleet: Array.isArray(fleet) ? fleet.map((r) => ({ id: r.id, addr: r.addr, phase: r.phase, pid: r.pid, version: r.version, feeds: r.feeds, targetRefused: r.targetRefused })) : null,
+    fleet: Array.isArray(fleet) ? fleet.map((r) => ({ id: r.id, addr: r.addr, phase: r.phase, pid: r.pid, version: r.version, feeds: r.feeds, copies: r.copies, targetRefused: r.targetRefused })) : null,
     fleetError: fleet !== null && !Array.isArray(fleet) ? fleet.error : null,
     copy: probes.copy,
     verify: probes.verify,
@@ -226,9 +227,10 @@ function migrationOf(src: StateSources, probes: ProbeResults): MigrationView {
       counts === null
         ? null
         : {
-            nodes: (ctx.changes?.states() ?? []).map((s) => {
+            nodes: (ctx.changes?.states() ?? []).map((s, i) => {
               const at = s.lastIndexOf('=');
-              return { addr: s.slice(0, at), state: s.slice(at + 1) };
+              const copier = ctx.changes?.copiers()[i] ?? '';
+              return { addr: s.slice(0, at), state: s.slice(at + 1), copier: copier.slice(copier.indexOf('=') + 1) || '?' };
             }),
             uncovered: ctx.changes?.uncovered() ?? [],
             copied: counts.copied,

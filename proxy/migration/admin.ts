@@ -136,6 +136,8 @@ function statusText(ctx: ProxyContext): string {
   else if (p.to instanceof ClusterKeySpace) lines.push(`to_cluster:${p.to.seeds.join(',')}`, `to_masters:${p.to.masters().join(',')}`);
   const feeds = ctx.changes?.states() ?? [];
   if (feeds.length > 0) lines.push(`feeds:${feeds.join(',')}`);
+  const copiers = ctx.changes?.copiers() ?? [];
+  if (copiers.length > 0) lines.push(`copiers:${copiers.join(',')}`);
   const open = ctx.changes?.uncovered() ?? [];
   if (open.length > 0) lines.push(`uncovered:${open.join('; ')}`);
   return lines.join('\r\n') + '\r\n';

@@ -180,7 +180,7 @@ function renderMigration(s) {
     (m.fleet ?? []).map((r) => el('tr', { 'data-phase': r.phase }, el('td', { title: `pid ${r.pid}, version ${r.version}` }, r.id), el('td', {}, r.addr), el('td', {}, r.phase), el('td', {}, r.feeds), el('td', {}, r.targetRefused === '-' ? 'nothing' : r.targetRefused))),
   );
   const f = m.feeds;
-  table('feeds', ['node of side A', 'state'], (f?.nodes ?? []).map((n) => el('tr', { class: n.state === 'live' ? 'up' : 'down' }, el('td', {}, n.addr), el('td', {}, n.state))));
+  table('feeds', ['node of side A', 'state', 'copied by'], (f?.nodes ?? []).map((n) => el('tr', { class: n.state === 'live' ? 'up' : 'down' }, el('td', {}, n.addr), el('td', {}, n.state), el('td', {}, n.copier))));
   $('feed-counts').textContent =
     f === null
       ? ''

@@ -12,7 +12,8 @@
  *     proxy once it has gone unnamed for UNHELD_TAKE_MS (views of the fleet may differ);
  *   - a node named by several (taken at once) stays with the highest ranking; the others give it up.
  * A proxy that dies loses its registration at once (its connections close), one that hangs after
- * FLEET_STALE_SECONDS; the next tick of another proxy takes its nodes over.
+ * FLEET_STALE_SECONDS; the next tick of another proxy takes its nodes over. A proxy that cannot read
+ * the fleet for UNHELD_TAKE_MS copies every node itself.
  *
  * A takeover re-walks the node before it counts as covered: what changed since the last holder
  * last copied was heard by no copier (unless that holder went on to done: it closed side A first). A node taken with no holder ever seen by this proxy needs no
@@ -94,6 +95,8 @@ export class CopierLeases {
   /** Per node: the last other proxy seen holding it, and since when nobody has. */
   private readonly lastHolder = new Map<string, string>();
   private readonly unheldSince = new Map<string, number>();
+  /** Since when the fleet cannot be read (null while it can). */
+  private unreadSince: number | null = null;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -126,8 +129,13 @@ export class CopierLeases {
     let fleet: ProxyRecord[];
     try {
       fleet = await this.readFleet(this.placement());
+      this.unreadSince = null;
     } catch (err) {
       this.nodes.failed(err instanceof Error ? err.message : String(err));
+      // Unknown for long: this proxy copies every node itself (two copiers cost work, none would lose changes).
+      this.unreadSince ??= Date.now();
+      if (Date.now() - this.unreadSince < UNHELD_TAKE_MS) return;
+      for (const n of nodes) if (!n.mine) this.nodes.seen(n.address, { holder: this.id, state: n.state, kind: 'acquired', takeover: 'took its copier while the fleet cannot be read' });
       return;
     }
     const others = fleet.filter((r) => r.id !== this.id && (r.phase === 'double-write' || r.phase === 'read-new'));

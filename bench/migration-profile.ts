@@ -9,6 +9,9 @@
 // `floor-ring`, `floor-cluster`, `floor-ring-versions`, `floor-cluster-versions`, `floor-ring-feed`,
 // `floor-cluster-feed`) run bench/mux-floor.ts in
 // a child process: the least a double-write costs on our connection model (ratios against `floor`).
+// `--proxies N` starts N-1 more proxies of the same config beside the measured one (in this process,
+// so their CPU counts too): a fleet whose other proxies hold change feeds while the load goes
+// through one (issue 37 item 3: one copier per node of A for the fleet, copier-lease.ts).
 
 import { execFile } from 'node:child_process';
 import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
@@ -77,6 +80,7 @@ async function main(): Promise<void> {
   const pipelines = arg('--pipelines', '1,16').split(',').map(Number);
   const tests = arg('--tests', 'set,incr').split(',');
   const wanted = arg('--targets', 'none,ring,cluster').split(',');
+  const fleet = Number(arg('--proxies', '1'));
   const nodes = await StandaloneNodes.start(3);
   const cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
   try {
@@ -110,7 +114,7 @@ async function main(): Promise<void> {
         for (const test of tests) {
           for (const [target, config] of targets.filter(([t]) => wanted.includes(t))) {
             await Promise.all(all.map((n) => n.command('FLUSHALL')));
-            const proxy = await startTarget(config);
+            const proxy = await startTarget(config, fleet);
             try {
               const n = pipeline === 1 ? requests / 4 : requests;
               await Promise.all(all.map((node) => node.command('CONFIG', 'RESETSTAT')));
@@ -178,15 +182,17 @@ async function main(): Promise<void> {
 }
 
 /** A target of the run: slotproxy in this process (a config), or the floor in a child (its arguments after PORT). */
-async function startTarget(target: RingModeConfig | string[]): Promise<{ port: number; cpuSeconds(): number; close(): Promise<void> }> {
+async function startTarget(target: RingModeConfig | string[], fleet: number): Promise<{ port: number; cpuSeconds(): number; close(): Promise<void> }> {
   if (!Array.isArray(target)) {
     const proxy = await ProxyServer.start(target);
+    const others: ProxyServer[] = [];
+    for (let i = 1; i < fleet; i++) others.push(await ProxyServer.start(target));
     if (target.migration?.phase === 'double-write') await answeringAfterA(proxy.address.port);
     const cpu = (): number => {
       const u = process.cpuUsage();
       return (u.user + u.system) / 1e6;
     };
-    return { port: proxy.address.port, cpuSeconds: cpu, close: () => proxy.close(500) };
+    return { port: proxy.address.port, cpuSeconds: cpu, close: async () => void (await Promise.all([proxy, ...others].map((p) => p.close(500)))) };
   }
   const script = path.join(__dirname, 'mux-floor.js');
   const { proc, port } = await startProxy('mux-floor', async (p) => ({ bin: process.execPath, args: [script, String(p), ...target] }), async () => '');

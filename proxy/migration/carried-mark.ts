@@ -63,6 +63,14 @@ export class CarriedMarks {
     });
   }
 
+  /** True once the holder confirmed every change made on `address` before now, false after `timeoutMs`. */
+  confirmed(address: string, timeoutMs: number): Promise<boolean> {
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => resolve(false), timeoutMs).unref();
+      void this.wait(address).then(() => (clearTimeout(timer), resolve(true)));
+    });
+  }
+
   /** Nothing waits any more (the copier stops). */
   clear(): void {
     this.waiting.clear();

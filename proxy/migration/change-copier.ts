@@ -14,7 +14,8 @@
  * With several proxies, every one keeps the feeds (it hears the fleet's barriers on them, and its
  * own gaps), but only the proxy holding a node's copier lease (copier-lease.ts) copies what that
  * node's feed names: one carry per change, not one per proxy. A barrier of another proxy asks the
- * holder (carried-mark.ts); a proxy taking the lease over re-walks the node.
+ * holder (carried-mark.ts); the others stand by (standby.ts), and one taking the node over copies
+ * what it stood by for, or re-walks the node.
  *
  * Per node of side A:
  *   feed --keys--> pending (deduplicated) --drain, one batch at a time--> SNAPSHOT on A, APPLY on B
@@ -47,6 +48,7 @@ import { CopierLeases, LeaseView, copiersKeyOf } from './copier-lease';
 import { copierHolders, feedSummary, uncoveredLines } from './copier-report';
 import { CarriedMarks } from './carried-mark';
 import { FeedKeyCopy, scanNode } from './feed-copy';
+import { handOver, prune, remember } from './standby';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
@@ -94,7 +96,10 @@ export class ChangeCopier implements MigrationChanges {
         nodes: () => [...this.nodes.values()].map((n) => ({ address: n.address, mine: n.mine, state: n.state })),
         seen: (address, view) => this.leaseSeen(address, view),
         failed: (reason) => log.warn({ reason }, 'migration: cannot read the fleet to know who copies each node\'s changes; tried again'),
-        ticked: () => this.marks.heard(),
+        ticked: () => {
+          this.marks.heard();
+          for (const node of this.nodes.values()) void prune(node, () => this.marks.confirmed(node.address, BARRIER_WAIT_MS));
+        },
       },
       (placement) => fleetOf(ctx, placement),
     );
@@ -324,6 +329,7 @@ export class ChangeCopier implements MigrationChanges {
     feed?.close();
     node.pending.clear();
     node.failed.clear();
+    node.standby.clear();
     for (const w of node.copyWaiters.splice(0)) w.done();
     for (const w of node.coverWaiters.splice(0)) w();
   }
@@ -342,12 +348,12 @@ export class ChangeCopier implements MigrationChanges {
       // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
       this.openGap(node, 'the node was flushed');
     } else if (node.mine || node.holder === null) {
-      // Another proxy holds the copier: it copies. Until the first lease tick answers, kept for whoever this proxy turns out to be.
+      // Until the first tick answers, kept for whoever this proxy turns out to be.
       for (const key of keys) {
         if (isBookkeepingKey(key)) continue;
         node.pending.set(key.toString('latin1'), { key, force: false });
       }
-    }
+    } else remember(node, keys); // another proxy copies: this one stands by (standby.ts)
     if (!node.draining && node.mine) void this.drain(node);
   }
 
@@ -366,11 +372,14 @@ export class ChangeCopier implements MigrationChanges {
     node.leaseSeenAt = Date.now();
     node.mine = view.kind !== 'other';
     if (view.kind === 'acquired') {
-      log.info({ node: address, rewalk: view.takeover || null }, 'migration: this proxy copies the node\'s changes now');
+      // The keys heard since the last copier confirmed are copied now; a re-walk only if they may not be all.
+      const standby = node.standby.size;
+      const covered = handOver(node);
+      log.info({ node: address, takeover: view.takeover || null, standby, rewalk: view.takeover !== '' && !covered }, 'migration: this proxy copies the node\'s changes now');
       this.onHeldChange();
       // What was heard before is someone else's to have copied (or in pending, kept at start).
       if (node.pending.size === 0 && !node.draining) this.copied(node, node.heard);
-      if (view.takeover !== '') {
+      if (view.takeover !== '' && !covered) {
         node.takenOver = true;
         this.openGap(node, view.takeover);
       } else if (node.gapSince !== null && node.feed?.ready === true) void this.rewalk(node);
@@ -379,6 +388,8 @@ export class ChangeCopier implements MigrationChanges {
     if (!node.mine && (wasMine || first)) {
       if (wasMine) log.info({ node: address, holder: view.holder }, 'migration: another proxy copies the node\'s changes now');
       if (wasMine) this.onHeldChange();
+      for (const p of node.pending.values()) node.standby.set(p.key.toString('latin1'), { key: p.key, seq: node.heard });
+      for (const [id, key] of node.failed) node.standby.set(id, { key, seq: node.heard });
       node.pending.clear();
       node.failed.clear();
       // Barriers waiting on this proxy's copier now wait for the new holder.
@@ -442,6 +453,7 @@ export class ChangeCopier implements MigrationChanges {
     node.gapSince ??= Date.now();
     node.gapReason = reason;
     this.count.gaps++;
+    node.standbyOk = false;
     if (!node.mine) return;
     log.warn({ node: node.address, reason }, 'migration: changes on this node may have gone unseen; it is re-walked once its change feed is up');
     if (node.feed?.ready === true) void this.rewalk(node);

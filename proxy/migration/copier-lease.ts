@@ -15,10 +15,11 @@
  * FLEET_STALE_SECONDS; the next tick of another proxy takes its nodes over. A proxy that cannot read
  * the fleet for UNHELD_TAKE_MS copies every node itself.
  *
- * A takeover re-walks the node before it counts as covered: what changed since the last holder
- * last copied was heard by no copier (unless that holder went on to done: it closed side A first). A node taken with no holder ever seen by this proxy needs no
+ * A takeover carries what changed since the last holder last copied, heard by no copier (unless
+ * that holder went on to done: it closed side A first): the keys the taker stood by for
+ * (standby.ts), or, when those may not be all, a re-walk of the node before it counts as covered. A node taken with no holder ever seen by this proxy needs no
  * re-walk only while the history copy has not begun (it will carry whatever changed, as in
- * start-gap.ts); otherwise it is re-walked too.
+ * start-gap.ts); otherwise it is carried as a takeover.
  */
 import crypto from 'node:crypto';
 import { ProxyContext } from '../context';
@@ -46,7 +47,7 @@ export interface LeaseView {
   state: string;
   /** 'acquired': this proxy took it now; 'renewed': it holds it; 'other': it does not. */
   kind: 'acquired' | 'renewed' | 'other';
-  /** On 'acquired': why the node is re-walked (another proxy held it, the copy has begun), '' when it needs none. */
+  /** On 'acquired': why changes no copier copied may exist (another proxy held it, the copy has begun), '' when none can. */
   takeover: string;
 }
 
@@ -170,7 +171,7 @@ export class CopierLeases {
     this.nodes.ticked();
   }
 
-  /** Why taking `address` now needs a re-walk ('' when it does not). */
+  /** Why taking `address` now must carry what no copier may have copied (standby keys or a re-walk), '' when nothing. */
   private async whyRewalk(address: string, fleet: readonly ProxyRecord[]): Promise<string> {
     const last = this.lastHolder.get(address);
     // Gone to done: it closed side A first (closing.ts: every proxy holds its writes from then

@@ -34,6 +34,11 @@ export class NodeChanges {
   takenOver = false;
   /** Re-walked since this proxy started (a gap covered). */
   walked = false;
+  /** While another proxy copies the node: the keys heard since it last confirmed (standby.ts). */
+  readonly standby = new Map<string, { key: Buffer; seq: number }>();
+  /** The standby set holds every change the copier has not confirmed (a confirmation, and no gap since). */
+  standbyOk = false;
+  pruning = false;
   readonly coverWaiters: (() => void)[] = [];
   /**
    * Who holds this node's copier (copier-lease.ts): null until the first lease tick answers;

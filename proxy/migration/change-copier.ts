@@ -336,25 +336,31 @@ export class ChangeCopier implements MigrationChanges {
 
   private heard(node: NodeChanges, keys: Buffer[] | null): void {
     node.heard++;
-    const closing = closingPlace(this.ring.placement);
-    if (keys !== null && closing !== null && closing.address === node.address && keys.some((k) => k.toString('latin1') === closing.key)) {
-      this.closing.heard();
-    }
-    const reading = closing === null ? null : readingPlace(this.ring.placement);
-    if (keys !== null && reading !== null && reading.address === node.address && keys.some((k) => k.toString('latin1') === reading.key)) this.reading.heard();
-    const copiers = copiersKeyOf(this.ring.placement);
-    if (keys !== null && copiers !== null && copiers.address === node.address && keys.some((k) => k.toString('latin1') === copiers.key)) this.marks.heard();
     if (keys === null) {
       // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
       this.openGap(node, 'the node was flushed');
     } else if (node.mine || node.holder === null) {
       // Until the first tick answers, kept for whoever this proxy turns out to be.
       for (const key of keys) {
-        if (isBookkeepingKey(key)) continue;
-        node.pending.set(key.toString('latin1'), { key, force: false });
+        if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
+        else node.pending.set(key.toString('latin1'), { key, force: false });
       }
-    } else remember(node, keys); // another proxy copies: this one stands by (standby.ts)
+    } else {
+      for (const key of keys) if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
+      remember(node, keys); // another proxy copies: this one stands by (standby.ts)
+    }
     if (!node.draining && node.mine) void this.drain(node);
+  }
+
+  /** The fleet's own hashes on this node: a closing, a read barrier, a copier's mark. */
+  private heardBookkeeping(node: NodeChanges, key: Buffer): void {
+    const placement = this.ring.placement;
+    const closing = closingPlace(placement);
+    if (closing === null || closing.address !== node.address) return;
+    const name = key.toString('latin1');
+    if (name === closing.key) this.closing.heard();
+    else if (name === readingPlace(placement)?.key) this.reading.heard();
+    else if (name === copiersKeyOf(placement)?.key) this.marks.heard();
   }
 
   /**

@@ -7,7 +7,8 @@
 // (also `ring-read-new`, `cluster-read-new`: the same proxy in read-new, whose writes converge).
 // With `node --cpu-prof` the proxy's own profile comes with it. The floor targets (`floor`,
 // `floor-ring`, `floor-cluster`, `floor-ring-versions`, `floor-cluster-versions`, `floor-ring-feed`,
-// `floor-cluster-feed`) run bench/mux-floor.ts in
+// `floor-cluster-feed`, and `floor-ring-feed-versions`, `floor-cluster-feed-versions`: the feed's
+// copies ordered by versions, one script per turn on each side) run bench/mux-floor.ts in
 // a child process: the least a double-write costs on our connection model (ratios against `floor`).
 // `--proxies N` starts N-1 more proxies of the same config beside the measured one (in this process,
 // so their CPU counts too): a fleet whose other proxies hold change feeds while the load goes
@@ -107,6 +108,8 @@ async function main(): Promise<void> {
       ['floor-cluster-versions', [a, b, '--to-cluster', seed, '--versions']],
       ['floor-ring-feed', [a, b, '--to-ring', c, '--carry', 'feed']],
       ['floor-cluster-feed', [a, b, '--to-cluster', seed, '--carry', 'feed']],
+      ['floor-ring-feed-versions', [a, b, '--to-ring', c, '--carry', 'feed', '--versions']],
+      ['floor-cluster-feed-versions', [a, b, '--to-cluster', seed, '--carry', 'feed', '--versions']],
     ];
     const samples: Sample[] = [];
     for (let round = 0; round < rounds; round++) {

@@ -22,8 +22,8 @@
 // owner in B, and only then does the client get A's reply (`--carry sync`, slotproxy's contract). No
 // MULTI, no versions, no fingerprints, no change feed. `--carry feed` instead answers at once and
 // copies what a change feed names: one RESP3 `CLIENT TRACKING ON BCAST` connection per node of A,
-// each named key that moves copied DUMP then RESTORE, nobody waiting. `--versions` (with sync)
-// orders the copies as convergence under several writers needs: a script on A takes
+// each named key that moves copied DUMP then RESTORE, nobody waiting. `--versions` (with either
+// carry) orders the copies as convergence under several writers needs: a script on A takes
 // `HINCRBY versions key 1` and `DUMP key` in place of the DUMP, a script on B restores only a
 // version above the one it holds (slotproxy's SNAPSHOT/APPLY without fingerprints, MULTI or TTLs).
 // Usage: node dist/bench/mux-floor.js PORT REDIS_HOST:PORT [REDIS_HOST:PORT ...]
@@ -336,6 +336,10 @@ function routeWrite(frame: Buffer, client: Client): void {
   const copy = new Copy(client, client.expect(), key, to);
   inA.queuePart(frame, copy, 0);
   if (!versioned) return inA.queuePart(Buffer.concat([DUMP_HEAD, key]), copy, 1);
+  batchSnapshot(inA, copy);
+}
+/** `--versions`: the copy joins this turn's SNAPSHOT script on its node of A. */
+function batchSnapshot(inA: Node, copy: Copy): void {
   const batch = toSnapshot.get(inA);
   if (batch === undefined) toSnapshot.set(inA, [copy]);
   else batch.push(copy);
@@ -424,7 +428,12 @@ function openFeed(address: string, inA: Node): void {
         const len = frameLength(frame, at);
         const start = crAt(frame, at) + 2;
         const to = ownerInB(frame, start, at + len - 2, inA);
-        if (to !== inA) inA.queuePart(Buffer.concat([DUMP_HEAD, frame.subarray(at, at + len)]), new Copy(null, 0, frame.subarray(at, at + len), to), 1);
+        // The versions hash itself (`floor:versions`, changed by every snapshot) is not a key to copy.
+        if (to !== inA && !(versioned && frame[start] === 102 && frame.toString('latin1', start, start + 6) === 'floor:')) {
+          const key = frame.subarray(at, at + len);
+          if (versioned) batchSnapshot(inA, new Copy(null, 0, key, to));
+          else inA.queuePart(Buffer.concat([DUMP_HEAD, key]), new Copy(null, 0, key, to), 1);
+        }
         at += len;
       }
     });

@@ -40,12 +40,12 @@ import { MigrationFeedCounts } from '../telemetry/metrics';
 import { ownerOfKey } from '../../sharding/key-space';
 import { isBookkeepingKey } from './converge';
 import { CopyTarget } from './copy-keys';
-import { ChangeCounts, NodeChanges, Pending } from './node-changes';
+import { ChangeCounts, NodeChanges } from './node-changes';
 import { ClosingWatch, closingPlace } from './closing';
 import { ReadBarrierWatch, readingPlace } from './read-barrier';
 import { fleetOf } from './admin';
 import { CopierLeases, LeaseView, copiersKeyOf } from './copier-lease';
-import { copierHolders, feedSummary, uncoveredLines } from './copier-report';
+import { copierHolders, feedInfoLines, feedSummary, uncoveredLines } from './copier-report';
 import { CarriedMarks } from './carried-mark';
 import { FeedKeyCopy, scanNode } from './feed-copy';
 import { handOver, prune, remember } from './standby';
@@ -181,25 +181,9 @@ export class ChangeCopier implements MigrationChanges {
     return { feeds: this.nodes.size, uncovered: this.uncovered().length, ...this.count };
   }
 
-  /** INFO proxy's lines. */
+  /** INFO proxy's lines (copier-report.ts). */
   infoLines(): string[] {
-    const c = this.count;
-    return [
-      `migration_feeds:${this.nodes.size}`,
-      `migration_feeds_uncovered:${this.uncovered().length}`,
-      `migration_feed_keys_copied:${c.copied}`,
-      `migration_feed_keys_unchanged:${c.unchanged}`,
-      `migration_feed_copy_failures:${c.copyFailures}`,
-      `migration_feed_gaps:${c.gaps}`,
-      `migration_feed_rewalks:${c.rewalks}`,
-      `migration_feed_missed_after_fence:${c.missedAfterFence}`,
-      `migration_feed_barrier_timeouts:${c.barrierTimeouts}`,
-      // Which proxy copies each node's changes (copier-lease.ts), and how many of them this one does.
-      `migration_copiers_held:${this.held().length}`,
-      `migration_copiers:${this.copiers().join(',')}`,
-      // Double-write's writes: answered after side A alone (the feeds carry them), or once B holds them (read-barrier.ts).
-      `migration_write_answer:${this.ring.carry.answerAfterA ? 'after-side-a' : 'converging'}`,
-    ];
+    return feedInfoLines(this.count, this.nodes.size, this.uncovered().length, this.held().length, this.copiers(), this.ring.carry.answerAfterA);
   }
 
   /**
@@ -392,8 +376,10 @@ export class ChangeCopier implements MigrationChanges {
     }
     if (node.mine && !node.draining && node.pending.size > 0) void this.drain(node);
     if (!node.mine && (wasMine || first)) {
-      if (wasMine) log.info({ node: address, holder: view.holder }, 'migration: another proxy copies the node\'s changes now');
-      if (wasMine) this.onHeldChange();
+      if (wasMine) {
+        log.info({ node: address, holder: view.holder }, 'migration: another proxy copies the node\'s changes now');
+        this.onHeldChange();
+      }
       for (const p of node.pending.values()) node.standby.set(p.key.toString('latin1'), { key: p.key, seq: node.heard });
       for (const [id, key] of node.failed) node.standby.set(id, { key, seq: node.heard });
       node.pending.clear();
@@ -411,7 +397,8 @@ export class ChangeCopier implements MigrationChanges {
         const through = node.heard;
         const batch = [...node.pending.values()];
         node.pending.clear();
-        await this.copy(node, batch);
+        // While writes are answered after A, what the feed names has nearly always changed: no fingerprint check.
+        await this.keyCopy.copy(node, batch, !this.ring.carry.answerAfterA, true);
         this.copied(node, node.pending.size === 0 ? node.heard : through);
       }
       this.copied(node, node.heard);
@@ -432,11 +419,6 @@ export class ChangeCopier implements MigrationChanges {
   private whenCopied(node: NodeChanges, seq: number, done: () => void): void {
     if (node.copiedThrough >= seq && !node.draining) return done();
     node.copyWaiters.push({ seq, done });
-  }
-
-  /** Copies the keys that move (feed-copy.ts). */
-  private copy(node: NodeChanges, batch: readonly Pending[]): Promise<void> {
-    return this.keyCopy.copy(node, batch);
   }
 
   private failed(node: NodeChanges, t: CopyTarget, err: unknown): void {
@@ -478,9 +460,9 @@ export class ChangeCopier implements MigrationChanges {
       const placement = this.ring.placement;
       const to = placement.to;
       const ownKey = (k: Buffer): boolean => !isBookkeepingKey(k) && ownerOfKey(placement.from, k) === node.address;
-      await scanNode(this.ctx, node.address, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: false }))));
+      await scanNode(this.ctx, node.address, async (keys) => this.keyCopy.copy(node, keys.filter(ownKey).map((key) => ({ key, force: false }))));
       for (const b of to?.masters() ?? []) {
-        await scanNode(this.ctx, b, async (keys) => this.copy(node, keys.filter(ownKey).map((key) => ({ key, force: true }))));
+        await scanNode(this.ctx, b, async (keys) => this.keyCopy.copy(node, keys.filter(ownKey).map((key) => ({ key, force: true }))));
       }
       if (node.gapEpoch === epoch && node.failed.size === 0 && node.feed?.ready === true && this.nodes.get(node.address) === node) {
         node.gapSince = null;

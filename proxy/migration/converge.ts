@@ -90,13 +90,25 @@ export const SNAPSHOT_SCRIPT = `${SNAPSHOT_FUNCTION}
 return snapshot(KEYS[1], KEYS[2], KEYS[3], ARGV[1] == '1')`;
 
 /**
- * The change feeds' batch (change-copier.ts): KEYS = versions hash, digests hash, then keys that
- * share them (one ring node, or one slot of a cluster); for each key, 0 when unchanged since its
- * last snapshot, else its snapshot.
+ * The change feeds' batch (feed-copy.ts): KEYS = versions hash, digests hash, then keys that share
+ * them (one ring node, or one slot of a cluster); ARGV[1] '1': only the keys that changed since
+ * their last snapshot, '0': every key (while writes are answered after side A, nearly every key a
+ * feed names has changed, and the fingerprint's HGET would only cost). The reply is flat, three
+ * elements per key (version, payload, ttl; version 0 for a key that had not changed): Redis turns
+ * a nested table into RESP with several field lookups per table, a measurable share per key.
  */
 export const SNAPSHOT_CHANGED_SCRIPT = `${SNAPSHOT_FUNCTION}
 local out = {}
-for i = 3, #KEYS do out[i - 2] = snapshot(KEYS[i], KEYS[1], KEYS[2], true) end
+local ifChanged = ARGV[1] == '1'
+for i = 3, #KEYS do
+  local s = snapshot(KEYS[i], KEYS[1], KEYS[2], ifChanged)
+  local at = (i - 3) * 3
+  if s == 0 then
+    out[at + 1], out[at + 2], out[at + 3] = 0, '', 0
+  else
+    out[at + 1], out[at + 2], out[at + 3] = s[1], s[2], s[3]
+  end
+end
 return out`;
 
 /**
@@ -147,10 +159,20 @@ export function inSlot(name: string, slot: number): string {
   return `${name}:{${slotTag(slot)}}`;
 }
 
+/** `name` in every slot, built on first use (the feeds' scripts name one per key they copy). */
+function perSlot(name: string): (key: Buffer) => string {
+  let names: (string | undefined)[] | null = null;
+  return (key) => {
+    const slot = keySlot(key);
+    names ??= new Array<string | undefined>(16384);
+    return (names[slot] ??= inSlot(name, slot));
+  };
+}
+
 export const CLUSTER_BOOKKEEPING: Bookkeeping = Object.freeze({
-  versionsKey: (key: Buffer) => inSlot(VERSIONS_KEY, keySlot(key)),
-  digestsKey: (key: Buffer) => inSlot(DIGESTS_KEY, keySlot(key)),
-  fenceKey: (key: Buffer) => inSlot(FENCE_KEY, keySlot(key)),
+  versionsKey: perSlot(VERSIONS_KEY),
+  digestsKey: perSlot(DIGESTS_KEY),
+  fenceKey: perSlot(FENCE_KEY),
 });
 
 export function bookkeepingOf(kind: 'ring' | 'cluster'): Bookkeeping {
@@ -167,9 +189,9 @@ export function snapshotCommand(key: Buffer, bySha = false, book: Bookkeeping = 
   return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_SHA : SNAPSHOT_SCRIPT, '3', key, book.versionsKey(key), book.digestsKey(key), ifChanged ? '1' : '0'];
 }
 
-/** Snapshots of those of `keys` that changed; they share their bookkeeping (one node or one slot). */
-export function snapshotChangedCommand(keys: readonly Buffer[], bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {
-  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_CHANGED_SHA : SNAPSHOT_CHANGED_SCRIPT, String(2 + keys.length), book.versionsKey(keys[0]), book.digestsKey(keys[0]), ...keys];
+/** Snapshots of `keys` (only those that changed, with `ifChanged`); they share their bookkeeping (one node or one slot). */
+export function snapshotChangedCommand(keys: readonly Buffer[], bySha = false, book: Bookkeeping = RING_BOOKKEEPING, ifChanged = true): (Buffer | string)[] {
+  return [bySha ? 'EVALSHA' : 'EVAL', bySha ? SNAPSHOT_CHANGED_SHA : SNAPSHOT_CHANGED_SCRIPT, String(2 + keys.length), book.versionsKey(keys[0]), book.digestsKey(keys[0]), ...keys, ifChanged ? '1' : '0'];
 }
 
 /** Snapshots of `keys`, which share their bookkeeping (one node or one slot). */
@@ -186,18 +208,20 @@ export function parseSnapshots(frame: Buffer, count: number): Snapshot[] {
   return elements.map(parseSnapshot);
 }
 
-/** The batch's reply: per key, its snapshot, or null when it had not changed. */
+/** The batch's reply (flat, three elements per key): per key, its snapshot, or null when it had not changed. */
 export function parseSnapshotsIfChanged(frame: Buffer, count: number): (Snapshot | null)[] {
   const err = errorText(frame);
   if (err !== null) throw new Error(err);
   const r = decodeReply(frame, true);
-  if (!Array.isArray(r) || r.length !== count) throw new Error('unexpected snapshot reply');
-  return r.map((item) => {
-    if (!Array.isArray(item)) return null;
-    if (item.length !== 3) throw new Error('unexpected snapshot reply');
-    const pttl = toNumber(item[2]);
-    return snapshotOf(toNumber(item[0]), Buffer.isBuffer(item[1]) && pttl !== -2 ? item[1] : null, pttl);
-  });
+  if (!Array.isArray(r) || r.length !== count * 3) throw new Error('unexpected snapshot reply');
+  const out = new Array<Snapshot | null>(count);
+  for (let i = 0; i < count; i++) {
+    const version = toNumber(r[i * 3]);
+    const payload = r[i * 3 + 1];
+    const pttl = toNumber(r[i * 3 + 2]);
+    out[i] = version === 0 ? null : snapshotOf(version, Buffer.isBuffer(payload) && pttl !== -2 ? payload : null, pttl);
+  }
+  return out;
 }
 
 export function applyCommand(key: Buffer, s: Snapshot, bySha = false, book: Bookkeeping = RING_BOOKKEEPING): (Buffer | string)[] {

@@ -1,10 +1,10 @@
 /**
  * What the change copier (change-copier.ts) says of its nodes of side A: which are covered (every
  * change known to be on side B, or to be carried there), by whom (copier-lease.ts), and the lines
- * of PROXY MIGRATION STATUS, the fleet record and INFO proxy.
+ * of PROXY MIGRATION STATUS, the fleet record and INFO proxy (feedInfoLines).
  */
 import { VIEW_FRESH_MS } from './copier-lease';
-import { NodeChanges } from './node-changes';
+import { ChangeCounts, NodeChanges } from './node-changes';
 
 /** Covered by its own copier while this proxy holds the node; else its feed is up and the holder (read within VIEW_FRESH_MS) is live. */
 export function isCovered(n: NodeChanges): boolean {
@@ -39,4 +39,24 @@ export function feedSummary(nodes: readonly NodeChanges[]): string {
 /** `address=proxy id` of each node's copier holder (`?` while unknown). */
 export function copierHolders(nodes: readonly NodeChanges[]): string[] {
   return nodes.map((n) => `${n.address}=${n.holder ?? '?'}`);
+}
+
+/** INFO proxy's lines of the change feeds. */
+export function feedInfoLines(c: ChangeCounts, feeds: number, uncovered: number, held: number, copiers: readonly string[], answerAfterA: boolean): string[] {
+  return [
+    `migration_feeds:${feeds}`,
+    `migration_feeds_uncovered:${uncovered}`,
+    `migration_feed_keys_copied:${c.copied}`,
+    `migration_feed_keys_unchanged:${c.unchanged}`,
+    `migration_feed_copy_failures:${c.copyFailures}`,
+    `migration_feed_gaps:${c.gaps}`,
+    `migration_feed_rewalks:${c.rewalks}`,
+    `migration_feed_missed_after_fence:${c.missedAfterFence}`,
+    `migration_feed_barrier_timeouts:${c.barrierTimeouts}`,
+    // Which proxy copies each node's changes (copier-lease.ts), and how many of them this one does.
+    `migration_copiers_held:${held}`,
+    `migration_copiers:${copiers.join(',')}`,
+    // Double-write's writes: answered after side A alone (the feeds carry them), or once B holds them (read-barrier.ts).
+    `migration_write_answer:${answerAfterA ? 'after-side-a' : 'converging'}`,
+  ];
 }

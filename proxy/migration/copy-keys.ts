@@ -67,16 +67,22 @@ export function shardTargets(placement: Placement, keys: readonly Buffer[], shar
  * only those whose node in A is `onNode` (a change feed's node: a key changed on a node that does
  * not own it in A is side B's write there).
  */
-export function movingTargets(placement: Placement, keys: readonly Buffer[], onNode?: string): CopyTarget[] {
+export function movingTargets(placement: Placement, keys: readonly Buffer[], onNode?: string, distinct = false): CopyTarget[] {
   const onlyOnNode = onNode !== undefined && placement.from.kind === 'ring';
-  return targetsOf(placement, keys, (key) => {
-    const shard = placement.shardOf(key);
-    return onlyOnNode && placement.writeAddress(shard) !== onNode ? null : placement.copyTargetOfShard(shard);
-  });
+  return targetsOf(
+    placement,
+    keys,
+    (key) => {
+      const shard = placement.shardOf(key);
+      return onlyOnNode && placement.writeAddress(shard) !== onNode ? null : placement.copyTargetOfShard(shard);
+    },
+    distinct,
+  );
 }
 
 /** A CopyTarget for each distinct key `where` gives owners, the sides' bookkeeping read once. */
-function targetsOf(placement: Placement, keys: readonly Buffer[], where: (key: Buffer) => { from: string; to: string } | null): CopyTarget[] {
+/** `distinct`: the caller names each key once (a change feed's batch), so no set of names is kept. */
+function targetsOf(placement: Placement, keys: readonly Buffer[], where: (key: Buffer) => { from: string; to: string } | null, distinct = false): CopyTarget[] {
   const targets: CopyTarget[] = [];
   if (!placement.converges || placement.to === null) return targets;
   const fromBook = bookkeepingOf(placement.from.kind);
@@ -84,7 +90,7 @@ function targetsOf(placement: Placement, keys: readonly Buffer[], where: (key: B
   const fromOwners = ownersOf(placement.from);
   const toOwners = ownersOf(placement.to);
   // Most writes name one key: no set of names for them.
-  const seen = keys.length > 1 ? new Set<string>() : null;
+  const seen = keys.length > 1 && !distinct ? new Set<string>() : null;
   for (const key of keys) {
     if (seen !== null) {
       const id = key.toString('latin1');

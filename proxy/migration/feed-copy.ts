@@ -28,41 +28,55 @@ export class FeedKeyCopy {
     private readonly failed: (node: NodeChanges, t: CopyTarget, err: unknown) => void,
   ) {}
 
-  /** Copies the keys that move; a failed one is kept and tried again, forcibly (its snapshot was taken). */
-  async copy(node: NodeChanges, batch: readonly Pending[]): Promise<void> {
-    const force = new Set(batch.filter((p) => p.force).map((p) => p.key.toString('latin1')));
+  /**
+   * Copies the keys that move; a failed one is kept and tried again, forcibly (its snapshot was
+   * taken). `fromFeed`: a batch of the feed's pending keys, each named once; with `ifChanged` false
+   * every key is snapshotted, changed or not.
+   */
+  async copy(node: NodeChanges, batch: readonly Pending[], ifChanged = true, fromFeed = false): Promise<void> {
     const placement = this.ring.placement;
     // On a ring A, a key changed on a node that does not own it in A is side B's write there (an
     // APPLY, when the rings share nodes): nothing to copy. (A cluster A's map may lag a reshard.)
-    const targets = movingTargets(placement, batch.map((p) => p.key), node.address);
+    const targets = movingTargets(placement, batch.map((p) => p.key), node.address, fromFeed);
+    if (!batch.some((p) => p.force)) {
+      await Promise.all(groupByBookkeeping(targets).map((g) => this.copyChanged(node, g, ifChanged)));
+      return;
+    }
+    const force = new Set(batch.filter((p) => p.force).map((p) => p.key.toString('latin1')));
     const forced = targets.filter((t) => force.has(t.key.toString('latin1')));
     const groups = groupByBookkeeping(targets.filter((t) => !force.has(t.key.toString('latin1'))));
-    await Promise.all([...forced.map((t) => this.copyOne(node, t)), ...groups.map((g) => this.copyChanged(node, g))]);
+    await Promise.all([...forced.map((t) => this.copyOne(node, t)), ...groups.map((g) => this.copyChanged(node, g, ifChanged))]);
   }
 
-  /** Keys sharing a node and their bookkeeping: one script on A snapshots those that changed. */
-  private async copyChanged(node: NodeChanges, group: readonly CopyTarget[]): Promise<void> {
+  /** Keys sharing a node and their bookkeeping: one script on A snapshots those that changed (all of them, without `ifChanged`). */
+  private async copyChanged(node: NodeChanges, group: readonly CopyTarget[], ifChanged: boolean): Promise<void> {
     const t0 = group[0];
     let snaps: (Snapshot | null)[];
     try {
-      snaps = parseSnapshotsIfChanged(await this.script(t0.fromOwners, t0.from, (sha) => snapshotChangedCommand(group.map((t) => t.key), sha, t0.fromBook)), group.length);
+      snaps = parseSnapshotsIfChanged(await this.script(t0.fromOwners, t0.from, (sha) => snapshotChangedCommand(group.map((t) => t.key), sha, t0.fromBook, ifChanged)), group.length);
     } catch (err) {
       // Unknown whether any snapshot was taken: the keys are tried again, forcibly.
       for (const t of group) this.failed(node, t, err);
       return;
     }
-    const changed = group.map((t, i) => ({ t, snap: snaps[i] })).filter((c): c is { t: CopyTarget; snap: Snapshot } => c.snap !== null);
+    const targets: CopyTarget[] = [];
+    const changed: Snapshot[] = [];
+    snaps.forEach((snap, i) => {
+      if (snap === null) return;
+      targets.push(group[i]);
+      changed.push(snap);
+    });
     this.count.unchanged += group.length - changed.length;
-    for (const t of group) node.failed.delete(t.key.toString('latin1'));
+    if (node.failed.size > 0) for (const t of group) node.failed.delete(t.key.toString('latin1'));
     // As few APPLY scripts as B allows (apply-burst.ts: one per ring node; on a cluster B one per
     // node for keys of any of its slots, per slot when that fails). A script's keys share a slot,
     // so they land on B together, or all meet the fence.
     if (changed.length === 0) return;
-    const outcomes = await applyBurst(this.ctx, changed.map((c) => c.t), changed.map((c) => c.snap), LANE);
+    const outcomes = await applyBurst(this.ctx, targets, changed, LANE);
     outcomes.forEach((outcome, i) => {
-      if (outcome instanceof Error) return this.failed(node, changed[i].t, outcome);
+      if (outcome instanceof Error) return this.failed(node, targets[i], outcome);
       if (outcome.kind === 'applied') this.count.copied++;
-      else if (outcome.kind === 'fenced' && outcome.version < changed[i].snap.version) this.count.missedAfterFence++;
+      else if (outcome.kind === 'fenced' && outcome.version < changed[i].version) this.count.missedAfterFence++;
     });
   }
 

@@ -75,5 +75,6 @@ export type ChangeCounts = Omit<MigrationFeedCounts, 'feeds' | 'uncovered'> & { 
 
 /** Targets grouped by A node and bookkeeping (a ring node's, or a cluster slot's). */
 export function groupByBookkeeping(targets: readonly CopyTarget[]): CopyTarget[][] {
-  return groupIndexes(targets, (t) => `${t.from} ${t.fromBook.versionsKey(t.key)}`).map((g) => g.map((i) => targets[i]));
+  // A ring node has one versions hash: its address alone names the group (no string built per key).
+  return groupIndexes(targets, (t) => (t.fromOwners === null ? t.from : `${t.from} ${t.fromBook.versionsKey(t.key)}`)).map((g) => g.map((i) => targets[i]));
 }

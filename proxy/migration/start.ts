@@ -3,7 +3,6 @@ import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite } from './converging-write';
 import { CarryState } from '../ring/carry-state';
-import { CopyTarget } from './copy-keys';
 import { joinsOpenBurst } from './converging-batch';
 import { shardTargets } from './copy-keys';
 import { writesUndeclared } from './after-copy';
@@ -37,18 +36,20 @@ export function convergingWrite(
   positions: readonly number[],
   placement: Placement,
 ): ConvergingStart | null {
-  // Every key of the request is of `shard` (the dispatcher checked): the shard names their owners.
-  const targets = shardTargets(placement, positions.map((p) => args[p]), shard);
-  const address = placement.writeAddress(shard);
   const info = ctx.table.lookup(args[0]);
   const undeclared = writesUndeclared(info?.name ?? args[0].toString('latin1').toLowerCase());
-  // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
-  const oomClass = info === undefined || info.flags.has('no_multi') ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
   const inTransaction = ((session as { transaction?: unknown }).transaction ?? null) !== null;
   const carry = ctx.ring?.carry;
-  if (targets.length > 0 && carry?.answerAfterA === true && placement.phase === 'double-write' && !undeclared && !inTransaction && feedsCarry(ctx, targets)) {
+  // Every key of the request is of `shard` (the dispatcher checked): the shard names their owners.
+  const moves = positions.length > 0 ? placement.copyTargetOfShard(shard) : null;
+  // Double-write's common write: answered after A, the feeds carry it (decided before any copy target is built).
+  if (moves !== null && carry?.answerAfterA === true && placement.phase === 'double-write' && !undeclared && !inTransaction && feedsCarry(ctx, moves.to)) {
     return { carry };
   }
+  const targets = moves === null ? [] : shardTargets(placement, positions.map((p) => args[p]), shard);
+  const address = placement.writeAddress(shard);
+  // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
+  const oomClass = info === undefined || info.flags.has('no_multi') ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
   if (targets.length === 0) {
     // Its node is the same in both rings. Behind a burst of its client's still open on the
     // connection it would close it (the client's order): it goes inside instead, nothing to copy.
@@ -66,12 +67,9 @@ export function convergingWrite(
   return { hold: placement.phase === 'read-new' ? write.settled : undefined };
 }
 
-/** The change feeds can carry the write now: every target's B node is reachable as far as the proxy knows. */
-function feedsCarry(ctx: ProxyContext, targets: readonly CopyTarget[]): boolean {
-  const changes = ctx.changes;
-  if (changes === null) return false;
-  for (const t of targets) if (!changes.reachesSideB(t.to)) return false;
-  return true;
+/** The change feeds can carry the write now: its keys' node in B (`to`) is reachable as far as the proxy knows. */
+function feedsCarry(ctx: ProxyContext, to: string): boolean {
+  return ctx.changes !== null && ctx.changes.reachesSideB(to);
 }
 
 /**

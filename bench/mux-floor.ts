@@ -340,9 +340,7 @@ function routeWrite(frame: Buffer, client: Client): void {
 }
 /** `--versions`: the copy joins this turn's SNAPSHOT script on its node of A. */
 function batchSnapshot(inA: Node, copy: Copy): void {
-  const batch = toSnapshot.get(inA);
-  if (batch === undefined) toSnapshot.set(inA, [copy]);
-  else batch.push(copy);
+  toSnapshot.get(inA)?.push(copy) ?? toSnapshot.set(inA, [copy]);
 }
 
 /** One key's copy: A's reply to the write (part 0), its DUMP (1), B's reply to RESTORE or DEL (2). */

@@ -140,7 +140,7 @@ describe('in front of a Redis Cluster (--cluster)', () => {
 
 // The double-write floor (issue 32's measure of what a migration's write costs at the least) must
 // really carry each moved key's final state to B, or its row says nothing.
-describe('double-writing (--to-ring, --to-cluster; --versions, --carry feed)', () => {
+describe('double-writing (--to-ring, --to-cluster; --versions, --carry feed, both)', () => {
   let nodes: StandaloneNodes | undefined;
   let cluster: RedisCluster | undefined;
   beforeAll(async () => {
@@ -186,7 +186,7 @@ describe('double-writing (--to-ring, --to-cluster; --versions, --carry feed)', (
   const inRingB = async (key: string): Promise<RedisNode | null> => (key.charCodeAt(key.length - 1) % 3 === 2 ? (nodes as StandaloneNodes).nodes[2] : null);
   const inCluster = (key: string): Promise<RedisNode | null> => (cluster as RedisCluster).masterFor(calculateSlot(key));
 
-  for (const [label, mode] of [['DUMP/RESTORE', []], ['versions', ['--versions']], ['feed', ['--carry', 'feed']]] as const) {
+  for (const [label, mode] of [['DUMP/RESTORE', []], ['versions', ['--versions']], ['feed', ['--carry', 'feed']], ['feed with versions', ['--carry', 'feed', '--versions']]] as const) {
     test(`into a ring, ${label}: every moved key's final value on the new node`, async () => {
       const c = (nodes as StandaloneNodes).nodes[2];
       const { moved, differ } = await incrementAndCompare(['--to-ring', c.address, ...mode], inRingB);

@@ -80,8 +80,10 @@ export function movingTargets(placement: Placement, keys: readonly Buffer[], onN
   );
 }
 
-/** A CopyTarget for each distinct key `where` gives owners, the sides' bookkeeping read once. */
-/** `distinct`: the caller names each key once (a change feed's batch), so no set of names is kept. */
+/**
+ * A CopyTarget for each distinct key `where` gives owners, the sides' bookkeeping read once.
+ * `distinct`: the caller names each key once (a change feed's batch), so no set of names is kept.
+ */
 function targetsOf(placement: Placement, keys: readonly Buffer[], where: (key: Buffer) => { from: string; to: string } | null, distinct = false): CopyTarget[] {
   const targets: CopyTarget[] = [];
   if (!placement.converges || placement.to === null) return targets;

@@ -398,7 +398,7 @@ export class ChangeCopier implements MigrationChanges {
         const batch = [...node.pending.values()];
         node.pending.clear();
         // While writes are answered after A, what the feed names has nearly always changed: no fingerprint check.
-        await this.keyCopy.copy(node, batch, !this.ring.carry.answerAfterA, true);
+        await this.keyCopy.copy(node, batch, { ifChanged: !this.ring.carry.answerAfterA, fromFeed: true });
         this.copied(node, node.pending.size === 0 ? node.heard : through);
       }
       this.copied(node, node.heard);

@@ -33,7 +33,7 @@ export class FeedKeyCopy {
    * taken). `fromFeed`: a batch of the feed's pending keys, each named once; with `ifChanged` false
    * every key is snapshotted, changed or not.
    */
-  async copy(node: NodeChanges, batch: readonly Pending[], ifChanged = true, fromFeed = false): Promise<void> {
+  async copy(node: NodeChanges, batch: readonly Pending[], { ifChanged = true, fromFeed = false } = {}): Promise<void> {
     const placement = this.ring.placement;
     // On a ring A, a key changed on a node that does not own it in A is side B's write there (an
     // APPLY, when the rings share nodes): nothing to copy. (A cluster A's map may lag a reshard.)

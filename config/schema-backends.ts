@@ -176,9 +176,19 @@ export const ringSchema = v.pipe(
 export const MIGRATION_PHASES = ['double-write', 'read-new', 'done'] as const;
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number];
 
+export const MIGRATION_CARRIES = ['feeds', 'replication'] as const;
+export type MigrationCarry = (typeof MIGRATION_CARRIES)[number];
+
 export const migrationSchema = strictObject({
   /** Where reads and writes go (SPEC section 6). Required. */
   phase: oneOf(MIGRATION_PHASES),
+  /**
+   * How side A's changes reach side B: `feeds` (a change feed per node of A, each changed key
+   * copied with a versioned snapshot) or `replication` (each node of A followed as a replica: its
+   * full-sync snapshot, then its replication stream, applied on B in the node's order). Optional:
+   * absent, `feeds`.
+   */
+  carry: v.optional(oneOf(MIGRATION_CARRIES)),
   /**
    * Where the keys go. Required: a ring (`nodes`, with `hash` and `hashTag` defaulting to the current
    * ring's) or a Redis Cluster (`cluster: { seeds }`), one of the two (checked in checkSections).

@@ -11,14 +11,14 @@
  */
 import * as v from 'valibot';
 import { Report, int, isMapping, listenAddr, nonEmpty, oneOf, reporter, strictObject } from './schema-kit';
-import { DistributionName, HashName, MigrationPhase, clusterSchema, migrationSchema, ringSchema } from './schema-backends';
+import { DistributionName, HashName, MigrationCarry, MigrationPhase, clusterSchema, migrationSchema, ringSchema } from './schema-backends';
 import { authSchema, backendSchema, backendTlsSchema, clientTlsSchema, limitsSchema, userSchema } from './schema-connections';
 
 // What other files import from the schema, wherever its section lives.
 export { describeInput, parseHostPort } from './schema-kit';
 export type { HostPort } from './schema-kit';
 export { DISTRIBUTIONS, HASH_NAMES, MIGRATION_PHASES, READ_FROM } from './schema-backends';
-export type { DistributionName, HashName, MigrationPhase, ReadFrom, RingNode } from './schema-backends';
+export type { DistributionName, HashName, MigrationCarry, MigrationPhase, ReadFrom, RingNode } from './schema-backends';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -80,6 +80,7 @@ export type RingTarget = { hash: HashName; hashTag?: string; distribution?: Dist
 export type ClusterTarget = { cluster: NonNullable<MigrationTargetInput['cluster']> };
 export type MigrationConfig = {
   phase: MigrationPhase;
+  carry?: MigrationCarry;
   to: RingTarget | ClusterTarget;
 };
 export type AuthConfig = v.InferOutput<typeof authSchema>;
@@ -164,7 +165,7 @@ function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingMo
       report('a migration cannot go to a random ring: it places no key on a node of its own (use ketama or modula)', 'migration', 'to', 'distribution');
       return undefined;
     }
-    target = { phase: migration.phase, to };
+    target = { phase: migration.phase, ...(migration.carry === undefined ? {} : { carry: migration.carry }), to };
   }
   if (!sentinelsMatch(ring, target, report)) return undefined;
   const withMigration = target === undefined ? {} : { migration: target };

@@ -88,8 +88,16 @@ export class Crc64 {
 
   /** Writes the CRC as 8 bytes little-endian at `offset`, as RDB files and DUMP payloads carry it. */
   writeLE(target: Buffer, offset: number): void {
-    target.writeUInt32LE(this.lo >>> 0, offset);
-    target.writeUInt32LE(this.hi >>> 0, offset + 4);
+    const lo = this.lo;
+    const hi = this.hi;
+    target[offset] = lo;
+    target[offset + 1] = lo >>> 8;
+    target[offset + 2] = lo >>> 16;
+    target[offset + 3] = lo >>> 24;
+    target[offset + 4] = hi;
+    target[offset + 5] = hi >>> 8;
+    target[offset + 6] = hi >>> 16;
+    target[offset + 7] = hi >>> 24;
   }
 }
 

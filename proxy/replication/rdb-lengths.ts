@@ -147,7 +147,7 @@ export function skipTextDouble(buf: Buffer, pos: number, end: number, scan: Scan
  */
 export function decodeString(buf: Buffer, start: number, end: number, scan: Scan): Buffer | null {
   const body = readLength(buf, start, end, scan);
-  if (!scan.special) return Buffer.from(buf.subarray(body, end));
+  if (!scan.special) return copyOut(buf, body, end);
   switch (scan.value) {
     case ENC_INT8:
       return Buffer.from(String(buf.readInt8(body)));
@@ -161,6 +161,22 @@ export function decodeString(buf: Buffer, start: number, end: number, scan: Scan
       return lzfDecompress(buf, afterLength, end, scan.value);
     }
   }
+}
+
+/** buf[start, end) as a new Buffer; small ones copied in a loop, which beats Buffer's copy there. */
+export function copyOut(buf: Buffer, start: number, end: number): Buffer {
+  const out = Buffer.allocUnsafe(end - start);
+  copyInto(buf, start, end, out, 0);
+  return out;
+}
+
+/** Copies buf[start, end) to target at `at`. */
+export function copyInto(buf: Buffer, start: number, end: number, target: Buffer, at: number): void {
+  if (end - start > 64) {
+    buf.copy(target, at, start, end);
+    return;
+  }
+  for (let i = start; i < end; i++) target[at++] = buf[i];
 }
 
 /** A module type's id (RDB_TYPE_MODULE_2, MODULE_AUX): a length that may use all 64 bits. */

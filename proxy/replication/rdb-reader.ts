@@ -17,6 +17,7 @@
 import { Crc64 } from './crc64';
 import {
   BAD,
+  copyInto,
   Scan,
   decodeString,
   moduleTypeName,
@@ -548,7 +549,7 @@ export class RdbReader {
     const valueLength = valueEnd - valueStart;
     const dump = Buffer.allocUnsafe(valueLength + 11);
     dump[0] = this.entryType;
-    buf.copy(dump, 1, valueStart, valueEnd);
+    copyInto(buf, valueStart, valueEnd, dump, 1);
     const footer = valueLength + 1;
     dump[footer] = this.version & 0xff;
     dump[footer + 1] = this.version >>> 8;

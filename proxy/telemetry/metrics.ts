@@ -14,6 +14,7 @@ import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
 import { ProxyStats } from './stats';
 import { CommandInfo } from '../commands/table';
 import { log } from './log';
+import { BackendHealth, allHealthy } from '../server/backend-health';
 
 /** What the metrics read; all of it is cheap to read at scrape time. */
 export interface MetricsSources {
@@ -27,6 +28,8 @@ export interface MetricsSources {
   migrationCopy(): Promise<MigrationCopyProgress | null>;
   /** During a migration: what the change feeds of side A's nodes did (migration/change-copier.ts), else null. */
   migrationFeeds(): MigrationFeedCounts | null;
+  /** Every routed node's PING at scrape time (proxy/server/backend-health.ts). */
+  backendHealth(): Promise<BackendHealth>;
 }
 
 export interface MigrationFeedCounts {
@@ -165,6 +168,17 @@ export function createRegistry(sources: MetricsSources): Registry {
     },
   });
   new Gauge({
+    name: 'slotproxy_backend_up',
+    help: 'Each node the proxy routes to: 1 when it answered PING at scrape time, 0 when not.',
+    labelNames: ['node'],
+    registers: [registry],
+    aggregator: 'min', // with --workers: 0 when any worker cannot reach the node
+    async collect() {
+      this.reset();
+      for (const n of (await sources.backendHealth()).nodes) this.set({ node: n.addr }, n.up ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'slotproxy_migration_phase',
     help: 'The ring migration phase the proxy routes by: 1 for the current phase (none: no migration).',
     labelNames: ['phase'],
@@ -284,10 +298,12 @@ export function workersMetrics(): MetricsSource {
 
 /**
  * Liveness and readiness for orchestrators, served beside /metrics: `readiness()` resolves null
- * when the proxy can serve every key (proxy/server/readiness.ts), else why not.
+ * when the proxy can serve (proxy/server/readiness.ts), else why not; `backends()` the nodes'
+ * health (proxy/server/backend-health.ts), absent where there are no nodes (the --workers primary).
  */
 export interface HealthSource {
   readiness(): Promise<string | null>;
+  backends?(): Promise<BackendHealth>;
 }
 
 /** Serves what `route` names when it is its own (true), else leaves the response alone (false). */
@@ -295,7 +311,8 @@ export type ExtraRoute = (req: http.IncomingMessage, res: http.ServerResponse, r
 
 /**
  * The HTTP endpoint: GET /metrics; GET /healthz (200 while the event loop answers); GET /readyz
- * (200 when ready, 503 with the reason otherwise); what `extra` serves (the console, proxy/console/);
+ * (200 when ready, 503 with the reason otherwise); GET /health/backends (JSON, 200 when every node
+ * answers, 503 otherwise); what `extra` serves (the console, proxy/console/);
  * anything else 404.
  */
 export class MetricsServer {
@@ -313,8 +330,20 @@ export class MetricsServer {
         );
         return;
       }
+      const backends = health.backends;
+      if (req.method === 'GET' && route === '/health/backends' && backends !== undefined) {
+        backends().then(
+          (h) => {
+            const down = h.nodes.filter((n) => !n.up).map((n) => n.addr);
+            const body = { healthy: allHealthy(h), down, slotsWithoutMaster: h.slotsWithoutMaster, nodes: h.nodes };
+            res.writeHead(body.healthy ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+          },
+          (err: Error) => text(500, `back-end health failed: ${err.message}\n`),
+        );
+        return;
+      }
       if (extra !== null && route !== '/metrics' && extra(req, res, route)) return;
-      if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz or /healthz${extra === null ? '' : ', or / for the console'}\n`);
+      if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz, /healthz${backends === undefined ? '' : ', /health/backends'}${extra === null ? '' : ', or / for the console'}\n`);
       registry.metrics().then(
         (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
         (err: Error) => {

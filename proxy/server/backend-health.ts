@@ -8,21 +8,9 @@ import { ProxyContext } from '../context';
 import { request } from '../backend/request';
 import { errorText } from '../resp/decode-reply';
 import { SLOT_COUNT } from '../../sharding/slot';
+import type { BackendHealth, NodeHealth } from '../telemetry/metrics';
 
 const PING_TIMEOUT_MS = 1000;
-
-export interface NodeHealth {
-  addr: string;
-  up: boolean;
-  /** Why the PING failed (null when up). */
-  error: string | null;
-}
-
-export interface BackendHealth {
-  nodes: NodeHealth[];
-  /** Cluster mode: slots with no master in the slot map (0 in ring mode). */
-  slotsWithoutMaster: number;
-}
 
 /** The nodes the proxy routes to now: the ring's (both sides during a migration), else the cluster's masters and a migration's side B. */
 export function routedNodes(ctx: ProxyContext): string[] {
@@ -35,11 +23,6 @@ export async function backendHealth(ctx: ProxyContext): Promise<BackendHealth> {
   const nodes = await Promise.all(routedNodes(ctx).map((addr) => ping(ctx, addr)));
   const slotsWithoutMaster = ctx.topology === null ? 0 : SLOT_COUNT - ctx.topology.current.servedSlots;
   return { nodes, slotsWithoutMaster };
-}
-
-/** Healthy when every node answers and every slot has a master. */
-export function allHealthy(health: BackendHealth): boolean {
-  return health.slotsWithoutMaster === 0 && health.nodes.every((n) => n.up);
 }
 
 async function ping(ctx: ProxyContext, addr: string): Promise<NodeHealth> {

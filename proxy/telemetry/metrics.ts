@@ -14,7 +14,6 @@ import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
 import { ProxyStats } from './stats';
 import { CommandInfo } from '../commands/table';
 import { log } from './log';
-import { BackendHealth, allHealthy } from '../server/backend-health';
 
 /** What the metrics read; all of it is cheap to read at scrape time. */
 export interface MetricsSources {
@@ -294,6 +293,25 @@ export function shareWithPrimary(registry: Registry): void {
 export function workersMetrics(): MetricsSource {
   const aggregator = new AggregatorRegistry();
   return { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType };
+}
+
+/** One node's answer to the back-end health check (proxy/server/backend-health.ts). */
+export interface NodeHealth {
+  addr: string;
+  up: boolean;
+  /** Why the PING failed (null when up). */
+  error: string | null;
+}
+
+export interface BackendHealth {
+  nodes: NodeHealth[];
+  /** Cluster mode: slots with no master in the slot map (0 in ring mode). */
+  slotsWithoutMaster: number;
+}
+
+/** Healthy when every node answers and every slot has a master. */
+export function allHealthy(health: BackendHealth): boolean {
+  return health.slotsWithoutMaster === 0 && health.nodes.every((n) => n.up);
 }
 
 /**

@@ -36,10 +36,16 @@ export async function startFromFile(file: string, overrides: ConfigOverrides): P
   if (first.workers > 1 && !isWorkerProcess()) {
     setLogLevel(first.log.level);
     openLogFile(first.log.file);
+    logWarnings(served, file);
     await superviseWorkers(first.workers, first.metrics?.listen, first.stats);
     return;
   }
   await serve(served, file, overrides);
+}
+
+/** What the file leaves to a default that may be a trap (config/warnings.ts), once per process tree. */
+function logWarnings(served: ServedConfig[], file: string): void {
+  for (const { warnings } of served) for (const w of warnings) log.warn({ file }, w);
 }
 
 async function serve(served: ServedConfig[], file: string, overrides: ConfigOverrides): Promise<void> {
@@ -48,6 +54,7 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
   openLogFile(served[0].config.log.file);
   // Before the start, which may wait for the back end: SIGTTIN would stop the process, SIGUSR2 end it.
   handleNutcrackerSignals();
+  if (!isWorkerProcess()) logWarnings(served, file); // a worker's would repeat the primary's
   const running: Running[] = [];
   let statsServer: NutcrackerStatsServer | null = null;
   let stopping = false;

@@ -34,6 +34,7 @@ import type { NutcrackerPoolSource } from '../telemetry/nutcracker-stats';
 import { restartOnlyChanges } from './reload';
 import { applyRingReload } from './ring-reload';
 import { readinessProblem } from './readiness';
+import { backendHealth } from './backend-health';
 import { Ring } from '../../sharding/ring';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration, newFleetId } from '../migration/registration';
@@ -330,10 +331,11 @@ export class ProxyServer {
         migrationPhase: () => ctx.ring?.placement.phase ?? null,
         migrationCopy: () => readCopyProgress(ctx),
         migrationFeeds: () => ctx.changes?.counts() ?? null,
+        backendHealth: () => backendHealth(ctx),
       });
       // A worker's metrics are served, summed with its siblings', by the primary (cmd/workers.ts).
       if (cluster.isWorker) metrics.shareWithPrimary(registry);
-      else this.metricsServer = await metrics.MetricsServer.start(this.config.metrics.listen, registry, { readiness: () => readinessProblem(ctx) }, this.startConsole());
+      else this.metricsServer = await metrics.MetricsServer.start(this.config.metrics.listen, registry, { readiness: () => readinessProblem(ctx), backends: () => backendHealth(ctx) }, this.startConsole());
     });
   }
 

@@ -27,6 +27,8 @@ export interface MetricsSources {
   migrationCopy(): Promise<MigrationCopyProgress | null>;
   /** During a migration: what the change feeds of side A's nodes did (migration/change-copier.ts), else null. */
   migrationFeeds(): MigrationFeedCounts | null;
+  /** Every routed node's PING at scrape time (proxy/server/backend-health.ts). */
+  backendHealth(): Promise<BackendHealth>;
 }
 
 export interface MigrationFeedCounts {
@@ -165,6 +167,17 @@ export function createRegistry(sources: MetricsSources): Registry {
     },
   });
   new Gauge({
+    name: 'slotproxy_backend_up',
+    help: 'Each node the proxy routes to: 1 when it answered PING at scrape time, 0 when not.',
+    labelNames: ['node'],
+    registers: [registry],
+    aggregator: 'min', // with --workers: 0 when any worker cannot reach the node
+    async collect() {
+      this.reset();
+      for (const n of (await sources.backendHealth()).nodes) this.set({ node: n.addr }, n.up ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'slotproxy_migration_phase',
     help: 'The ring migration phase the proxy routes by: 1 for the current phase (none: no migration).',
     labelNames: ['phase'],
@@ -282,12 +295,33 @@ export function workersMetrics(): MetricsSource {
   return { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType };
 }
 
+/** One node's answer to the back-end health check (proxy/server/backend-health.ts). */
+export interface NodeHealth {
+  addr: string;
+  up: boolean;
+  /** Why the PING failed (null when up). */
+  error: string | null;
+}
+
+export interface BackendHealth {
+  nodes: NodeHealth[];
+  /** Cluster mode: slots with no master in the slot map (0 in ring mode). */
+  slotsWithoutMaster: number;
+}
+
+/** Healthy when every node answers and every slot has a master. */
+export function allHealthy(health: BackendHealth): boolean {
+  return health.slotsWithoutMaster === 0 && health.nodes.every((n) => n.up);
+}
+
 /**
  * Liveness and readiness for orchestrators, served beside /metrics: `readiness()` resolves null
- * when the proxy can serve every key (proxy/server/readiness.ts), else why not.
+ * when the proxy can serve (proxy/server/readiness.ts), else why not; `backends()` the nodes'
+ * health (proxy/server/backend-health.ts), absent where there are no nodes (the --workers primary).
  */
 export interface HealthSource {
   readiness(): Promise<string | null>;
+  backends?(): Promise<BackendHealth>;
 }
 
 /** Serves what `route` names when it is its own (true), else leaves the response alone (false). */
@@ -295,7 +329,8 @@ export type ExtraRoute = (req: http.IncomingMessage, res: http.ServerResponse, r
 
 /**
  * The HTTP endpoint: GET /metrics; GET /healthz (200 while the event loop answers); GET /readyz
- * (200 when ready, 503 with the reason otherwise); what `extra` serves (the console, proxy/console/);
+ * (200 when ready, 503 with the reason otherwise); GET /health/backends (JSON, 200 when every node
+ * answers, 503 otherwise); what `extra` serves (the console, proxy/console/);
  * anything else 404.
  */
 export class MetricsServer {
@@ -313,8 +348,20 @@ export class MetricsServer {
         );
         return;
       }
+      const backends = health.backends;
+      if (req.method === 'GET' && route === '/health/backends' && backends !== undefined) {
+        backends().then(
+          (h) => {
+            const down = h.nodes.filter((n) => !n.up).map((n) => n.addr);
+            const body = { healthy: allHealthy(h), down, slotsWithoutMaster: h.slotsWithoutMaster, nodes: h.nodes };
+            res.writeHead(body.healthy ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+          },
+          (err: Error) => text(500, `back-end health failed: ${err.message}\n`),
+        );
+        return;
+      }
       if (extra !== null && route !== '/metrics' && extra(req, res, route)) return;
-      if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz or /healthz${extra === null ? '' : ', or / for the console'}\n`);
+      if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz, /healthz${backends === undefined ? '' : ', /health/backends'}${extra === null ? '' : ', or / for the console'}\n`);
       registry.metrics().then(
         (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
         (err: Error) => {

@@ -20,6 +20,7 @@ import { handleNutcrackerSignals, logSignal, reopenLogOnSignal, signalReceived }
 import { settleHeapWhenIdle } from './settle-heap';
 import { answerStatsRequests } from './worker-stats';
 import { isWorkerProcess, superviseWorkers, tellPrimaryServing } from './workers';
+import { answerHttpRequests } from './worker-console';
 
 /** What SIGHUP does besides the log file, in its log line. */
 const RELOADING = 'reloading the configuration';
@@ -37,7 +38,7 @@ export async function startFromFile(file: string, overrides: ConfigOverrides): P
     setLogLevel(first.log.level);
     openLogFile(first.log.file);
     logWarnings(served, file);
-    await superviseWorkers(first.workers, first.metrics?.listen, first.stats);
+    await superviseWorkers(first.workers, first.metrics, first.stats);
     return;
   }
   await serve(served, file, overrides);
@@ -81,6 +82,9 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
     if (isWorkerProcess()) answerStatsRequests(pools);
     else statsServer = await NutcrackerStatsServer.start({ listen: stats.listen, intervalMs: stats.intervalMs, version: VERSION }, pools);
   }
+  // Under --workers the primary serves /metrics and the console, asking the workers (cmd/worker-console.ts).
+  const http = running.find((r) => r.server.workerHttp !== null)?.server.workerHttp;
+  if (isWorkerProcess() && http != null) answerHttpRequests(http);
   // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
   // A worker prints nothing (N workers would print it N times): it tells the primary.
   if (isWorkerProcess()) tellPrimaryServing();

@@ -8,6 +8,8 @@
  * Gauge or Counter with a collect(), registered on ProxyServer.metrics.
  */
 import http from 'node:http';
+import https from 'node:https';
+import tls from 'node:tls';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { MIGRATION_PHASES, MigrationPhase, parseHostPort } from '../../config/schema';
 import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
@@ -327,6 +329,15 @@ export interface HealthSource {
 /** Serves what `route` names when it is its own (true), else leaves the response alone (false). */
 export type ExtraRoute = (req: http.IncomingMessage, res: http.ServerResponse, route: string) => boolean;
 
+/** How the listener is protected: who may read /metrics (null: anyone), and TLS (null: plain HTTP). */
+export interface ListenerProtection {
+  /** Resolves null when a request with this Authorization header may read /metrics, else the status and why not. */
+  guard: ((authorization: string | undefined) => Promise<{ status: number; error: string } | null>) | null;
+  tls: tls.TlsOptions | null;
+}
+
+const OPEN: ListenerProtection = { guard: null, tls: null };
+
 /**
  * The HTTP endpoint: GET /metrics; GET /healthz (200 while the event loop answers); GET /readyz
  * (200 when ready, 503 with the reason otherwise); GET /health/backends (JSON, 200 when every node
@@ -334,10 +345,10 @@ export type ExtraRoute = (req: http.IncomingMessage, res: http.ServerResponse, r
  * anything else 404.
  */
 export class MetricsServer {
-  private constructor(private readonly server: http.Server) {}
+  private constructor(private readonly server: http.Server | https.Server) {}
 
-  static start(listen: string, registry: MetricsSource, health: HealthSource, extra: ExtraRoute | null = null): Promise<MetricsServer> {
-    const server = http.createServer((req, res) => {
+  static start(listen: string, registry: MetricsSource, health: HealthSource, extra: ExtraRoute | null = null, protection: ListenerProtection = OPEN): Promise<MetricsServer> {
+    const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
       const route = (req.url ?? '').split('?')[0];
       const text = (status: number, body: string): void => void res.writeHead(status, { 'content-type': 'text/plain' }).end(body);
       if (req.method === 'GET' && route === '/healthz') return text(200, 'ok\n');
@@ -350,8 +361,11 @@ export class MetricsServer {
       }
       const backends = health.backends;
       if (req.method === 'GET' && route === '/health/backends' && backends !== undefined) {
-        backends().then(
+        // It names the back-end nodes: guarded as /metrics is.
+        const allowed = protection.guard === null ? Promise.resolve(null) : protection.guard(req.headers.authorization);
+        void allowed.then((refused): Promise<BackendHealth | null> => (refused !== null ? (text(refused.status, `${refused.error}\n`), Promise.resolve(null)) : backends())).then(
           (h) => {
+            if (h === null) return;
             const down = h.nodes.filter((n) => !n.up).map((n) => n.addr);
             const body = { healthy: allHealthy(h), down, slotsWithoutMaster: h.slotsWithoutMaster, nodes: h.nodes };
             res.writeHead(body.healthy ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
@@ -362,23 +376,36 @@ export class MetricsServer {
       }
       if (extra !== null && route !== '/metrics' && extra(req, res, route)) return;
       if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz, /healthz${backends === undefined ? '' : ', /health/backends'}${extra === null ? '' : ', or / for the console'}\n`);
-      registry.metrics().then(
-        (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
-        (err: Error) => {
+      const allowed = protection.guard === null ? Promise.resolve(null) : protection.guard(req.headers.authorization);
+      allowed
+        .then(async (refused) => {
+          if (refused !== null) {
+            const challenge = refused.status === 401 ? { 'www-authenticate': 'Basic realm="slotproxy", charset="UTF-8"' } : {};
+            return void res.writeHead(refused.status, { 'content-type': 'text/plain', ...challenge }).end(`${refused.error}\n`);
+          }
+          const body = await registry.metrics();
+          res.writeHead(200, { 'content-type': registry.contentType }).end(body);
+        })
+        .catch((err: Error) => {
           log.error({ err: err.message }, 'metrics collection failed');
           res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed\n');
-        },
-      );
-    });
+        });
+    };
+    const server = protection.tls === null ? http.createServer(handle) : https.createServer(protection.tls, handle);
     const { host, port } = parseHostPort(listen);
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => {
         server.off('error', reject);
-        log.info({ metrics: server.address() }, 'metrics endpoint is listening');
+        log.info({ metrics: server.address(), tls: protection.tls !== null, auth: protection.guard !== null }, 'metrics endpoint is listening');
         resolve(new MetricsServer(server));
       });
     });
+  }
+
+  /** SIGHUP: a new certificate for new connections (rotation); no-op over plain HTTP. */
+  setSecureContext(options: tls.TlsOptions): void {
+    if (this.server instanceof https.Server) this.server.setSecureContext(options);
   }
 
   get port(): number {

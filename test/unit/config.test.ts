@@ -256,7 +256,7 @@ describe('example files', () => {
     expect(cfg.auth?.users?.map((u) => u.name)).toEqual(['app', 'ops']);
     expect(cfg.backend.username).toBe('slotproxy');
     expect(cfg.limits.idleClientTimeoutMs).toBe(300000);
-    expect(cfg.metrics).toStrictEqual({ listen: '0.0.0.0:9121', console: true });
+    expect(cfg.metrics).toStrictEqual({ listen: '0.0.0.0:9121', console: true, auth: 'users', tls: { cert: '/etc/slotproxy/tls/proxy.crt', key: '/etc/slotproxy/tls/proxy.key', ca: undefined, requireClientCert: false } });
     expect(cfg.workers).toBe(4);
   });
 });

@@ -3,8 +3,8 @@
 # the tests: installs redis-server and redis-cli (and nutcracker when
 # SLOTPROXY_NEED_NUTCRACKER=1, redis-sentinel when SLOTPROXY_NEED_SENTINEL=1,
 # python3-redis when SLOTPROXY_NEED_PYREDIS=1, chromium for the console's browser tests when
-# SLOTPROXY_NEED_CHROMIUM=1) if missing, then node_modules if
-# stale.
+# SLOTPROXY_NEED_CHROMIUM=1, promtool for the alert rules' test when SLOTPROXY_NEED_PROMTOOL=1) if
+# missing, then node_modules if stale.
 # Everything it prints goes to stderr, so callers' stdout stays clean.
 set -euo pipefail
 
@@ -53,6 +53,10 @@ fi
 if [ "${SLOTPROXY_NEED_CHROMIUM:-0}" = 1 ] && ! have chromium; then
   packages+=(chromium)
 fi
+# config/alert-rules.yml is checked with promtool (Debian's prometheus package).
+if [ "${SLOTPROXY_NEED_PROMTOOL:-0}" = 1 ] && ! have promtool; then
+  packages+=(prometheus)
+fi
 
 if [ ${#packages[@]} -gt 0 ]; then
   if ! command -v apt-get >/dev/null 2>&1; then
@@ -72,6 +76,7 @@ if [ ${#packages[@]} -gt 0 ]; then
       redis-server) stop_service redis-server /run/redis/redis-server.pid ;;
       nutcracker) stop_service nutcracker /run/nutcracker/nutcracker.pid ;;
       redis-sentinel) stop_service redis-sentinel /run/sentinel/redis-sentinel.pid ;;
+      prometheus) stop_service prometheus /run/prometheus/prometheus.pid ;;
     esac
   done
 fi

@@ -94,7 +94,10 @@ async function toDone(ctx: ProxyContext, next: Placement, swap: () => Buffer): P
   } catch (err) {
     return refuse(`cannot read the proxies of the ring, phase unchanged: ${err instanceof Error ? err.message : String(err)}`);
   }
-  const behind = fleet.filter((r) => isBehind(r.phase, 'read-new'));
+  // This proxy's own record may not show a switch it has just made; its placement does.
+  const self = ctx.changes?.selfId() ?? '';
+  const own = ctx.ring?.placement.phase ?? null;
+  const behind = fleet.filter((r) => (r.id === self && own !== null ? isBehind(own, 'read-new') : isBehind(r.phase, 'read-new')));
   if (behind.length > 0) return refuse(`live proxies are behind read-new: ${describeProxies(behind)}`);
   try {
     // Every proxy stops writing to A (its feeds caught up), then B is fenced.

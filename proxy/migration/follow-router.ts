@@ -20,6 +20,7 @@ import { CommandTable } from '../commands/table';
 import { keyPositions } from '../commands/keys';
 import { KeySpace, ownerOfKey } from '../../sharding/key-space';
 import { isBookkeepingKey } from './converge';
+import { withoutPastExpiry } from './follow-expiry';
 
 export type Routed =
   | { kind: 'skip' }
@@ -83,7 +84,7 @@ export class FollowRouter {
     }
     if (moving === 0) return { kind: 'skip' };
     const keys = positions.map((p) => args[p]);
-    if (!several && moving === positions.length && args.length <= MAX_APPLY_ARGS) return { kind: 'apply', parts: [{ to: owner as string, args, keys }] };
+    if (!several && moving === positions.length && args.length <= MAX_APPLY_ARGS) return { kind: 'apply', parts: [{ to: owner as string, args: withoutPastExpiry(info.name, args), keys }] };
     const step = SPLIT_STEP.get(info.name);
     if (step !== undefined && args.length <= MAX_APPLY_ARGS) return { kind: 'apply', parts: this.split(args, step) };
     return { kind: 'resnapshot', keys: keys.filter((k) => this.ownerInB(k) !== null) };

@@ -38,6 +38,7 @@ import { decodeReply, Reply } from '../resp/decode-reply';
 import { request } from '../backend/request';
 import { scanNode } from './feed-copy';
 import { readSnapshot } from './follow-snapshot';
+import { tooSoon, withoutPastExpiry } from './follow-expiry';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 
@@ -93,6 +94,10 @@ export class NodeFollower {
   private ackWanted = -1;
   private stopped = false;
   private received = -1;
+  /** Side A closed for done: B may take writes, so nothing more of A's stream is applied. */
+  private frozen = false;
+  /** Commands heard after the close and not applied (a write made straight on A, an expiry's DEL). */
+  missedAfterClose = 0;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -108,12 +113,19 @@ export class NodeFollower {
 
   stop(reason = 'the follow ended'): void {
     if (this.stopped) return;
+    this.missedAfterClose = this.frozen ? this.commands.length : 0;
+    if (this.missedAfterClose > 0) log.warn({ node: this.source, commands: this.missedAfterClose }, 'migration: commands of side A\'s stream after it closed for done were not applied on side B');
     this.stopped = true;
     this.state = 'stopped';
     if (this.ackTimer !== null) clearInterval(this.ackTimer);
     this.link?.close(reason);
     for (const a of this.appliers.values()) a.close(reason);
     for (const w of this.waiters.splice(0)) w.done();
+  }
+
+  freeze(frozen: boolean): void {
+    this.frozen = frozen;
+    if (!frozen) void this.process();
   }
 
   /** Bytes received from A and not yet on B. */
@@ -249,7 +261,7 @@ export class NodeFollower {
     if (this.processing) return;
     this.processing = true;
     try {
-      while (this.commands.length > 0 && !this.stopped && this.state !== 'failed') {
+      while (this.commands.length > 0 && !this.stopped && this.state !== 'failed' && !this.frozen) {
         const cmd = this.commands.peek() as StreamCommand;
         const routed = this.router().route(cmd.args);
         try {
@@ -400,7 +412,7 @@ export class NodeFollower {
       parts.push(
         dump === null || !Buffer.isBuffer(dump)
           ? { to, keys: [], args: [Buffer.from('DEL'), k] }
-          : { to, keys: [], args: [Buffer.from('RESTORE'), k, Buffer.from(expireAt > 0 ? String(expireAt) : '0'), dump, Buffer.from('REPLACE'), ...(expireAt > 0 ? [Buffer.from('ABSTTL')] : [])] },
+          : { to, keys: [], args: withoutPastExpiry('restore', [Buffer.from('RESTORE'), k, Buffer.from(expireAt > 0 ? String(expireAt) : '0'), dump, Buffer.from('REPLACE'), ...(expireAt > 0 ? [Buffer.from('ABSTTL')] : [])]) },
       );
     });
     this.ticket(end, parts);
@@ -446,7 +458,9 @@ export class NodeFollower {
           this.snapshotEntries++;
           const to = router.ownerInB(key);
           if (to === null) return;
-          const args = [Buffer.from('RESTORE'), key, Buffer.from(expireAtMs === null ? '0' : String(expireAtMs)), dump, Buffer.from('REPLACE'), ...(expireAtMs === null ? [] : [Buffer.from('ABSTTL')])];
+          // An expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts).
+          const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
+          const args = [Buffer.from('RESTORE'), key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, Buffer.from('REPLACE'), ...(ttl === null ? [] : [Buffer.from('ABSTTL')])];
           const p = sideRequest(this.ctx.pool, owners, to, args, { lane: LANE, maxRedirects: this.ctx.forward.maxRedirects, retryWindowMs: this.ctx.forward.retryWindowMs }).then((frame) => {
             if (frame[0] === 45) throw new Error(`RESTORE of a key on ${to}: ${frame.toString('utf8', 1, frame.length - 2)}`);
             this.snapshotRestored++;

@@ -225,3 +225,54 @@ test('read-new: a write through the proxy is on side B when its reply comes', as
   if (t !== null) expect(await open(t.to).hget(`{rq}:job:${String(id)}`, 'data')).toBe('payload');
   expect(await c.hget(`{rq}:job:${String(id)}`, 'data')).toBe('payload');
 }, 60_000);
+
+test('a TTL renewed on A while its snapshot entry waits for a paused side B is not lost there', async () => {
+  const cfg = replicated();
+  const nodes = cfg.ring.nodes.map((n) => n.addr as string);
+  const keyOn = (a: string): string => {
+    for (let i = 0; ; i++) {
+      const t = placementOf(cfg).copyTarget(Buffer.from(`exp${i}`));
+      if (t !== null && t.from === a) return `exp${i}`;
+    }
+  };
+  const key = keyOn(nodes[0]);
+  const a = open(nodes[0]);
+  await a.set(key, 'v', 'PX', 800);
+  const target = placementOf(cfg).copyTarget(Buffer.from(key));
+  if (target === null) throw new Error('the key does not move');
+  const b = open(target.to);
+  // B takes no write for 2.5 s: the snapshot's entry reaches it after the TTL it carried ran out.
+  await b.call('CLIENT', 'PAUSE', '2500', 'WRITE');
+  const starting = startProxy(cfg);
+  await a.pexpire(key, 600_000);
+  await starting;
+  const c = connect();
+  await caughtUp(c);
+  expect(await a.get(key)).toBe('v');
+  expect(await stateOn(b, key)).toBe(await stateOn(a, key));
+}, 60_000);
+
+test('done: once B takes writes, an expiry on A does not delete the key B holds', async () => {
+  await startProxy(replicated());
+  const c = connect();
+  await caughtUp(c);
+  const key = [...Array(200).keys()].map((i) => `dn${i}`).find((k) => placement.copyTarget(Buffer.from(k)) !== null) as string;
+  const t = placement.copyTarget(Buffer.from(key));
+  if (t === null) throw new Error('no moving key');
+  await c.set(key, 'old', 'PX', 1500);
+  await caughtUp(c);
+  expect(await open(t.to).get(key)).toBe('old');
+  expect(await c.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+  expect(await c.call('PROXY', 'MIGRATION', 'PHASE', 'done')).toBe('OK');
+  await c.set(key, 'new');
+  // A expires its copy (and says DEL in its stream) after B took over the key.
+  const a = open(t.from);
+  await eventually(() => a.exists(key), (n) => n === 0, 10_000);
+  expect(Number(await a.call('WAIT', '0', '100'))).toBe(0);
+  expect(await open(t.to).get(key)).toBe('new');
+  expect(await c.get(key)).toBe('new');
+}, 60_000);
+
+function placementOf(cfg: RingModeConfig): Placement {
+  return Placement.fromConfig(cfg.ring, cfg.migration);
+}

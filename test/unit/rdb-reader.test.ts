@@ -160,11 +160,15 @@ describe('what the reader refuses, naming it', () => {
     }
   });
 
-  test('a file cut short before its checksum, and one cut in its header', () => {
+  test('a file cut short before its checksum, in its header, in a key', () => {
     expect(errorOf(RDB.subarray(0, RDB.length - 3)).message).toBe(
       `RDB truncated at byte ${RDB.length - 3}: in the checksum after the EOF opcode`,
     );
     expect(errorOf(RDB.subarray(0, 4)).message).toBe('RDB truncated at byte 4: in the header');
+    const key = entryOffset('str:raw');
+    expect(errorOf(RDB.subarray(0, key + 3)).message).toBe(
+      `RDB truncated at byte ${key + 3}: in the key of an entry (type 0, string) that starts at byte ${key}`,
+    );
   });
 
   test('an unknown type byte: the opcode and its offset (checksum off, so the type is what stops it)', () => {

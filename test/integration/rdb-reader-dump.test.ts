@@ -8,7 +8,9 @@
 // Redis 7.0 from PATH always; Redis 7.4.1 and Valkey 8.0.1 when their binaries are on this machine
 // (the list of cases is built when the file loads, so no case is ever skipped).
 import fs from 'node:fs';
+import net from 'node:net';
 import path from 'node:path';
+import { once } from 'node:events';
 import Redis from 'ioredis';
 import { freePort } from '../../cmd/sandbox/ports';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
@@ -133,6 +135,89 @@ function readInPieces(bytes: Buffer, size: number): SnapshotRead {
   return read;
 }
 
+/** How a full sync framed its snapshot: a length first, or (diskless) a 40-byte mark after it. */
+type SyncFraming = 'length' | 'eof-mark';
+
+interface FullSync {
+  read: SnapshotRead;
+  framing: SyncFraming;
+  /** The RDB's length as announced ($<len>) or as the reader found it (before the mark). */
+  rdbLength: number;
+  consumed: number;
+  /** For the mark: the 40 bytes that followed the RDB equal the mark announced. */
+  markFollows: boolean;
+}
+
+/**
+ * Asks the node on `port` for a full sync as a replica does (REPLCONF capa eof, PSYNC ? -1) and
+ * pushes what arrives after the "$..." line through the reader, as a follower's link would.
+ */
+async function fullSync(port: number): Promise<FullSync> {
+  const socket = net.connect(port, '127.0.0.1');
+  await once(socket, 'connect');
+  // One at a time: a node refuses PSYNC while a reply to the connection is still pending.
+  socket.write('REPLCONF capa eof capa psync2\r\n');
+  const [ok] = (await once(socket, 'data')) as [Buffer];
+  if (ok.toString() !== '+OK\r\n') throw new Error(`REPLCONF answered ${JSON.stringify(ok.toString())}`);
+  socket.write('PSYNC ? -1\r\n');
+  const { read, reader } = newRead();
+  let head = Buffer.alloc(0);
+  let framing: SyncFraming | null = null;
+  let mark = Buffer.alloc(0);
+  let announced = -1;
+  let consumed = 0;
+  let after = Buffer.alloc(0);
+  try {
+    return await new Promise<FullSync>((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`no snapshot within 30 s; head ${JSON.stringify(head.toString('latin1'))}`)), 30_000);
+      const settle = (): void => {
+        if (framing === 'eof-mark' && after.length < mark.length) return;
+        clearTimeout(timer);
+        const rdbLength = framing === 'length' ? announced : consumed;
+        resolve({ read, framing: framing ?? 'length', rdbLength, consumed, markFollows: framing === 'eof-mark' && after.subarray(0, 40).equals(mark) });
+      };
+      socket.on('error', reject);
+      socket.on('data', (data: Buffer) => {
+        try {
+          let chunk = data;
+          if (framing === null) {
+            head = Buffer.concat([head, chunk]);
+            // +FULLRESYNC <replid> <offset>, newlines while the snapshot is made, then $...
+            for (;;) {
+              while (head.length > 0 && head[0] === 0x0a) head = head.subarray(1);
+              const eol = head.indexOf('\r\n');
+              if (eol < 0) return;
+              const line = head.toString('latin1', 0, eol);
+              head = head.subarray(eol + 2);
+              if (line.startsWith('+')) continue;
+              if (!line.startsWith('$')) throw new Error(`unexpected line ${JSON.stringify(line)}`);
+              framing = line.startsWith('$EOF:') ? 'eof-mark' : 'length';
+              if (framing === 'eof-mark') mark = Buffer.from(line.slice(5), 'latin1');
+              else announced = Number(line.slice(1));
+              chunk = head;
+              break;
+            }
+          }
+          if (!reader.done) {
+            const used = reader.push(chunk);
+            consumed += used;
+            if (!reader.done) return;
+            reader.end();
+            chunk = chunk.subarray(used);
+          }
+          after = Buffer.concat([after, chunk]);
+          settle();
+        } catch (err) {
+          clearTimeout(timer);
+          reject(err instanceof Error ? err : new Error(String(err)));
+        }
+      });
+    });
+  } finally {
+    socket.destroy();
+  }
+}
+
 describe.each(SERVERS)('an RDB that $name saved, cut into entries', (server) => {
   let source: RedisNode | undefined;
   let target: RedisNode | undefined;
@@ -252,5 +337,23 @@ describe.each(SERVERS)('an RDB that $name saved, cut into entries', (server) => 
       if (dump === null || !dump.equals(e.dump)) mismatches.push(`${e.key.toString()}: DUMP on the second node differs (type ${e.type})`);
     }
     expect(mismatches).toEqual([]);
+  });
+  test.each([
+    ['diskless, the RDB followed by its 40-byte mark', 'yes', 'eof-mark'],
+    ['from disk, its length announced', 'no', 'length'],
+  ] as const)('the snapshot of a full sync (PSYNC ? -1), %s: the same entries, and push says where the RDB ends', async (_name, diskless, framing) => {
+    const admin = connect(source);
+    await admin.config('SET', 'repl-diskless-sync', diskless);
+    await admin.config('SET', 'repl-diskless-sync-delay', '0');
+    if (source === undefined) throw new Error('no source');
+    const sync = await fullSync(source.port);
+    expect(sync.framing).toBe(framing);
+    expect(sync.consumed).toBe(sync.rdbLength);
+    if (framing === 'eof-mark') expect(sync.markFollows).toBe(true);
+    const text = (r: SnapshotRead): string[] =>
+      r.entries.map((e) => `${e.db} ${e.key.toString('hex')} ${e.expireAtMs} ${e.dump.toString('hex')}`).sort();
+    expect(text(sync.read)).toEqual(text(read));
+    expect(sync.read.functions).toEqual(read.functions);
+    expect(sync.read.version).toBe(server.rdbVersion);
   });
 });

@@ -57,6 +57,11 @@ export interface RdbHandlers {
   onSelectDb?(db: number): void;
   /** The sizes hint of the selected database. */
   onResizeDb?(dbSize: number, expiresSize: number): void;
+  /**
+   * Asked once an entry's key is read: false reads its value past without making its dump (a key
+   * that does not move costs only its reading). Without it every entry is wanted.
+   */
+  wantEntry?(db: number, key: Buffer, type: number): boolean;
   onEntry(entry: RdbEntry): void;
   /** A function library, as FUNCTION LOAD takes it. */
   onFunction(code: Buffer): void;
@@ -142,6 +147,7 @@ export class RdbReader {
   private entryType = 0;
   private key: Buffer = Buffer.alloc(0);
   private valueOffset = 0;
+  private wanted = true;
   private readonly skipper = new ValueSkipper();
 
   /** Offset just past the RDB's last byte, once it is read. */
@@ -310,6 +316,7 @@ export class RdbReader {
       const keyEnd = skipString(buf, body, end, scan);
       if (keyEnd < 0) return this.stopped(keyEnd, body);
       this.key = this.decode(body, keyEnd);
+      this.wanted = this.handlers.wantEntry?.(this.db, this.key, opcode) ?? true;
       this.entryType = opcode;
       this.valueOffset = keyEnd - at;
       this.skipper.start(program, this.valueOffset);
@@ -428,6 +435,12 @@ export class RdbReader {
     const buf = this.buf;
     const valueStart = this.pos + this.valueOffset;
     const valueEnd = this.pos + this.skipper.progress;
+    if (!this.wanted) {
+      this.pos = valueEnd;
+      this.expireAtMs = null;
+      this.state = State.Record;
+      return;
+    }
     const valueLength = valueEnd - valueStart;
     const dump = Buffer.allocUnsafe(valueLength + 11);
     dump[0] = this.entryType;

@@ -141,6 +141,26 @@ describe('the same RDB cut into chunks', () => {
   });
 });
 
+describe('entries not wanted', () => {
+  test('wantEntry false: no dump made for that key, the next key is cut as before, its expiry not carried over', () => {
+    const asked: string[] = [];
+    const entries: RdbEntry[] = [];
+    const reader = new RdbReader({
+      wantEntry: (db, key, type) => {
+        asked.push(`${db} ${key.toString()} ${type}`);
+        return !key.toString().startsWith('str:');
+      },
+      onEntry: (e) => entries.push(e),
+      onFunction: () => undefined,
+      onEnd: () => undefined,
+    });
+    for (let at = 0; at < RDB.length; at += 3) reader.push(RDB.subarray(at, at + 3));
+    reader.end();
+    expect(asked).toEqual(whole.entries.map((e) => `0 ${e.key.toString()} ${e.type}`));
+    expect(summary({ ...whole, entries })).toEqual(summary({ ...whole, entries: whole.entries.filter((e) => !e.key.toString().startsWith('str:')) }));
+  });
+});
+
 /** The offset of the type byte of `key`'s entry in the fixture (the key is stored plainly). */
 function entryOffset(key: string): number {
   const plain = Buffer.concat([Buffer.from([key.length]), Buffer.from(key)]);

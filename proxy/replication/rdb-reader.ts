@@ -222,20 +222,29 @@ export class RdbReader {
   /** Copies the unread rest of a chunk read in place into a buffer of the reader's own. */
   private keepRest(): void {
     const rest = this.filled - this.pos;
-    const wanted = Math.max(this.needAbs - (this.base + this.pos), rest);
     let target = this.spare;
-    if (target === null || target.length < wanted) target = Buffer.allocUnsafe(Math.max(MIN_BUFFER, 2 * wanted));
+    if (target === null || target.length < Math.max(rest, this.knownNeed())) target = this.newBuffer(rest);
     this.spare = null;
     this.moveRestTo(target);
   }
 
   private append(chunk: Buffer): void {
     if (this.filled + chunk.length > this.buf.length) {
-      const needed = this.filled - this.pos + chunk.length;
-      this.moveRestTo(needed <= this.buf.length ? this.buf : Buffer.allocUnsafe(Math.max(MIN_BUFFER, 2 * needed)));
+      const held = this.filled - this.pos + chunk.length;
+      this.moveRestTo(held <= this.buf.length ? this.buf : this.newBuffer(held));
     }
     chunk.copy(this.buf, this.filled);
     this.filled += chunk.length;
+  }
+
+  /** Bytes from the record's start that the record is known to need (a long string's whole length). */
+  private knownNeed(): number {
+    return this.needAbs - (this.base + this.pos);
+  }
+
+  /** A buffer for `held` bytes and more: twice that, or all a long string is known to need. */
+  private newBuffer(held: number): Buffer {
+    return Buffer.allocUnsafe(Math.max(MIN_BUFFER, 2 * held, this.knownNeed()));
   }
 
   /** Moves buf[pos, end) to the start of target, which becomes buf. */

@@ -290,6 +290,7 @@ const ms = (t: number): Buffer => {
   return b;
 };
 const id128 = (n: number): Buffer => Buffer.alloc(16, n);
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
 const cat = (...parts: (Buffer | number[])[]): Buffer => Buffer.concat(parts.map((p) => (Buffer.isBuffer(p) ? p : Buffer.from(p))));
 
 /** Value layouts that no server on this machine writes any more (Redis before 7.0, 7.4 release candidates). */
@@ -338,6 +339,21 @@ describe('value layouts the fixture does not hold, each cut exactly', () => {
       expect(dump.readUInt16LE(dump.length - 10)).toBe(9);
       expect(dump.readBigUInt64LE(dump.length - 8)).toBe(crc64(dump, 0, dump.length - 8));
       expect(read.entries[1].dump.subarray(0, 7)).toEqual(cat([0x00], rdbStr('value')));
+    }
+  });
+
+  test('large values cut across many chunks: a 3 MB string and a hash of 100,000 fields', () => {
+    const rng = xorshift32(3);
+    const big = Buffer.alloc(3_000_000);
+    for (let i = 0; i < big.length; i++) big[i] = randInt(rng, 0, 255);
+    const hash = Buffer.concat([rdbLen(100_000), ...range(100_000).flatMap((i) => [rdbStr(`field-${i}`), rdbStr(`value-${i}`)])]);
+    const file = cat(Buffer.from('REDIS0010'), [0], rdbStr('big'), rdbStr(big), [4], rdbStr('hash'), hash, [255], ms(0));
+    for (const size of [777, 65536]) {
+      const read = readInChunks(file, () => size);
+      expect(read.entries.map((e) => e.key.toString())).toEqual(['big', 'hash']);
+      // Buffer.equals: jest's toEqual walks a Buffer byte by byte, minutes for these
+      expect(read.entries[0].dump.subarray(1, -10).equals(rdbStr(big))).toBe(true);
+      expect(read.entries[1].dump.subarray(1, -10).equals(hash)).toBe(true);
     }
   });
 

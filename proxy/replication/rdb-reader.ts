@@ -9,10 +9,10 @@
 //
 // It keeps only the bytes of the record it is reading: a chunk is read in place, and only a record
 // that a chunk cuts in two is copied into the reader's own buffer. A value is skipped with its
-// type's program (rdb-values.ts), which can stop between any two steps when the bytes run out and
-// go on from there at the next push, so even a huge value is read once. Anything the reader does
-// not know (a newer RDB version, a type, an opcode, a module value) throws an RdbFormatError that
-// names it: a snapshot is never carried in part.
+// type's program (rdb-values.ts, run by value-skipper.ts), which can stop between any two steps
+// when the bytes run out and go on from there at the next push, so even a huge value is read once.
+// Anything the reader does not know (a newer RDB version, a type, an opcode, a module value)
+// throws an RdbFormatError that names it: a snapshot is never carried in part.
 
 import { Crc64 } from './crc64';
 import {
@@ -27,22 +27,9 @@ import {
   reach,
   skipLength,
   skipString,
-  skipTextDouble,
 } from './rdb-lengths';
-import {
-  BYTES,
-  END,
-  LEN,
-  LOOP,
-  MODULE_AUX_PROGRAM,
-  MODULE_FIELDS,
-  RDB_TYPE_MODULE_2,
-  RDB_TYPE_MODULE_PRE_GA,
-  STR,
-  TEXT_DOUBLE,
-  TYPE_NAMES,
-  VALUE_PROGRAMS,
-} from './rdb-values';
+import { MODULE_AUX_PROGRAM, RDB_TYPE_MODULE_2, RDB_TYPE_MODULE_PRE_GA, TYPE_NAMES, VALUE_PROGRAMS } from './rdb-values';
+import { DONE, ValueSkipper } from './value-skipper';
 
 /** The newest RDB version the reader knows (Redis 7.4). */
 export const MAX_RDB_VERSION = 12;
@@ -70,6 +57,11 @@ export interface RdbHandlers {
   onSelectDb?(db: number): void;
   /** The sizes hint of the selected database. */
   onResizeDb?(dbSize: number, expiresSize: number): void;
+  /**
+   * Asked once an entry's key is read: false reads its value past without making its dump (a key
+   * that does not move costs only its reading). Without it every entry is wanted.
+   */
+  wantEntry?(db: number, key: Buffer, type: number): boolean;
   onEntry(entry: RdbEntry): void;
   /** A function library, as FUNCTION LOAD takes it. */
   onFunction(code: Buffer): void;
@@ -109,7 +101,7 @@ const OPCODE_EOF = 255;
 const HEADER_LENGTH = 9; // "REDIS" and the version in 4 digits
 const FIRST_CHECKSUMMED_VERSION = 5;
 const MIN_BUFFER = 64 * 1024;
-const MAX_LOOP_DEPTH = 4;
+const MAX_SPARE = 1024 * 1024;
 const TWO_POW_32 = 4294967296;
 
 const enum State {
@@ -151,17 +143,12 @@ export class RdbReader {
   private db = 0;
   private expireAtMs: number | null = null;
 
-  // The value being read: its type, key and program, and how far it got (offsets from pos).
+  // The entry being read: its type and key, where its value starts (from pos) and how far it got.
   private entryType = 0;
   private key: Buffer = Buffer.alloc(0);
   private valueOffset = 0;
-  private progress = 0;
-  private program: readonly number[] = [];
-  private pc = 0;
-  private depth = 0;
-  private moduleFieldsEnded = false;
-  private readonly loopBody: number[] = new Array<number>(MAX_LOOP_DEPTH).fill(0);
-  private readonly loopLeft: number[] = new Array<number>(MAX_LOOP_DEPTH).fill(0);
+  private wanted = true;
+  private readonly skipper = new ValueSkipper();
 
   /** Offset just past the RDB's last byte, once it is read. */
   private rdbEndAbs = -1;
@@ -224,7 +211,7 @@ export class RdbReader {
 
   private readInPlace(chunk: Buffer): void {
     this.checksumThrough(this.pos);
-    if (this.owned) this.spare = this.buf;
+    if (this.owned && this.buf.length <= MAX_SPARE) this.spare = this.buf; // a huge entry's buffer is let go
     this.base += this.filled;
     this.buf = chunk;
     this.owned = false;
@@ -235,20 +222,29 @@ export class RdbReader {
   /** Copies the unread rest of a chunk read in place into a buffer of the reader's own. */
   private keepRest(): void {
     const rest = this.filled - this.pos;
-    const wanted = Math.max(this.needAbs - (this.base + this.pos), rest);
     let target = this.spare;
-    if (target === null || target.length < wanted) target = Buffer.allocUnsafe(Math.max(MIN_BUFFER, 2 * wanted));
+    if (target === null || target.length < Math.max(rest, this.knownNeed())) target = this.newBuffer(rest);
     this.spare = null;
     this.moveRestTo(target);
   }
 
   private append(chunk: Buffer): void {
     if (this.filled + chunk.length > this.buf.length) {
-      const needed = this.filled - this.pos + chunk.length;
-      this.moveRestTo(needed <= this.buf.length ? this.buf : Buffer.allocUnsafe(Math.max(MIN_BUFFER, 2 * needed)));
+      const held = this.filled - this.pos + chunk.length;
+      this.moveRestTo(held <= this.buf.length ? this.buf : this.newBuffer(held));
     }
     chunk.copy(this.buf, this.filled);
     this.filled += chunk.length;
+  }
+
+  /** Bytes from the record's start that the record is known to need (a long string's whole length). */
+  private knownNeed(): number {
+    return this.needAbs - (this.base + this.pos);
+  }
+
+  /** A buffer for `held` bytes and more: twice that, or all a long string is known to need. */
+  private newBuffer(held: number): Buffer {
+    return Buffer.allocUnsafe(Math.max(MIN_BUFFER, 2 * held, this.knownNeed()));
   }
 
   /** Moves buf[pos, end) to the start of target, which becomes buf. */
@@ -288,7 +284,7 @@ export class RdbReader {
           break;
         case State.ModuleAux:
           if (!this.runProgram()) return;
-          this.pos += this.progress;
+          this.pos += this.skipper.progress;
           this.state = State.Record;
           break;
         case State.Checksum:
@@ -329,10 +325,11 @@ export class RdbReader {
       const keyEnd = skipString(buf, body, end, scan);
       if (keyEnd < 0) return this.stopped(keyEnd, body);
       this.key = this.decode(body, keyEnd);
+      this.wanted = this.handlers.wantEntry?.(this.db, this.key, opcode) ?? true;
       this.entryType = opcode;
       this.valueOffset = keyEnd - at;
-      this.progress = this.valueOffset;
-      this.startProgram(program, State.Value);
+      this.skipper.start(program, this.valueOffset);
+      this.state = State.Value;
       return true;
     }
     let next: number;
@@ -388,8 +385,8 @@ export class RdbReader {
         this.handlers.onFunction(this.decode(body, next));
         break;
       case OPCODE_MODULE_AUX:
-        this.progress = 1;
-        this.startProgram(MODULE_AUX_PROGRAM, State.ModuleAux);
+        this.skipper.start(MODULE_AUX_PROGRAM, 1);
+        this.state = State.ModuleAux;
         return true;
       case OPCODE_EOF:
         this.checksumThrough(body);
@@ -431,113 +428,14 @@ export class RdbReader {
     return next;
   }
 
-  private startProgram(program: readonly number[], state: State): void {
-    this.program = program;
-    this.pc = 0;
-    this.depth = 0;
-    this.state = state;
-  }
-
-  /** Runs the current program from where it stopped; true when it reached its end. */
+  /** Runs the value's (or module AUX record's) program on; true when it reached its end. */
   private runProgram(): boolean {
-    const buf = this.buf;
-    const end = this.filled;
-    const scan = this.scan;
-    const program = this.program;
-    let p = this.pos + this.progress;
-    let pc = this.pc;
-    let next = 0;
-    while (pc < program.length) {
-      switch (program[pc]) {
-        case STR:
-          next = skipString(buf, p, end, scan);
-          if (next < 0) return this.pause(next, p, pc);
-          p = next;
-          pc++;
-          break;
-        case LEN:
-          next = skipLength(buf, p, end, scan);
-          if (next < 0) return this.pause(next, p, pc);
-          p = next;
-          pc++;
-          break;
-        case TEXT_DOUBLE:
-          next = skipTextDouble(buf, p, end, scan);
-          if (next < 0) return this.pause(next, p, pc);
-          p = next;
-          pc++;
-          break;
-        case BYTES:
-          next = reach(p + program[pc + 1], end, scan);
-          if (next < 0) return this.pause(next, p, pc);
-          p = next;
-          pc += 2;
-          break;
-        case LOOP:
-          next = readCount(buf, p, end, scan);
-          if (next < 0) return this.pause(next, p, pc);
-          p = next;
-          if (scan.value === 0) {
-            pc = program[pc + 1];
-          } else {
-            this.loopBody[this.depth] = pc + 2;
-            this.loopLeft[this.depth] = scan.value;
-            this.depth++;
-            pc += 2;
-          }
-          break;
-        case END:
-          if (--this.loopLeft[this.depth - 1] > 0) {
-            pc = this.loopBody[this.depth - 1];
-          } else {
-            this.depth--;
-            pc++;
-          }
-          break;
-        case MODULE_FIELDS:
-          next = this.skipModuleField(p);
-          if (next < 0) return this.pause(next, p, pc);
-          p = next;
-          if (this.moduleFieldsEnded) pc++;
-          break;
-        default:
-          throw this.fail(`RDB reader: bad program step ${program[pc]}`, p);
-      }
+    const result = this.skipper.run(this.buf, this.pos, this.filled, this.scan);
+    if (result === DONE) return true;
+    if (result === BAD) {
+      const at = this.pos + this.skipper.progress;
+      throw this.fail(`${this.scan.error} at byte ${this.base + at} ${this.reading()}`, at);
     }
-    this.progress = p - this.pos;
-    this.pc = pc;
-    return true;
-  }
-
-  /** One annotated module field (its opcode, then its value), or the EOF opcode that ends them. */
-  private skipModuleField(p: number): number {
-    const scan = this.scan;
-    const afterOpcode = readCount(this.buf, p, this.filled, scan);
-    if (afterOpcode < 0) return afterOpcode;
-    this.moduleFieldsEnded = scan.value === 0;
-    switch (scan.value) {
-      case 0:
-        return afterOpcode;
-      case 1: // signed integer
-      case 2: // unsigned integer
-        return skipLength(this.buf, afterOpcode, this.filled, scan);
-      case 3: // float
-        return reach(afterOpcode + 4, this.filled, scan);
-      case 4: // double
-        return reach(afterOpcode + 8, this.filled, scan);
-      case 5: // string
-        return skipString(this.buf, afterOpcode, this.filled, scan);
-      default:
-        scan.error = `unknown module value opcode ${scan.value}`;
-        return BAD;
-    }
-  }
-
-  /** Saves where the program stopped; false for NEED, throws for BAD. */
-  private pause(code: number, p: number, pc: number): boolean {
-    if (code === BAD) throw this.fail(`${this.scan.error} at byte ${this.base + p} ${this.reading()}`, p);
-    this.progress = p - this.pos;
-    this.pc = pc;
     this.needAbs = this.base + this.scan.need;
     return false;
   }
@@ -545,7 +443,13 @@ export class RdbReader {
   private finishEntry(): void {
     const buf = this.buf;
     const valueStart = this.pos + this.valueOffset;
-    const valueEnd = this.pos + this.progress;
+    const valueEnd = this.pos + this.skipper.progress;
+    if (!this.wanted) {
+      this.pos = valueEnd;
+      this.expireAtMs = null;
+      this.state = State.Record;
+      return;
+    }
     const valueLength = valueEnd - valueStart;
     const dump = Buffer.allocUnsafe(valueLength + 11);
     dump[0] = this.entryType;
@@ -619,7 +523,11 @@ export class RdbReader {
         return 'in the checksum after the EOF opcode';
       default: {
         const opcode = this.pos < this.filled ? this.buf[this.pos] : -1;
-        return opcode < 0 ? 'before the EOF opcode' : `in the record 0x${opcode.toString(16)} that starts at byte ${this.base + this.pos}`;
+        if (opcode < 0) return 'before the EOF opcode';
+        if (VALUE_PROGRAMS[opcode] !== undefined) {
+          return `in the key of an entry (type ${opcode}, ${TYPE_NAMES.get(opcode) ?? '?'}) that starts at byte ${this.base + this.pos}`;
+        }
+        return `in the record of opcode ${opcode} that starts at byte ${this.base + this.pos}`;
       }
     }
   }

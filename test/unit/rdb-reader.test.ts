@@ -141,6 +141,26 @@ describe('the same RDB cut into chunks', () => {
   });
 });
 
+describe('entries not wanted', () => {
+  test('wantEntry false: no dump made for that key, the next key is cut as before, its expiry not carried over', () => {
+    const asked: string[] = [];
+    const entries: RdbEntry[] = [];
+    const reader = new RdbReader({
+      wantEntry: (db, key, type) => {
+        asked.push(`${db} ${key.toString()} ${type}`);
+        return !key.toString().startsWith('str:');
+      },
+      onEntry: (e) => entries.push(e),
+      onFunction: () => undefined,
+      onEnd: () => undefined,
+    });
+    for (let at = 0; at < RDB.length; at += 3) reader.push(RDB.subarray(at, at + 3));
+    reader.end();
+    expect(asked).toEqual(whole.entries.map((e) => `0 ${e.key.toString()} ${e.type}`));
+    expect(summary({ ...whole, entries })).toEqual(summary({ ...whole, entries: whole.entries.filter((e) => !e.key.toString().startsWith('str:')) }));
+  });
+});
+
 /** The offset of the type byte of `key`'s entry in the fixture (the key is stored plainly). */
 function entryOffset(key: string): number {
   const plain = Buffer.concat([Buffer.from([key.length]), Buffer.from(key)]);
@@ -160,11 +180,15 @@ describe('what the reader refuses, naming it', () => {
     }
   });
 
-  test('a file cut short before its checksum, and one cut in its header', () => {
+  test('a file cut short before its checksum, in its header, in a key', () => {
     expect(errorOf(RDB.subarray(0, RDB.length - 3)).message).toBe(
       `RDB truncated at byte ${RDB.length - 3}: in the checksum after the EOF opcode`,
     );
     expect(errorOf(RDB.subarray(0, 4)).message).toBe('RDB truncated at byte 4: in the header');
+    const key = entryOffset('str:raw');
+    expect(errorOf(RDB.subarray(0, key + 3)).message).toBe(
+      `RDB truncated at byte ${key + 3}: in the key of an entry (type 0, string) that starts at byte ${key}`,
+    );
   });
 
   test('an unknown type byte: the opcode and its offset (checksum off, so the type is what stops it)', () => {
@@ -247,6 +271,101 @@ describe('layouts the fixture does not hold', () => {
     const file = Buffer.concat([Buffer.from('REDIS0004'), intKey, lzfKey, Buffer.from([255])]);
     const read = readInChunks(file, () => 3);
     expect(read.entries.map((e) => e.key.toString())).toEqual(['12345', 'a'.repeat(40)]);
+  });
+});
+
+/** RDB encodings for hand-made files. */
+const rdbLen = (n: number): Buffer => {
+  if (n < 64) return Buffer.from([n]);
+  if (n < 16384) return Buffer.from([0x40 | (n >> 8), n & 0xff]);
+  const b = Buffer.alloc(5);
+  b[0] = 0x80;
+  b.writeUInt32BE(n, 1);
+  return b;
+};
+const rdbStr = (s: string | Buffer): Buffer => Buffer.concat([rdbLen(Buffer.byteLength(s)), Buffer.from(s)]);
+const ms = (t: number): Buffer => {
+  const b = Buffer.alloc(8);
+  b.writeBigInt64LE(BigInt(t));
+  return b;
+};
+const id128 = (n: number): Buffer => Buffer.alloc(16, n);
+const range = (n: number): number[] => Array.from({ length: n }, (_, i) => i);
+const cat = (...parts: (Buffer | number[])[]): Buffer => Buffer.concat(parts.map((p) => (Buffer.isBuffer(p) ? p : Buffer.from(p))));
+
+/** Value layouts that no server on this machine writes any more (Redis before 7.0, 7.4 release candidates). */
+const OLD_LAYOUTS: [string, number, Buffer][] = [
+  ['1 list of strings', 1, cat(rdbLen(3), rdbStr('a'), [0xc0, 0x05], rdbStr('x'.repeat(70)))],
+  ['3 zset with scores as text, nan/+inf/-inf as one byte', 3, cat(rdbLen(4), rdbStr('a'), [3], Buffer.from('1.5'), rdbStr('b'), [253], rdbStr('c'), [254], rdbStr('d'), [255])],
+  ['9 zipmap, 10 ziplist list, 12 zset ziplist, 13 hash ziplist (one blob each)', 13, rdbStr(Buffer.alloc(300, 7))],
+  ['14 quicklist of ziplists', 14, cat(rdbLen(2), rdbStr(Buffer.alloc(20, 1)), rdbStr(Buffer.alloc(5000, 2)))],
+  [
+    '15 stream (listpacks 1: no first id, no offsets, consumers with a seen time only)',
+    15,
+    cat(
+      rdbLen(1), rdbStr(id128(1)), rdbStr(Buffer.alloc(40, 3)), // one listpack under its master id
+      rdbLen(10), rdbLen(5), rdbLen(7), // length, last id
+      rdbLen(1), rdbStr('group'), rdbLen(5), rdbLen(0), // a group and its last delivered id
+      rdbLen(2), id128(2), ms(1), rdbLen(1), id128(3), ms(2), rdbLen(4), // its PEL
+      rdbLen(1), rdbStr('alice'), ms(3), rdbLen(2), id128(2), id128(3), // a consumer and its PEL
+    ),
+  ],
+  [
+    '19 stream (listpacks 2): no entries, a 64-bit id half, a consumer with a seen time only',
+    19,
+    cat(
+      rdbLen(0),
+      rdbLen(0), [0x81, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff], rdbLen(0), // length, last id (max ms)
+      rdbLen(0), rdbLen(0), rdbLen(0), rdbLen(0), rdbLen(0), // first id, max deleted id, entries added
+      rdbLen(1), rdbStr('g'), rdbLen(0), rdbLen(0), rdbLen(0), rdbLen(0), // group, id, offset, no PEL
+      rdbLen(1), rdbStr('bob'), ms(5), rdbLen(0), // a consumer: seen time only, no PEL
+    ),
+  ],
+  ['22 hash with field TTLs (7.4 RC: absolute TTLs)', 22, cat(rdbLen(2), rdbLen(0), rdbStr('f'), rdbStr('v'), [0x80, 0, 0, 0, 9], rdbStr('g'), rdbStr('w'))],
+  ['23 hash listpack-ex (7.4 RC: no min expire)', 23, rdbStr(Buffer.alloc(30, 5))],
+  ['24 hash with field TTLs (min expire, then TTLs relative to it)', 24, cat(ms(1800000000000), rdbLen(1), rdbLen(1), rdbStr('f'), [0xc0, 0x01])],
+];
+
+describe('value layouts the fixture does not hold, each cut exactly', () => {
+  test.each(OLD_LAYOUTS)('type %s', (_name, type, value) => {
+    const after = cat([0x00], rdbStr('next'), rdbStr('value')); // a string entry right after: the cut must land on it
+    const file = cat(Buffer.from('REDIS0009'), [254, 0], [249, 7], [248, 3], [type], rdbStr('k'), value, after, [255], ms(0));
+    for (const size of [1, 5, file.length]) {
+      const read = readInChunks(file, () => size);
+      expect(read.entries.map((e) => e.key.toString())).toEqual(['k', 'next']);
+      const dump = read.entries[0].dump;
+      expect(dump[0]).toBe(type);
+      expect(dump.subarray(1, dump.length - 10)).toEqual(value);
+      expect(dump.readUInt16LE(dump.length - 10)).toBe(9);
+      expect(dump.readBigUInt64LE(dump.length - 8)).toBe(crc64(dump, 0, dump.length - 8));
+      expect(read.entries[1].dump.subarray(0, 7)).toEqual(cat([0x00], rdbStr('value')));
+    }
+  });
+
+  test('large values cut across many chunks: a 3 MB string and a hash of 100,000 fields', () => {
+    const rng = xorshift32(3);
+    const big = Buffer.alloc(3_000_000);
+    for (let i = 0; i < big.length; i++) big[i] = randInt(rng, 0, 255);
+    const hash = Buffer.concat([rdbLen(100_000), ...range(100_000).flatMap((i) => [rdbStr(`field-${i}`), rdbStr(`value-${i}`)])]);
+    const file = cat(Buffer.from('REDIS0010'), [0], rdbStr('big'), rdbStr(big), [4], rdbStr('hash'), hash, [255], ms(0));
+    for (const size of [777, 65536]) {
+      const read = readInChunks(file, () => size);
+      expect(read.entries.map((e) => e.key.toString())).toEqual(['big', 'hash']);
+      // Buffer.equals: jest's toEqual walks a Buffer byte by byte, minutes for these
+      expect(read.entries[0].dump.subarray(1, -10).equals(rdbStr(big))).toBe(true);
+      expect(read.entries[1].dump.subarray(1, -10).equals(hash)).toBe(true);
+    }
+  });
+
+  test('a cluster node\'s SLOT_INFO records are read past', () => {
+    const slotInfo = cat([244], rdbLen(1234), rdbLen(10), rdbLen(2));
+    const file = cat(Buffer.from('REDIS0012'), slotInfo, [0x00], rdbStr('k'), rdbStr('v'), [255], ms(0));
+    expect(readInChunks(file, () => 2).entries.map((e) => e.key.toString())).toEqual(['k']);
+  });
+
+  test('a pre-GA function record (opcode 246) and a pre-GA module value (type 6) are refused by name', () => {
+    expect(errorOf(cat(Buffer.from('REDIS0010'), [246], rdbStr('x'))).message).toMatch(/^RDB opcode 246 \(function library in the format of Redis 7\.0 release candidates\)/);
+    expect(errorOf(cat(Buffer.from('REDIS0010'), [6], rdbStr('k'))).message).toBe('RDB type 6 (module, pre-GA) cannot be carried');
   });
 });
 

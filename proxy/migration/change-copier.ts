@@ -183,7 +183,7 @@ export class ChangeCopier implements MigrationChanges {
   }
 
   counts(): MigrationFeedCounts {
-    return { feeds: this.nodes.size, uncovered: this.uncovered().length, ...this.count };
+    return { feeds: this.nodes.size, uncovered: this.uncovered().length, ...this.count, follows: this.followers.counts() };
   }
 
   /** INFO proxy's lines (copier-report.ts). */

@@ -24,6 +24,7 @@
  * skipped (they are in the states read). The stream waits for that, so order holds.
  */
 import fs from 'node:fs';
+import { performance } from 'node:perf_hooks';
 import os from 'node:os';
 import path from 'node:path';
 import { ProxyContext } from '../context';
@@ -62,6 +63,8 @@ const LANE = 0;
 interface Ticket {
   end: number;
   open: number;
+  /** When its command was handed on (performance.now()), for the lag in seconds. */
+  at: number;
 }
 
 export class NodeFollower {
@@ -126,6 +129,12 @@ export class NodeFollower {
   freeze(frozen: boolean): void {
     this.frozen = frozen;
     if (!frozen) void this.process();
+  }
+
+  /** Age of the oldest command handed on and not yet on B, in seconds. */
+  get lagSeconds(): number {
+    const head = this.tickets.peek();
+    return head === undefined ? 0 : (performance.now() - head.at) / 1000;
   }
 
   /** Bytes received from A and not yet on B. */
@@ -323,7 +332,7 @@ export class NodeFollower {
 
   /** One stream command's parts handed to their appliers; `end` counts as applied once all are done. */
   private ticket(end: number, parts: Part[]): void {
-    const ticket: Ticket = { end, open: 0 };
+    const ticket: Ticket = { end, open: 0, at: performance.now() };
     this.tickets.push(ticket);
     this.lastEnd = Math.max(this.lastEnd, end);
     for (const part of parts) {

@@ -13,6 +13,7 @@ import { Placement } from '../../sharding/migration';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
 import { DEFAULT_FOLLOW_OPTIONS, NodeFollower } from './follow';
+import { FollowCounts } from '../telemetry/metrics';
 
 const LANE = 0;
 
@@ -83,6 +84,10 @@ export class NodeFollowers {
     return out;
   }
 
+  counts(): FollowCounts[] {
+    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes }));
+  }
+
   infoLines(): string[] {
     if (this.followers.size === 0) return [];
     const list = [...this.followers.entries()];
@@ -91,6 +96,7 @@ export class NodeFollowers {
       `migration_follows:${list.map(([a, f]) => `${a}=${f.state}`).join(',')}`,
       `migration_follow_applied:${list.map(([a, f]) => `${a}=${f.applied}`).join(',')}`,
       `migration_follow_lag_bytes:${list.map(([a, f]) => `${a}=${f.lagBytes}`).join(',')}`,
+      `migration_follow_lag_seconds:${list.map(([a, f]) => `${a}=${f.lagSeconds.toFixed(3)}`).join(',')}`,
       `migration_follow_full_syncs:${list.reduce((n, [, f]) => n + f.fullSyncs, 0)}`,
       `migration_follow_resumes:${list.reduce((n, [, f]) => n + f.resumes, 0)}`,
       `migration_follow_snapshot_restored:${list.reduce((n, [, f]) => n + f.snapshotRestored, 0)}`,

@@ -45,7 +45,23 @@ export interface MigrationFeedCounts {
   rewalks: number;
   /** Changes that met side B's fence (done) before their copy: not carried. */
   missedAfterFence: number;
+  /** The replication carry: the nodes of side A this proxy follows as a replica. */
+  follows?: FollowCounts[];
 }
+
+export interface FollowCounts {
+  node: string;
+  /** live, connecting, full-sync, loading, lost, failed, stopped */
+  state: string;
+  /** Bytes received from the node and not yet applied on side B. */
+  lagBytes: number;
+  /** Age of the oldest command received and not yet applied on side B (0 when none waits). */
+  lagSeconds: number;
+  fullSyncs: number;
+  resumes: number;
+}
+
+const FOLLOW_STATES = ['live', 'connecting', 'full-sync', 'loading', 'lost', 'failed', 'stopped'];
 
 export interface MigrationCopyProgress {
   /** Keys `slotproxy migrate copy` has copied to ring B, over every node of ring A. */
@@ -239,6 +255,48 @@ export function createRegistry(sources: MetricsSources): Registry {
       this.inc({ outcome: 'unchanged' }, f.unchanged);
       this.inc({ outcome: 'failed' }, f.copyFailures);
       this.inc({ outcome: 'missed_after_fence' }, f.missedAfterFence);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_follow_lag_bytes',
+    help: 'Migration, replication carry: bytes of a node of side A\'s replication stream received and not yet applied on side B.',
+    labelNames: ['node'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.lagBytes);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_follow_lag_seconds',
+    help: 'Migration, replication carry: age of the oldest command of a node of side A\'s stream not yet applied on side B.',
+    labelNames: ['node'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.lagSeconds);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_follow_state',
+    help: 'Migration, replication carry: 1 for the state each followed node of side A is in (live when its stream is applied as it comes).',
+    labelNames: ['node', 'state'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const f of sources.migrationFeeds()?.follows ?? []) for (const state of FOLLOW_STATES) this.set({ node: f.node, state }, f.state === state ? 1 : 0);
+    },
+  });
+  new Counter({
+    name: 'slotproxy_migration_follow_syncs_total',
+    help: 'Migration, replication carry: full syncs (kind="full") and resumes with +CONTINUE (kind="resume") of the followed nodes of side A.',
+    labelNames: ['kind'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      const follows = sources.migrationFeeds()?.follows ?? [];
+      this.inc({ kind: 'full' }, follows.reduce((n, f) => n + f.fullSyncs, 0));
+      this.inc({ kind: 'resume' }, follows.reduce((n, f) => n + f.resumes, 0));
     },
   });
   new Counter({

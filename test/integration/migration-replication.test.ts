@@ -12,6 +12,8 @@ import { Placement } from '../../sharding/migration';
 import { RingModeConfig } from '../../config/schema';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { eventually } from '../helpers/eventually';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
+import { parseConfig } from '../../config/load';
 
 const grow = useRingGrow();
 
@@ -276,3 +278,49 @@ test('done: once B takes writes, an expiry on A does not delete the key B holds'
 function placementOf(cfg: RingModeConfig): Placement {
   return Placement.fromConfig(cfg.ring, cfg.migration);
 }
+
+describe('into a Redis Cluster', () => {
+  let cluster: RedisCluster | undefined;
+  beforeAll(async () => {
+    cluster = await RedisCluster.start({ masters: 3, replicasPerMaster: 0 });
+  }, 60_000);
+  afterAll(async () => {
+    await cluster?.stop();
+  }, 30_000);
+
+  test('the full sync, the stream (a script, MULTI, a split DEL, a RENAME across slots) and a takeover land on the cluster exactly', async () => {
+    const seeds = [(cluster as RedisCluster).masters[0].address];
+    const ring = grow.config().ring;
+    const cfg = parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring: { hash: 'md5', nodes: ring.nodes }, migration: { phase: 'double-write', carry: 'replication', to: { cluster: { seeds } } }, log: { level: 'silent' } });
+    if (cfg.mode !== 'ring') throw new Error('expected a ring config');
+    for (const n of (cluster as RedisCluster).masters) await n.command('FLUSHALL');
+    for (const [i, n] of ring.nodes.entries()) {
+      const node = open(n.addr as string);
+      const batch = node.pipeline();
+      for (let k = 0; k < 1500; k++) {
+        if (k % 10 === 0) batch.set(`pre:${i}:${k}`, `v${k}`, 'EX', 3600);
+        else batch.set(`pre:${i}:${k}`, `v${k}`);
+      }
+      await batch.exec();
+    }
+    await startProxy(cfg);
+    let c = connect();
+    await caughtUp(c);
+    expect(await differences()).toEqual([]);
+    for (let n = 0; n < 200; n++) await Promise.all([c.incr(`cnt:${n % 13}`), c.rpush(`q:${n % 4}`, n), c.eval(ADD_JOB, 2, `{j${n % 3}}:id`, `{j${n % 3}}:wait`, `{j${n % 3}}:job:`, `p${n}`)]);
+    await c.multi().incr('{t}:a').lpush('{t}:b', 'x').exec();
+    const a0 = open(placement.from.masters()[0]);
+    const mine = (await a0.keys('pre:*')).slice(0, 30);
+    await a0.del(...mine.slice(0, 10));
+    await a0.rename(mine[15], mine[16]);
+    await caughtUp(c);
+    expect(await differences()).toEqual([]);
+    await (proxy as ProxyServer).close(200);
+    proxy = await ProxyServer.start(cfg);
+    c = connect();
+    for (let n = 0; n < 100; n++) await c.incr(`cnt:${n % 13}`);
+    await caughtUp(c);
+    expect(await info(c)).toMatch(/migration_follow_resumes:2\r\n/);
+    expect(await differences()).toEqual([]);
+  }, 120_000);
+});

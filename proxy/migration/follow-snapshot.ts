@@ -7,6 +7,8 @@ import fs from 'node:fs';
 import { RdbReader } from '../replication/rdb-reader';
 
 export interface SnapshotSink {
+  /** False for a key that does not move: its value is read past, no payload is built. */
+  wants(key: Buffer): boolean;
   entry(key: Buffer, expireAtMs: number | null, dump: Buffer): Promise<void>;
   func(code: Buffer): Promise<void>;
 }
@@ -17,6 +19,7 @@ export async function readSnapshot(file: string, sink: SnapshotSink): Promise<vo
   const queued: (() => Promise<void>)[] = [];
   let failure: Error | null = null;
   const reader = new RdbReader({
+    wantEntry: (db, key) => db !== 0 || sink.wants(key),
     onEntry: (e) => {
       if (e.db !== 0) failure ??= new Error(`database ${e.db} holds keys (a migration carries database 0 only)`);
       else queued.push(() => sink.entry(e.key, e.expireAtMs, e.dump));

@@ -34,11 +34,11 @@ import { StreamCommand, StreamReader } from '../replication/stream-reader';
 import { FollowRouter, Part } from './follow-router';
 import { FollowApplier, recordKeyOf } from './follow-applier';
 import { ownersOf } from './copy-keys';
-import { sideRequest } from './side-request';
 import { decodeReply, Reply } from '../resp/decode-reply';
 import { request } from '../backend/request';
 import { scanNode } from './feed-copy';
 import { readSnapshot } from './follow-snapshot';
+import { BulkRestore } from './follow-restore';
 import { tooSoon, withoutPastExpiry } from './follow-expiry';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
@@ -57,8 +57,10 @@ export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 256 * 1024 * 
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
-const SNAPSHOT_WINDOW = 2000;
 const LANE = 0;
+const RESTORE = Buffer.from('RESTORE');
+const REPLACE = Buffer.from('REPLACE');
+const ABSTTL = Buffer.from('ABSTTL');
 
 interface Ticket {
   end: number;
@@ -78,6 +80,9 @@ export class NodeFollower {
   resumes = 0;
   snapshotEntries = 0;
   snapshotRestored = 0;
+  /** Milliseconds from the last full sync's PSYNC reply to its snapshot restored on B (0 until then). */
+  snapshotMs = 0;
+  private syncStartedAt = 0;
   private link: ReplicationLink | null = null;
   private stream = new StreamReader();
   private readonly appliers = new Map<string, FollowApplier>();
@@ -166,6 +171,8 @@ export class NodeFollower {
       fullSync: (replid, offset) => {
         this.replid = replid;
         this.fullSyncs++;
+        this.syncStartedAt = performance.now();
+        this.snapshotMs = 0;
         this.state = 'full-sync';
         this.loading = true;
         this.floors = new Map();
@@ -461,31 +468,28 @@ export class NodeFollower {
       for (const b of to.masters()) await request(this.ctx.pool.connection(b, LANE), ['HDEL', recordKeyOf(b, owners), this.source], this.ctx.forward.retryWindowMs);
       await this.removeMovingKeys();
       const router = this.router();
-      const inFlight = new Set<Promise<void>>();
+      const restore = new BulkRestore(this.ctx, owners);
       await readSnapshot(file, {
+        wants: (key) => router.ownerInB(key) !== null,
         entry: async (key, expireAtMs, dump) => {
           this.snapshotEntries++;
           const to = router.ownerInB(key);
           if (to === null) return;
           // An expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts).
           const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
-          const args = [Buffer.from('RESTORE'), key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, Buffer.from('REPLACE'), ...(ttl === null ? [] : [Buffer.from('ABSTTL')])];
-          const p = sideRequest(this.ctx.pool, owners, to, args, { lane: LANE, maxRedirects: this.ctx.forward.maxRedirects, retryWindowMs: this.ctx.forward.retryWindowMs }).then((frame) => {
-            if (frame[0] === 45) throw new Error(`RESTORE of a key on ${to}: ${frame.toString('utf8', 1, frame.length - 2)}`);
-            this.snapshotRestored++;
-          });
-          const tracked = p.finally(() => inFlight.delete(tracked));
-          inFlight.add(tracked);
-          if (inFlight.size >= SNAPSHOT_WINDOW) await Promise.race(inFlight);
+          await restore.push(to, [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])]);
+          this.snapshotRestored = restore.restored;
         },
-        func: async (code) => this.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), Buffer.from('REPLACE'), code]),
+        func: async (code) => this.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
       });
-      await Promise.all(inFlight);
+      await restore.finish();
+      this.snapshotRestored = restore.restored;
       // Only now may a resume start from this snapshot's offset.
       for (const b of to.masters()) {
         await request(this.ctx.pool.connection(b, LANE), ['HSET', recordKeyOf(b, owners), this.source, `${this.replid} ${this.applied}`], this.ctx.forward.retryWindowMs);
       }
-      log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored }, 'migration: snapshot of a node of side A restored on side B');
+      this.snapshotMs = Math.round(performance.now() - this.syncStartedAt);
+      log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
       this.loading = false;
       this.state = 'live';
       void this.process();

@@ -100,6 +100,7 @@ export class NodeFollowers {
       `migration_follow_full_syncs:${list.reduce((n, [, f]) => n + f.fullSyncs, 0)}`,
       `migration_follow_resumes:${list.reduce((n, [, f]) => n + f.resumes, 0)}`,
       `migration_follow_snapshot_restored:${list.reduce((n, [, f]) => n + f.snapshotRestored, 0)}`,
+      `migration_follow_snapshot_ms:${list.map(([a, f]) => `${a}=${f.snapshotMs}`).join(',')}`,
     ];
   }
 

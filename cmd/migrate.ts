@@ -20,6 +20,7 @@ import { ProxyRecord, describeProxies, isBehind, readFleet } from '../proxy/migr
 import { switchFleet } from '../proxy/migration/tools/switch-phase';
 import { writePhase } from '../config/write-phase';
 import { MIGRATION_PHASES, MigrationPhase } from '../config/schema';
+import { registerFinish } from './migrate-finish';
 
 function wholeNumber(v: string): number {
   const n = Number(v);
@@ -51,6 +52,7 @@ async function withNodes<T>(config: Config, work: (nodes: NodeClient, placement:
 
 export function registerMigrate(program: Command, fail: (err: unknown) => never): void {
   const migrate = program.command('migrate').description('move keys from side A (ring: or cluster:) to side B (migration.to:, a ring or a cluster)');
+  registerFinish(migrate, fail);
 
   migrate
     .command('copy')

@@ -53,9 +53,14 @@ function backEndOf(next: Config, at: MasterAddresses, knownB: KeySpace): KeySpac
  */
 export function finishedPlacement(ctx: ProxyContext, next: Config, at: MasterAddresses): Placement | null {
   const running = ctx.ring?.placement;
-  if (running === undefined || next.migration !== undefined) return null;
+  if (running === undefined) return null;
   // Finished already (an earlier reload): the same back end again changes nothing.
   const finished = finishedSides.get(ctx);
+  if (next.migration !== undefined) {
+    // A new migration may start from side B, never from the side A this proxy closed.
+    if (finished !== undefined && sameBackEnd(backEndOf(next, at, finished.b), finished.a)) return refuse(`done is final: this config migrates from side A (${describe(finished.a)}) again, which this proxy closed; side B (${describe(finished.b)}) is the back end now`);
+    return null;
+  }
   const sides = running.phase === 'done' && running.to !== null ? { a: running.from, b: running.to } : finished;
   if (sides === undefined) return null;
   const named = backEndOf(next, at, sides.b);

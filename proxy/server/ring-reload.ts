@@ -5,7 +5,7 @@ import { NO_MASTERS } from '../sentinel/start';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
-import { coverageProblem, fenceRingB, phaseChangeProblem } from '../migration/fence';
+import { coverageProblem, fenceRingB, phaseChangeProblem, sideBFenced } from '../migration/fence';
 import { closeSideA } from '../migration/closing';
 import { fleetOf, raiseFleetReadBarrier, readsBFirst } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
@@ -127,6 +127,20 @@ function applyPlacementReload(ctx: ProxyContext, current: Config, next: Config):
       else if (carrying !== null) void carrying.then(swap);
       else swap();
     };
+    // A migration dropped (back to side A alone): refused once some proxy of the fleet is in done.
+    if (before.to !== null && placement.to === null) {
+      void sideBFenced(ctx.pool, before, FENCE_TIMEOUT_MS).then(
+        (fenced) => {
+          if (!fenced) return start();
+          log.error(
+            { problem: 'side B is fenced: a proxy of the fleet is in done and writes to B alone, so side A is stale; switch this proxy to done first (slotproxy migrate phase done -c FILE)' },
+            `reload: a config without migration: refused in ${before.phase ?? 'none'}; the migration phase stays`,
+          );
+        },
+        (err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'reload: cannot tell whether side B is fenced; the migration stays'),
+      );
+      return;
+    }
     if (!startsChangeFeeds(before, placement)) return start();
     // Into double-write: the change feeds' user must read every key of side A first.
     void feedPermissionProblem(ctx.pool, placement, FENCE_TIMEOUT_MS).then((problem) => {

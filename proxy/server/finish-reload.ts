@@ -61,7 +61,8 @@ export function finishedPlacement(ctx: ProxyContext, next: Config, at: MasterAdd
     if (finished !== undefined && sameBackEnd(backEndOf(next, at, finished.b), finished.a)) return refuse(`done is final: this config migrates from side A (${describe(finished.a)}) again, which this proxy closed; side B (${describe(finished.b)}) is the back end now`);
     return null;
   }
-  const sides = running.phase === 'done' && running.to !== null ? { a: running.from, b: running.to } : finished;
+  // In done, or finished (side B alone); a later migration from B not in done takes the usual path.
+  const sides = running.to !== null ? (running.phase === 'done' ? { a: running.from, b: running.to } : undefined) : finished;
   if (sides === undefined) return null;
   const named = backEndOf(next, at, sides.b);
   if (sameBackEnd(named, sides.b)) {

@@ -19,9 +19,11 @@ import { MasterAddresses, ringAt } from '../../sharding/master-addresses';
 /** Proxies that finished a migration: its two sides, so that a later reload naming A is refused too. */
 const finishedSides = new WeakMap<ProxyContext, { a: KeySpace; b: KeySpace }>();
 
-/** Whether `a` and `b` put every key on the same node: one cluster (a seed in common), or rings alike. */
-export function sameBackEnd(a: KeySpace, b: KeySpace): boolean {
-  if (a instanceof ClusterKeySpace && b instanceof ClusterKeySpace) return a.seeds.some((s) => b.seeds.includes(s)) || a.masters().some((m) => b.seeds.includes(m));
+/** Whether the back end a config names (`named`) is `side`: one cluster (a seed of it among the side's seeds or masters now), or rings alike. */
+export function sameBackEnd(named: KeySpace, side: KeySpace): boolean {
+  const a = named;
+  const b = side;
+  if (a instanceof ClusterKeySpace && b instanceof ClusterKeySpace) return a.seeds.some((s) => b.seeds.includes(s) || b.masters().includes(s));
   if (a instanceof Ring && b instanceof Ring) {
     return (
       a.hashesLike(b) &&
@@ -39,11 +41,13 @@ function describe(side: KeySpace): string {
   return `ring ${side.masters().join(', ')}`;
 }
 
-/** The back end `next` names, as a key space (a cluster's slot map: the one the proxy knows for B). */
-function backEndOf(next: Config, at: MasterAddresses, knownB: KeySpace): KeySpace {
+/** No slot map: a cluster the config names is compared by its seeds alone (sameBackEnd). */
+const NO_OWNERS = { ownerOf: () => null, masterAddresses: () => [], applyMoved: () => undefined, requestRefresh: () => undefined };
+
+/** The back end `next` names, as a key space. */
+function backEndOf(next: Config, at: MasterAddresses): KeySpace {
   if (next.mode === 'ring') return ringFromConfig(ringAt(next.ring, at));
-  const owners = knownB instanceof ClusterKeySpace ? knownB.owners : { ownerOf: () => null, masterAddresses: () => [], applyMoved: () => undefined, requestRefresh: () => undefined };
-  return new ClusterKeySpace(next.cluster.seeds, owners);
+  return new ClusterKeySpace(next.cluster.seeds, NO_OWNERS);
 }
 
 /**
@@ -58,13 +62,13 @@ export function finishedPlacement(ctx: ProxyContext, next: Config, at: MasterAdd
   const finished = finishedSides.get(ctx);
   if (next.migration !== undefined) {
     // A new migration may start from side B, never from the side A this proxy closed.
-    if (finished !== undefined && sameBackEnd(backEndOf(next, at, finished.b), finished.a)) return refuse(`done is final: this config migrates from side A (${describe(finished.a)}) again, which this proxy closed; side B (${describe(finished.b)}) is the back end now`);
+    if (finished !== undefined && sameBackEnd(backEndOf(next, at), finished.a)) return refuse(`done is final: this config migrates from side A (${describe(finished.a)}) again, which this proxy closed; side B (${describe(finished.b)}) is the back end now`);
     return null;
   }
   // In done, or finished (side B alone); a later migration from B not in done takes the usual path.
   const sides = running.to !== null ? (running.phase === 'done' ? { a: running.from, b: running.to } : undefined) : finished;
   if (sides === undefined) return null;
-  const named = backEndOf(next, at, sides.b);
+  const named = backEndOf(next, at);
   if (sameBackEnd(named, sides.b)) {
     finishedSides.set(ctx, sides);
     return finished !== undefined ? running : new Placement(sides.b, null, null);

@@ -20,6 +20,7 @@ import { ProxyRecord, describeProxies, isBehind, readFleet } from '../proxy/migr
 import { switchFleet } from '../proxy/migration/tools/switch-phase';
 import { writePhase } from '../config/write-phase';
 import { MIGRATION_PHASES, MigrationPhase } from '../config/schema';
+import { proxiesNotDone, registerFinish } from './migrate-finish';
 
 function wholeNumber(v: string): number {
   const n = Number(v);
@@ -51,6 +52,7 @@ async function withNodes<T>(config: Config, work: (nodes: NodeClient, placement:
 
 export function registerMigrate(program: Command, fail: (err: unknown) => never): void {
   const migrate = program.command('migrate').description('move keys from side A (ring: or cluster:) to side B (migration.to:, a ring or a cluster)');
+  registerFinish(migrate, fail);
 
   migrate
     .command('copy')
@@ -110,12 +112,17 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .command('cleanup')
     .description('after phase done: delete moved keys from their old owners, and the migration bookkeeping')
     .requiredOption('-c, --config <file>', 'the proxies\' config file')
-    .option('--force', 'run even when the config\'s phase is not done')
+    .option('--force', 'skip both checks (the file says phase done; every live proxy of the fleet is in done): keys side A may still serve, or a proxy still writes to, are deleted anyway')
     .action(async (opts: { config: string; force?: boolean }) => {
       try {
         const { config, phase } = migratingConfig(opts.config);
-        if (phase !== 'done' && opts.force !== true) throw new Error(`the config says phase ${phase}: cleanup deletes keys side A still serves; switch every proxy to done first (or --force)`);
-        const r = await withNodes(config, (nodes, placement) => cleanupMoved(nodes, placement, { batch: 500, progress: true }));
+        if (phase !== 'done' && opts.force !== true) throw new Error(`the config says phase ${phase}: cleanup deletes keys side A still serves; switch every proxy to done first (or --force, which skips this check)`);
+        const r = await withNodes(config, async (nodes, placement) => {
+          // The file is one proxy's word: every live proxy must have stopped using side A.
+          const behind = opts.force === true ? [] : await proxiesNotDone(nodes);
+          if (behind.length > 0) throw new Error(`refused: live proxies are not in done: ${describeProxies(behind)}; they still read or write side A's keys (slotproxy migrate phase done -c FILE, or --force, which skips this check)`);
+          return cleanupMoved(nodes, placement, { batch: 500, progress: true });
+        });
         process.stdout.write(`cleanup: ${r.deleted} moved keys deleted from their old owners\n`);
       } catch (err) {
         fail(err);

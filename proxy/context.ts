@@ -86,7 +86,8 @@ export interface SentinelFollower {
 }
 
 export interface ProxyContext {
-  readonly mode: 'cluster' | 'ring';
+  /** The back end's kind; a ring migrated into a cluster becomes 'cluster' when its migration finishes (server/finish-reload.ts). */
+  mode: 'cluster' | 'ring';
   readonly pool: BackendPool;
   readonly router: Router;
   /** Ring mode only: the ring router, whose placement a migration phase switch replaces whole. */

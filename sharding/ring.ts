@@ -139,6 +139,11 @@ export class Ring implements KeySpace {
     return key.length === 0 ? 0 : hashTagged(key, this.tag, this.keyHash);
   }
 
+  /** Its hash tag's two characters, '' when whole keys are hashed. */
+  tagText(): string {
+    return this.tag === null ? '' : String.fromCharCode(this.tag.open, this.tag.close);
+  }
+
   /** True when `other` hashes keys exactly as this ring does (one hash serves both lookups). */
   hashesLike(other: Ring): boolean {
     return this.hash === other.hash && this.tag?.open === other.tag?.open && this.tag?.close === other.tag?.close;

@@ -49,16 +49,18 @@ export interface DispatchSession extends TransactionClient, SubscriberClient, Ca
 const NOAUTH_REPLY = encode.error(errors.NOAUTH);
 
 export class Dispatcher {
-  /** How commands that are not simply routed by their keys are handled, in this proxy's mode. */
-  private readonly policy: ReadonlyMap<string, Strategy>;
   private readonly scriptSource: ScriptSource;
   /** Clients in MONITOR mode; `monitors.active` is the hot path's one check for them. */
   readonly monitors = new MonitorFeed();
 
   constructor(private readonly ctx: ProxyContext, private readonly server: InfoServer) {
-    this.policy = ctx.mode === 'ring' ? RING_POLICY : POLICY;
     // Client-side caching reads a script's text to know whether it may read (tracking/script-use.ts).
     this.scriptSource = { get table() { return ctx.table; }, body: (sha) => ctx.scripts.get(sha) };
+  }
+
+  /** How commands that are not simply routed by their keys are handled, in this proxy's mode (which a finished migration may change). */
+  private get policy(): ReadonlyMap<string, Strategy> {
+    return this.ctx.mode === 'ring' ? RING_POLICY : POLICY;
   }
 
   /** New sessions start unauthenticated unless the default user is `on nopass` (no `auth` section, or requirepass ""). */

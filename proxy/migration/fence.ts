@@ -41,6 +41,22 @@ export async function fenceRingB(pool: BackendPool, placement: Placement, timeou
   );
 }
 
+/**
+ * Whether side B holds the fence: some proxy of the fleet entered `done` (one node of a ring B, the
+ * fence key of slot 0 of a cluster B, tells; migration/tools/verify-closed.ts reads it alike).
+ */
+export async function sideBFenced(pool: BackendPool, placement: Placement, timeoutMs: number): Promise<boolean> {
+  const to = placement.to;
+  if (to === null) return false;
+  const owners = ownersOf(to);
+  const address = owners === null ? to.masters()[0] : owners.ownerOf(0);
+  if (address === undefined || address === null) return false;
+  const frame = await sideRequest(pool, owners, address, ['EXISTS', owners === null ? FENCE_KEY : inSlot(FENCE_KEY, 0)], { lane: 0, timeoutMs, retryWindowMs: timeoutMs });
+  const err = errorText(frame);
+  if (err !== null) throw new Error(`${address}: ${err}`);
+  return frame.toString() !== ':0\r\n';
+}
+
 /** Why `next` may not follow `current`, or null. */
 export function phaseChangeProblem(current: Placement, next: Placement): string | null {
   if (current.phase === 'done' && next.phase !== null && next.phase !== 'done' && current.to !== null) {

@@ -1,9 +1,10 @@
 /**
  * Proxies of one ring that know of each other, so a migration does not depend on an operator
  * switching each one by hand in the right order. Every proxy in ring mode holds a connection to
- * every node of side A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version|refused|feeds|copies`:
+ * every node of side A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version|refused|feeds|copies|to`:
  * what the target's rules refused through it, target-refusals.ts, the state of its change
- * feeds, change-copier.ts, and the nodes whose copier it holds, copier-lease.ts),
+ * feeds, change-copier.ts, the nodes whose copier it holds, copier-lease.ts, and which side B it
+ * migrates to, side-fingerprint.ts),
  * renamed at each heartbeat. The fleet is what `CLIENT LIST` on ring A's nodes shows: a proxy that
  * dies loses its connections (or, if its host vanished, stops renewing them and is idle too long).
  * Nothing is written into the keyspace, so clients see no key and no keyspace event of it.
@@ -33,6 +34,8 @@ export interface ProxyRecord {
   feeds: string;
   /** The nodes of side A whose copier it holds (copier-lease.ts): `addr,addr`, or `-`. */
   copies: string;
+  /** Side B's fingerprint (side-fingerprint.ts), `-` without a migration. */
+  to: string;
 }
 
 /** ProxyRecord.copies of a list of nodes. */
@@ -42,7 +45,7 @@ export function copiesField(nodes: readonly string[]): string {
 
 /** The connection name that carries `r` (Redis allows no spaces or special characters in names). */
 export function connectionName(r: ProxyRecord): string {
-  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version, r.targetRefused, r.feeds, r.copies].join('|');
+  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version, r.targetRefused, r.feeds, r.copies, r.to].join('|');
 }
 
 /** True when `phase` comes before `other` in a migration. */
@@ -56,9 +59,9 @@ export function parseClientList(text: string): ProxyRecord[] {
   for (const line of text.split('\n')) {
     const name = / name=(\S*)/.exec(line)?.[1] ?? '';
     const idle = Number(/ idle=(\d+)/.exec(line)?.[1] ?? Infinity);
-    const [prefix, id, phase, addr, pid, version, targetRefused, feeds, copies] = name.split('|');
+    const [prefix, id, phase, addr, pid, version, targetRefused, feeds, copies, to] = name.split('|');
     if (prefix !== NAME_PREFIX || idle > FLEET_STALE_SECONDS || !PHASE_ORDER.includes(phase as FleetPhase) || addr === undefined) continue;
-    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '', targetRefused: targetRefused ?? '-', feeds: feeds ?? '-', copies: copies ?? '-' });
+    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '', targetRefused: targetRefused ?? '-', feeds: feeds ?? '-', copies: copies ?? '-', to: to ?? '-' });
   }
   return out;
 }

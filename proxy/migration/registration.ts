@@ -11,6 +11,7 @@ import { request } from '../backend/request';
 import { RingRouter } from '../ring/router';
 import { FLEET_HEARTBEAT_MS, ProxyRecord, connectionName, copiesField } from './fleet';
 import { targetRefusalSummary } from './target-refusals';
+import { sideFingerprint } from './side-fingerprint';
 
 /** A proxy's id in the fleet (its change copier takes leases under it before it registers). */
 export function newFleetId(): string {
@@ -66,7 +67,7 @@ export class FleetRegistration {
 
   record(): ProxyRecord {
     const host = this.listen.host === '0.0.0.0' || this.listen.host === '::' ? os.hostname() : this.listen.host;
-    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals), feeds: this.feeds(), copies: copiesField(this.copies()) };
+    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals), feeds: this.feeds(), copies: copiesField(this.copies()), to: sideFingerprint(this.ring.placement.to) };
   }
 
   /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */

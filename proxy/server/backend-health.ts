@@ -14,9 +14,10 @@ const PING_TIMEOUT_MS = 1000;
 
 /** The nodes the proxy routes to now: the ring's (both sides during a migration), else the cluster's masters and a migration's side B. */
 export function routedNodes(ctx: ProxyContext): string[] {
+  // A placement names both sides (of a migration, or side B alone once it finished).
   const placement = ctx.ring?.placement;
-  if (ctx.topology === null) return placement?.allAddresses() ?? [...ctx.router.masters()];
-  return [...new Set([...ctx.topology.current.masters.map((m) => m.address), ...(placement?.to?.masters() ?? [])])];
+  if (placement !== undefined) return placement.allAddresses();
+  return ctx.topology === null ? [...ctx.router.masters()] : ctx.topology.current.masters.map((m) => m.address);
 }
 
 export async function backendHealth(ctx: ProxyContext): Promise<BackendHealth> {

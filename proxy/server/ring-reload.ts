@@ -5,11 +5,14 @@ import { NO_MASTERS } from '../sentinel/start';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
-import { coverageProblem, fenceRingB, phaseChangeProblem } from '../migration/fence';
+import { coverageProblem, fenceRingB, phaseChangeProblem, sideBFenced } from '../migration/fence';
 import { closeSideA } from '../migration/closing';
 import { fleetOf, raiseFleetReadBarrier, readsBFirst } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
 import { feedPermissionProblem, startsChangeFeeds } from '../migration/feed-permissions';
+import { finishedPlacement } from './finish-reload';
+import { ClusterKeySpace } from '../../sharding/cluster-key-space';
+import type { RingRouter } from '../ring/router';
 
 const FENCE_TIMEOUT_MS = 5000;
 /** Reloaded configs whose new Sentinel masters were asked for already (applied once the answers are in). */
@@ -21,11 +24,43 @@ export const CLUSTER_RETRY_WINDOW_MS = 5000;
 /**
  * A reloaded config's ring and migration (SIGHUP): the new placement is built first (a bad one
  * throws and changes nothing), then swapped in whole; into `done`, only once side B is fenced
- * (proxy/migration/fence.ts). Switching modes needs a restart, and so does a `migration:` block
- * added to a cluster-mode proxy started without one (its router is a plain slot router then).
+ * (proxy/migration/fence.ts). After done, a config with side B as its back end and no
+ * `migration:` finishes the migration (./finish-reload.ts; true is returned then), a ring becoming
+ * a cluster-mode proxy when B is a cluster. Other mode switches need a restart, and so does a
+ * `migration:` block added to a cluster-mode proxy started without one (its router is a plain
+ * slot router then).
  */
-export function applyRingReload(ctx: ProxyContext, current: Config, next: Config): void {
-  if (current.mode !== next.mode) throw new Error(`mode changed from ${current.mode} to ${next.mode}: restart the proxy for that`);
+export function applyRingReload(ctx: ProxyContext, current: Config, next: Config): boolean {
+  const ring = ctx.ring;
+  // After done, a config whose back end is side B and has no migration: (`migrate finish`).
+  if (ring !== null) {
+    const sentinel = ctx.sentinel;
+    const finished = finishedPlacement(ctx, next, sentinel === null ? NO_MASTERS : (name: string) => sentinel.addressOf(name));
+    if (finished !== null) {
+      finishMigration(ctx, ring, finished, next);
+      return true;
+    }
+  }
+  if (current.mode !== next.mode) throw new Error(`mode changed from ${current.mode} to ${next.mode}: restart the proxy for that (only a proxy in done switches live, to side B: slotproxy migrate finish)`);
+  applyPlacementReload(ctx, current, next);
+  return false;
+}
+
+/** Side B alone: the proxy already reads and writes it alone in done, so no key moves and no client notices. */
+function finishMigration(ctx: ProxyContext, ring: RingRouter, placement: Placement, next: Config): void {
+  const before = ring.placement;
+  if (before === placement) return;
+  const fromMode = ctx.mode;
+  // A cluster A's slot map is no longer routed by (its nodes may go away now).
+  if (ctx.topology !== null && before.from instanceof ClusterKeySpace) ctx.topology.stop();
+  ring.swap(placement);
+  ctx.mode = next.mode;
+  if (next.mode === 'cluster') Object.assign(ctx.forward, { maxRedirects: next.cluster.maxRedirects, retryWindowMs: next.cluster.retryWindowMs });
+  log.info({ from: before.phase ?? 'none', mode: next.mode, wasMode: fromMode }, 'migration finished: serving side B alone');
+}
+
+/** The ring and migration part of a reload that keeps the mode (see applyRingReload). */
+function applyPlacementReload(ctx: ProxyContext, current: Config, next: Config): void {
   const ring = ctx.ring;
   const clusters = ctx.clusters;
   if (ring === null || clusters === null) {
@@ -38,7 +73,7 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
     clusters.load(to.cluster.seeds, CLUSTER_LOAD_TIMEOUT_MS).then(
       () => {
         ctx.forward.retryWindowMs = Math.max(ctx.forward.retryWindowMs, CLUSTER_RETRY_WINDOW_MS);
-        applyRingReload(ctx, current, next);
+        applyPlacementReload(ctx, current, next);
       },
       (err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'cannot load the migration\'s cluster; the placement stays'),
     );
@@ -56,7 +91,7 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
       asked.add(next);
       void sentinel.learn(unknown).then(() => {
         try {
-          applyRingReload(ctx, current, next);
+          applyPlacementReload(ctx, current, next);
         } catch (err) {
           log.error({ err: err instanceof Error ? err.message : String(err) }, 'the reloaded ring cannot be placed; the placement stays');
         }
@@ -93,6 +128,20 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
       else if (carrying !== null) void carrying.then(swap);
       else swap();
     };
+    // A migration dropped (back to side A alone): refused once some proxy of the fleet is in done.
+    if (before.to !== null && placement.to === null) {
+      void sideBFenced(ctx.pool, before, FENCE_TIMEOUT_MS).then(
+        (fenced) => {
+          if (!fenced) return start();
+          log.error(
+            { problem: 'side B is fenced: a proxy of the fleet is in done and writes to B alone, so side A is stale; switch this proxy to done first (slotproxy migrate phase done -c FILE)' },
+            `reload: a config without migration: refused in ${before.phase ?? 'none'}; the migration phase stays`,
+          );
+        },
+        (err: unknown) => log.error({ err: err instanceof Error ? err.message : String(err) }, 'reload: cannot tell whether side B is fenced; the migration stays'),
+      );
+      return;
+    }
     if (!startsChangeFeeds(before, placement)) return start();
     // Into double-write: the change feeds' user must read every key of side A first.
     void feedPermissionProblem(ctx.pool, placement, FENCE_TIMEOUT_MS).then((problem) => {

@@ -15,6 +15,8 @@ import { CLUSTER_RETRY_WINDOW_MS } from './ring-reload';
 import { ringServerFailsFast } from '../ring/fail-fast';
 import { fenceRingB } from '../migration/fence';
 import { checkFeedPermissionsAtStart } from '../migration/feed-permissions';
+import { closedSideProblem } from '../migration/closed-side';
+import { ClusterKeySpace } from '../../sharding/cluster-key-space';
 import { NodeEjector } from '../ring/ejector';
 import { Placement } from '../../sharding/migration';
 import { migrationAt, ringAt } from '../../sharding/master-addresses';
@@ -53,6 +55,16 @@ export async function ringRouting(config: Extract<Config, { mode: 'ring' }>, poo
   pool.setFailFast(ringServerFailsFast(ring, (address) => sentinel?.waitWindowMs(address) != null));
   // Started in done: ring B must refuse late copies from proxies still double-writing.
   if (ring.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);
+  // Started without a migration on nodes a fleet in done has closed: refused (migration/closed-side.ts).
+  if (config.migration === undefined) {
+    const problem = await closedSideProblem(pool, ring.placement.from.masters(), ring.placement.from, config.backend.connectTimeoutMs);
+    if (problem !== null) {
+      masters?.stop();
+      clusters.stop();
+      pool.closeAll();
+      throw new Error(problem);
+    }
+  }
   // Started in double-write or read-new: the change feeds' user must read every key of ring A.
   await checkFeedPermissionsAtStart(pool, ring.placement, config.backend.commandTimeoutMs);
   // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
@@ -126,6 +138,14 @@ export async function clusterRouting(config: Extract<Config, { mode: 'cluster' }
     },
     start: async () => {
       await topology.start();
+      if (config.migration === undefined) {
+        const problem = await closedSideProblem(pool, topology.masterAddresses(), new ClusterKeySpace(config.cluster.seeds, topology), config.backend.connectTimeoutMs);
+        if (problem !== null) {
+          topology.stop();
+          pool.closeAll();
+          throw new Error(problem);
+        }
+      }
       if (ring !== null) await checkFeedPermissionsAtStart(pool, ring.placement, config.backend.commandTimeoutMs);
       await replicaReads?.start();
       // Started in done: side B must refuse late copies from proxies still double-writing.

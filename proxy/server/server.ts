@@ -72,6 +72,8 @@ export class ProxyServer {
   /** Puts the config's scripts on every master, now and whenever one lacks them. */
   private preloader: ScriptPreloader | null = null;
   private registration: FleetRegistration | null = null;
+  /** The reloaded config that finished a migration (its mode and cluster applied live, server/finish-reload.ts). */
+  private finishedBy: Config | null = null;
   /**
    * `log.level` as the config file last said it. A reload sets the level only when the file changed
    * it, so a level stepped by SIGTTIN/SIGTTOU outlives a SIGHUP (which logrotate may send).
@@ -207,7 +209,7 @@ export class ProxyServer {
    * when the new config cannot be applied without a restart.
    */
   reloadRing(next: Config): void {
-    applyRingReload(this.ctx, this.config, next);
+    if (applyRingReload(this.ctx, this.config, next)) this.finishedBy = next;
   }
 
   get stats(): ProxyStats {
@@ -269,13 +271,14 @@ export class ProxyServer {
     // The file's users replace the running ones only when its `auth` section changed, so that an
     // unrelated reload does not undo a password set with CONFIG SET requirepass (docs/security.md).
     const nextAuth = JSON.stringify(next.auth ?? null);
-    const auth = nextAuth === this.fileAuth ? null : ClientAuth.fromConfig(next.auth, this.ctx.table, next.mode);
+    const auth = nextAuth === this.fileAuth && next.mode === this.ctx.mode ? null : ClientAuth.fromConfig(next.auth, this.ctx.table, next.mode);
     const handshake = backendHandshake(next);
     // Read the script files now too: one that is missing refuses the reload. (Always reloaded: the
     // files may have changed under the same names, and loading what a master has is a no-op.)
     const scripts = readScriptFiles(next.scripts);
-    const needRestart = restartOnlyChanges(this.config, next);
     return () => {
+      // A finished migration's new back end (mode, cluster seeds) is applied by the ring reload.
+      const needRestart = restartOnlyChanges(this.config, next).filter((f) => this.finishedBy !== next || (f !== 'mode' && f !== 'cluster'));
       Object.assign(this.limits, next.limits);
       if (next.log.level !== (this.fileLogLevel ?? this.config.log.level)) setLogLevel(next.log.level);
       this.fileLogLevel = next.log.level;
@@ -289,6 +292,11 @@ export class ProxyServer {
       void this.preloader?.reload(scripts);
       if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
       if (metricsTls !== null) this.metricsServer?.setSecureContext(metricsTls);
+      // Into a cluster: nothing of side A is routed to any more, so this proxy leaves A's fleet.
+      if (this.finishedBy === next && next.mode === 'cluster' && this.config.mode === 'ring') {
+        this.registration?.stop();
+        this.registration = null;
+      }
       for (const l of this.reloadListeners) l(next);
       if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');
     };

@@ -208,6 +208,13 @@ test('cleanup refuses before done, then deletes the moved keys from their old ow
   expect(refused.code).toBe(1);
   expect(refused.stderr).toContain('switch every proxy to done first');
   writeConfig('phase: done');
+  // The file says done, the running proxy is still in read-new: the fleet, not the file, decides.
+  const stillReading = await run(['migrate', 'cleanup', '-c', file]);
+  expect(stillReading.code).toBe(1);
+  expect(stillReading.stderr).toMatch(new RegExp(`refused: live proxies are not in done: \\S+ \\(127\\.0\\.0\\.1:${port}\\) in read-new`));
+  expect(await client!.lrange('k:1', 0, -1)).toEqual(['x', '1']);
+  // --force says what it skips.
+  expect((await run(['migrate', 'cleanup', '--help'])).stdout.replace(/\s+/g, ' ')).toContain('--force skip both checks (the file says phase done; every live proxy of the fleet is in done)');
   proxy!.kill('SIGHUP');
   await until('phase done', async () => (await status()).includes('phase:done'));
   // B alone is written now, so it moves on from A: verify says A is closed and checks B instead.

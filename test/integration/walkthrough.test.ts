@@ -1,7 +1,7 @@
 // The walkthrough "From twemproxy to Redis Cluster" (docs/replacing-twemproxy.md), run as a user
 // would type it: its shell block is read from that page and run one step at a time with bash (the
 // `slotproxy` on PATH is the built binary, the ports replaced by free ones), while clients write,
-// read and pop through the proxy between the steps. At the end the new cluster, through the restarted
+// read and pop through the proxy between the steps. At the end the new cluster, through the same
 // cluster-mode proxy, holds exactly what the clients were told.
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
@@ -129,7 +129,19 @@ test('the walkthrough from a twemproxy pool to a Redis Cluster, under load', asy
   // Cluster only now (done): writes go there alone.
   await client.set('after:done', 'yes');
   expected.set('after:done', 'yes');
+  const id = await client.client('ID');
+  let closes = 0;
+  client.on('close', () => closes++);
   await run(4);
+  // migrate finish + SIGHUP: the same connection, now served by a cluster-mode proxy; the file kept import-twemproxy's settings.
+  expect(await client.client('ID')).toBe(id);
+  expect(String(await client.info('proxy'))).toContain('proxy_mode:cluster');
+  expect(await client.mget('user:1', 'user:2', 'user:3', 'user:4')).toEqual(['name-1!', 'name-2!', 'name-3!', 'name-4!']);
+  const finished = fs.readFileSync(path.join(dir, 'conf', 'alpha.yaml'), 'utf8');
+  expect(finished).toMatch(/^crossSlot: split$/m);
+  expect(finished).toMatch(/^mode: cluster$/m);
+  expect(finished).not.toMatch(/^(migration|ring):/m);
+  expect(closes).toBe(0);
 
   const fresh = connect();
   await until(async () => (await fresh.ping()) === 'PONG');

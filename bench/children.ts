@@ -4,9 +4,9 @@
 // redis-servers are not handled here: cmd/sandbox/live-registry.ts has its own registry.
 
 import { ChildProcess, spawn } from 'node:child_process';
-import { findExecutable } from '../cmd/sandbox/executables';
+import { findExecutable, findRedisExecutable } from '../cmd/sandbox/executables';
 
-export { findExecutable };
+export { findExecutable, findRedisExecutable };
 
 const TAIL_BYTES = 16 * 1024;
 

@@ -21,7 +21,7 @@ import { RedisNode } from '../cmd/sandbox/redis-node';
 import { ProxyServer } from '../proxy/server/server';
 import { RingModeConfig } from '../config/schema';
 import { setLogLevel } from '../proxy/telemetry/log';
-import { findExecutable } from './children';
+import { findRedisExecutable } from './children';
 import { treeStats } from './process-stats';
 import { answeringAfterA, ringConfig } from './migration';
 import { startProxy } from './targets';
@@ -34,7 +34,7 @@ function arg(name: string, fallback: string): string {
 
 /** requests/s of one redis-benchmark test, `-c 50 -P pipeline` (the load of bench/migration.ts). */
 function load(port: number, test: string, requests: number, pipeline: number): Promise<number> {
-  const bin = findExecutable('redis-benchmark');
+  const bin = findRedisExecutable('redis-benchmark');
   if (bin === null) throw new Error('redis-benchmark is not installed');
   const args = ['-p', String(port), '-t', test, '-n', String(requests), '-r', '100000', '-c', '50', '-P', String(pipeline), '-d', '32', '--csv'];
   return new Promise((resolve, reject) => {

@@ -14,7 +14,7 @@ import { ProxyServer } from '../proxy/server/server';
 import { NodeClient } from '../proxy/migration/tools/node-client';
 import { sendCommand } from '../cmd/sandbox/resp-client';
 import { CopyResult, copyMoved } from '../proxy/migration/tools/copy';
-import { findExecutable } from './children';
+import { findRedisExecutable } from './children';
 import { setLogLevel } from '../proxy/telemetry/log';
 
 function arg(name: string, fallback: number): number {
@@ -52,7 +52,7 @@ export async function answeringAfterA(port: number, timeoutMs = 10_000): Promise
 
 /** requests/s of redis-benchmark's SET and INCR against `port`, `-c 50 -P pipeline`. */
 function writeLoad(port: number, requests: number, pipeline: number): Promise<{ set: number; incr: number }> {
-  const bin = findExecutable('redis-benchmark');
+  const bin = findRedisExecutable('redis-benchmark');
   if (bin === null) throw new Error('redis-benchmark is not installed');
   const args = ['-p', String(port), '-t', 'set,incr', '-n', String(requests), '-r', '100000', '-c', '50', '-P', String(pipeline), '-d', '32', '--csv'];
   return new Promise((resolve, reject) => {

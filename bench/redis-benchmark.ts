@@ -7,7 +7,7 @@
 // (and, with 3 shards, every shard): slotproxy splits them (`crossSlot: split`), twemproxy splits
 // MGET and MSET across its servers natively, one redis-server holds every key.
 
-import { ManagedProcess, findExecutable } from './children';
+import { ManagedProcess, findExecutable, findRedisExecutable } from './children';
 
 export const ALL_TESTS = ['SET', 'GET', 'INCR', 'LPUSH', 'MGET10', 'MGET10X', 'MSET10X'] as const;
 export type TestName = (typeof ALL_TESTS)[number];
@@ -54,7 +54,9 @@ export interface TestResult {
 export type TestOutcome = { ok: true; result: TestResult } | { ok: false; error: string };
 
 export function redisBenchmarkBin(): string {
-  const bin = findExecutable(process.env.SLOTPROXY_REDIS_BENCHMARK ?? 'redis-benchmark');
+  const bin = process.env.SLOTPROXY_REDIS_BENCHMARK === undefined
+    ? findRedisExecutable('redis-benchmark')
+    : findExecutable(process.env.SLOTPROXY_REDIS_BENCHMARK);
   if (bin === null) throw new Error('redis-benchmark not found; run "bash scripts/setup.sh" (Debian package redis-tools)');
   return bin;
 }

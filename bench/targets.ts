@@ -13,7 +13,7 @@ import { RedisNode, RedisStartError } from '../cmd/sandbox/redis-node';
 import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
 import { sendCommand } from '../cmd/sandbox/resp-client';
 import { freePort, freePorts } from '../cmd/sandbox/ports';
-import { ManagedProcess, findExecutable } from './children';
+import { ManagedProcess, findExecutable, findRedisExecutable } from './children';
 import { NODE_FLAGS } from '../cmd/node-flags';
 import { SETTLE_AFTER_MS } from '../cmd/settle-heap';
 
@@ -342,8 +342,8 @@ export class TargetLauncher {
 /** `redis-server --version` etc., for the machine section; never throws. */
 export async function toolVersions(): Promise<{ redis: string; redisBenchmark: string; nutcracker: string }> {
   const first = (s: string): string => s.trim().split('\n')[0] ?? '';
-  const redisBin = findExecutable('redis-server');
-  const benchBin = findExecutable('redis-benchmark');
+  const redisBin = findRedisExecutable('redis-server');
+  const benchBin = findRedisExecutable('redis-benchmark');
   const nut = nutcrackerBin();
   const [redis, redisBenchmark, nutcracker] = await Promise.all([
     redisBin === null ? 'not installed' : execText(redisBin, ['--version']).then(first),

@@ -20,6 +20,7 @@ import { handleNutcrackerSignals, logSignal, reopenLogOnSignal, signalReceived }
 import { settleHeapWhenIdle } from './settle-heap';
 import { answerStatsRequests } from './worker-stats';
 import { isWorkerProcess, superviseWorkers, tellPrimaryServing } from './workers';
+import { answerHttpRequests } from './worker-console';
 
 /** What SIGHUP does besides the log file, in its log line. */
 const RELOADING = 'reloading the configuration';
@@ -36,10 +37,16 @@ export async function startFromFile(file: string, overrides: ConfigOverrides): P
   if (first.workers > 1 && !isWorkerProcess()) {
     setLogLevel(first.log.level);
     openLogFile(first.log.file);
-    await superviseWorkers(first.workers, first.metrics?.listen, first.stats);
+    logWarnings(served, file);
+    await superviseWorkers(first.workers, first.metrics, first.stats);
     return;
   }
   await serve(served, file, overrides);
+}
+
+/** What the file leaves to a default that may be a trap (config/warnings.ts), once per process tree. */
+function logWarnings(served: ServedConfig[], file: string): void {
+  for (const { warnings } of served) for (const w of warnings) log.warn({ file }, w);
 }
 
 async function serve(served: ServedConfig[], file: string, overrides: ConfigOverrides): Promise<void> {
@@ -48,6 +55,7 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
   openLogFile(served[0].config.log.file);
   // Before the start, which may wait for the back end: SIGTTIN would stop the process, SIGUSR2 end it.
   handleNutcrackerSignals();
+  if (!isWorkerProcess()) logWarnings(served, file); // a worker's would repeat the primary's
   const running: Running[] = [];
   let statsServer: NutcrackerStatsServer | null = null;
   let stopping = false;
@@ -74,6 +82,9 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
     if (isWorkerProcess()) answerStatsRequests(pools);
     else statsServer = await NutcrackerStatsServer.start({ listen: stats.listen, intervalMs: stats.intervalMs, version: VERSION }, pools);
   }
+  // Under --workers the primary serves /metrics and the console, asking the workers (cmd/worker-console.ts).
+  const http = running.find((r) => r.server.workerHttp !== null)?.server.workerHttp;
+  if (isWorkerProcess() && http != null) answerHttpRequests(http);
   // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
   // A worker prints nothing (N workers would print it N times): it tells the primary.
   if (isWorkerProcess()) tellPrimaryServing();

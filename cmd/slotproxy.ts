@@ -91,6 +91,7 @@ program
     try {
       const served = loadServedFile(file, {});
       for (const { config } of served) checkUserRules(config, file);
+      for (const { warnings } of served) for (const w of warnings) process.stderr.write(`${file}: warning: ${w}\n`);
       for (const { pool, config: c } of served) {
         const backend = c.mode === 'cluster' ? `${c.cluster.seeds.length} seed(s)` : `${c.ring.nodes.length} ring node(s)`;
         const what = `mode ${c.mode}${c.mode === 'ring' && c.ring.distribution !== undefined && c.ring.distribution !== 'ketama' ? ` (${c.ring.distribution})` : ''}, ${backend}, listen ${c.listen}`;

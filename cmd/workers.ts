@@ -4,11 +4,13 @@
  * sees N x backend.connectionsPerNode connections. The primary only supervises: it forwards
  * SIGTERM/SIGINT (drain and exit), SIGHUP (reload), SIGTTIN/SIGTTOU (log level) and SIGUSR1 (log
  * reopen), acting on the last three and SIGHUP's reopen itself too, and replaces a worker that dies.
+ * With `metrics` the primary serves /metrics and the console for the whole process group.
  * With `stats` (nutcracker's stats port) the primary serves it, from every worker's counts summed
  * (cmd/worker-stats.ts), once every worker serves.
  */
 import cluster, { Worker } from 'node:cluster';
-import { parseHostPort } from '../config/schema';
+import { ClientTlsConfig, MetricsConfig, parseHostPort } from '../config/schema';
+import { clientTlsOptions } from '../proxy/security/tls';
 import { VERSION } from '../proxy/server/version';
 import { log } from '../proxy/telemetry/log';
 import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
@@ -25,11 +27,13 @@ export function tellPrimaryServing(): void {
 }
 
 /**
- * `metricsListen`: the primary serves /metrics there, summing every worker's metrics. `stats`:
+ * `metrics`: the primary serves /metrics at its `listen`, summing every worker's metrics, and the
+ * console, merging every worker's state (cmd/worker-console.ts), each worker checking the
+ * credentials `metrics.auth` asks for; with `metrics.tls`, over HTTPS. `stats`:
  * nutcracker's stats port, served by the primary. Resolves once every worker has served (and the
  * stats port listens).
  */
-export async function superviseWorkers(count: number, metricsListen?: string, stats?: { listen: string; intervalMs: number }): Promise<void> {
+export async function superviseWorkers(count: number, metrics?: MetricsConfig, stats?: { listen: string; intervalMs: number }): Promise<void> {
   let stopping = false;
   /** Workers serving clients: a worker listens only once its topology and command table are loaded. */
   const listening = new Set<number>();
@@ -76,15 +80,28 @@ export async function superviseWorkers(count: number, metricsListen?: string, st
   });
   handleNutcrackerSignals(forward);
   log.info({ workers: count }, 'started worker processes');
-  if (metricsListen !== undefined) {
+  if (metrics !== undefined) {
     // Loaded only when asked for, as in proxy/server/server.ts.
     const { MetricsServer, workersMetrics } = require('../proxy/telemetry/metrics') as typeof import('../proxy/telemetry/metrics');
+    const { consoleRoute } = require('../proxy/console/http') as typeof import('../proxy/console/http');
+    const { workersConsole, workersRefusal } = require('./worker-console') as typeof import('./worker-console');
     // Ready when every worker serves; each worker's own /readyz conditions are met before it listens.
     const readiness = (): Promise<string | null> => Promise.resolve(listening.size >= count ? null : `${listening.size} of ${count} workers are serving`);
-    MetricsServer.start(metricsListen, workersMetrics(), { readiness }).catch((err: Error) => {
-      log.fatal({ err: err.message, metrics: metricsListen }, 'cannot listen for /metrics');
-      stop('SIGTERM');
-    });
+    const { tls } = metrics;
+    const protection = {
+      guard: metrics.auth === undefined ? null : (authorization: string | undefined) => workersRefusal('metrics', authorization),
+      tls: tls === undefined ? null : clientTlsOptions(tls),
+    };
+    MetricsServer.start(metrics.listen, workersMetrics(), { readiness }, metrics.console ? consoleRoute(workersConsole()) : null, protection).then(
+      (server) => {
+        // The workers re-read their files on SIGHUP; the primary re-reads the listener's certificate.
+        if (tls !== undefined) process.on('SIGHUP', () => reloadCertificate(server, tls));
+      },
+      (err: Error) => {
+        log.fatal({ err: err.message, metrics: metrics.listen }, 'cannot listen for /metrics');
+        stop('SIGTERM');
+      },
+    );
   }
   await ready;
   if (stats !== undefined && !stopping) {
@@ -96,6 +113,14 @@ export async function superviseWorkers(count: number, metricsListen?: string, st
       stop('SIGTERM');
       throw err;
     }
+  }
+}
+
+function reloadCertificate(server: { setSecureContext(options: object): void }, tls: ClientTlsConfig): void {
+  try {
+    server.setSecureContext(clientTlsOptions(tls));
+  } catch (err) {
+    log.error({ err: err instanceof Error ? err.message : String(err) }, 'the /metrics certificate cannot be read; the old one stays');
   }
 }
 

@@ -190,6 +190,7 @@ export function configFromSource(file: string, raw: unknown): Config {
     log: cfg.log.file === undefined ? cfg.log : { ...cfg.log, file: path.resolve(dir, cfg.log.file) },
     tls: within(cfg.tls),
     backend: { ...cfg.backend, tls: within(cfg.backend.tls) },
+    metrics: cfg.metrics?.tls === undefined ? cfg.metrics : { ...cfg.metrics, tls: within(cfg.metrics.tls) },
   });
 }
 

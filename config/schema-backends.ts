@@ -105,18 +105,23 @@ export const hashTagSchema = v.pipe(
   ),
 );
 
-function ringShape<H extends v.GenericSchema>(hash: H) {
+/**
+ * A ring's fields; `hash`, `distribution` and `hashTag` are passed in: a ring's own have defaults
+ * (filled in, so a config that writes a default loads the same as one that leaves it out), a
+ * migration's `to` has none (absent, the current ring's).
+ */
+function ringShape<H extends v.GenericSchema, D extends v.GenericSchema, T extends v.GenericSchema>(hash: H, distribution: D, hashTag: T) {
   return {
-    /** Key hash (twemproxy's `hash`). Default 'md5'; in `migration.to`, the ring's own hash. */
+    /** Key hash (twemproxy's `hash`). Default 'md5' (SPEC 6; a twemproxy pool's is fnv1a_64, config/warnings.ts); in `migration.to`, the ring's own hash. */
     hash,
     /**
      * Where keys go (twemproxy's `distribution`): 'ketama' (a consistent-hash continuum), 'modula'
      * (hash modulo the total weight) or 'random' (each request to a live node picked at random; no
-     * migration from or to it). Optional: absent, 'ketama'; in `migration.to`, the ring's own.
+     * migration from or to it). Default 'ketama'; in `migration.to`, the ring's own.
      */
-    distribution: v.optional(oneOf(DISTRIBUTIONS)),
+    distribution,
     /** Two characters, e.g. "{}": only the part of a key between them is hashed (twemproxy's `hash_tag`). Default "{}" (SPEC 2; in `migration.to`, the ring's own); "" hashes whole keys, as twemproxy without `hash_tag`. */
-    hashTag: v.optional(hashTagSchema),
+    hashTag,
     /** The servers. Required, at least one; addresses and names unique. */
     nodes: ringNodesSchema,
   };
@@ -152,13 +157,13 @@ export const sentinelSchema = v.pipe(
 
 export const ringSchema = v.pipe(
   strictObject({
-    ...ringShape(v.optional(oneOf(HASH_NAMES), 'md5')),
-    /** twemproxy's auto_eject_hosts: a node failing `serverFailureLimit` times in a row leaves the ring (its keys go to the others) for `serverRetryTimeoutMs`. Optional: absent or false, a down node's keys get an error. Not applied during a migration. */
-    autoEjectHosts: v.optional(v.boolean()),
-    /** Consecutive connection failures that eject a node (twemproxy's server_failure_limit). Optional: 2. */
-    serverFailureLimit: v.optional(int(1)),
-    /** How long an ejected node stays out before it is tried again (twemproxy's server_retry_timeout). Optional: 30000. */
-    serverRetryTimeoutMs: v.optional(int(1)),
+    ...ringShape(v.optional(oneOf(HASH_NAMES), 'md5'), v.optional(oneOf(DISTRIBUTIONS), 'ketama'), v.optional(hashTagSchema, '{}')),
+    /** twemproxy's auto_eject_hosts: a node failing `serverFailureLimit` times in a row leaves the ring (its keys go to the others) for `serverRetryTimeoutMs`. Default false: a down node's keys get an error. Not applied during a migration. */
+    autoEjectHosts: v.optional(v.boolean(), false),
+    /** Consecutive connection failures that eject a node (twemproxy's server_failure_limit). Default 2. */
+    serverFailureLimit: v.optional(int(1), 2),
+    /** How long an ejected node stays out before it is tried again (twemproxy's server_retry_timeout). Default 30000. */
+    serverRetryTimeoutMs: v.optional(int(1), 30_000),
     /** Redis Sentinels asked where the nodes given by `master` are (any one that answers will do). Required when a node has `master`. */
     sentinels: v.optional(v.pipe(v.array(remoteAddr), v.minLength(1), emptyOfWrongType())),
     /** Talking to the sentinels, and how long a failover is waited for. Optional: all defaults. */
@@ -176,15 +181,25 @@ export const ringSchema = v.pipe(
 export const MIGRATION_PHASES = ['double-write', 'read-new', 'done'] as const;
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number];
 
+export const MIGRATION_CARRIES = ['feeds', 'replication'] as const;
+export type MigrationCarry = (typeof MIGRATION_CARRIES)[number];
+
 export const migrationSchema = strictObject({
   /** Where reads and writes go (SPEC section 6). Required. */
   phase: oneOf(MIGRATION_PHASES),
+  /**
+   * How side A's changes reach side B: `feeds` (a change feed per node of A, each changed key
+   * copied with a versioned snapshot) or `replication` (each node of A followed as a replica: its
+   * full-sync snapshot, then its replication stream, applied on B in the node's order). Optional:
+   * absent, `feeds`.
+   */
+  carry: v.optional(oneOf(MIGRATION_CARRIES)),
   /**
    * Where the keys go. Required: a ring (`nodes`, with `hash` and `hashTag` defaulting to the current
    * ring's) or a Redis Cluster (`cluster: { seeds }`), one of the two (checked in checkSections).
    */
   to: strictObject({
-    ...ringShape(v.optional(oneOf(HASH_NAMES))),
+    ...ringShape(v.optional(oneOf(HASH_NAMES)), v.optional(oneOf(DISTRIBUTIONS)), v.optional(hashTagSchema)),
     nodes: v.optional(ringNodesSchema),
     /** A Redis Cluster: nodes asked for its slot map, any reachable one will do. */
     cluster: v.optional(strictObject({ seeds: v.pipe(v.array(remoteAddr), v.minLength(1), emptyOfWrongType()) })),

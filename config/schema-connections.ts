@@ -117,8 +117,9 @@ export const backendSchema = v.pipe(
     /**
      * The command timeout cuts off a request waiting behind a script the node is running (it answers
      * BUSY on another connection), as twemproxy's `timeout:` does. Default: true when
-     * `commandTimeoutMs` is set (an operator's choice, or a twemproxy pool's `timeout:`), false when
-     * it is the default, which then waits for the script's end (or its kill).
+     * `commandTimeoutMs` is other than its default (an operator's choice; a twemproxy pool's
+     * `timeout:` sets this explicitly, config/twemproxy.ts), false with the default 10000, written
+     * out or not, which then waits for the script's end (or its kill).
      */
     timeoutBehindScripts: v.optional(v.boolean()),
     /** New back-end connections per second, all nodes together (bursts of the same size), against connection storms. Default 100. */
@@ -131,13 +132,13 @@ export const backendSchema = v.pipe(
       report('required when backend.username is set (AUTH needs both)', 'password');
     }
   }),
-  // Whether the timeout was set on purpose decides whether it applies behind a busy script; the
-  // output states it, so that the parsed config parses again to the same (overrides, workers).
-  v.transform((b) => ({
-    ...b,
-    commandTimeoutMs: b.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS,
-    timeoutBehindScripts: b.timeoutBehindScripts ?? b.commandTimeoutMs !== undefined,
-  })),
+  // A timeout other than the default applies behind a busy script too; the default, written out or
+  // left out, does not (no setting changes another when written at its default). The output states
+  // it, so that the parsed config parses again to the same (overrides, workers).
+  v.transform((b) => {
+    const commandTimeoutMs = b.commandTimeoutMs ?? DEFAULT_COMMAND_TIMEOUT_MS;
+    return { ...b, commandTimeoutMs, timeoutBehindScripts: b.timeoutBehindScripts ?? commandTimeoutMs !== DEFAULT_COMMAND_TIMEOUT_MS };
+  }),
 );
 
 export const limitsSchema = strictObject({

@@ -11,14 +11,15 @@
  */
 import * as v from 'valibot';
 import { Report, int, isMapping, listenAddr, nonEmpty, oneOf, reporter, strictObject } from './schema-kit';
-import { DistributionName, HashName, MigrationPhase, clusterSchema, migrationSchema, ringSchema } from './schema-backends';
+import { DistributionName, HashName, MigrationCarry, MigrationPhase, clusterSchema, migrationSchema, ringSchema } from './schema-backends';
 import { authSchema, backendSchema, backendTlsSchema, clientTlsSchema, limitsSchema, userSchema } from './schema-connections';
+import { checkMetricsAuth, metricsSchema } from './schema-metrics';
 
 // What other files import from the schema, wherever its section lives.
 export { describeInput, parseHostPort } from './schema-kit';
 export type { HostPort } from './schema-kit';
 export { DISTRIBUTIONS, HASH_NAMES, MIGRATION_PHASES, READ_FROM } from './schema-backends';
-export type { DistributionName, HashName, MigrationPhase, ReadFrom, RingNode } from './schema-backends';
+export type { DistributionName, HashName, MigrationCarry, MigrationPhase, ReadFrom, RingNode } from './schema-backends';
 
 export const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 export type LogLevel = (typeof LOG_LEVELS)[number];
@@ -47,11 +48,8 @@ const flatSchema = strictObject({
   backend: v.optional(backendSchema, {}),
   /** Protection against clients that are too big, too many, or too slow. Default: all defaults. */
   limits: v.optional(limitsSchema, {}),
-  /**
-   * Prometheus `/metrics` endpoint. Optional: absent, no endpoint. `console` (default true): the
-   * web console (GET /) and its JSON (GET /console.json) on the same listener; false serves neither.
-   */
-  metrics: v.optional(strictObject({ listen: listenAddr, console: v.optional(v.boolean(), true) })),
+  /** Prometheus `/metrics` endpoint and the console, with their HTTP Basic and TLS (schema-metrics.ts). Optional: absent, no endpoint. */
+  metrics: v.optional(metricsSchema),
   /**
    * nutcracker's stats port: every connection gets nutcracker's stats JSON and is closed
    * (proxy/telemetry/nutcracker-stats.ts). `listen`: required, host:port. `intervalMs`: how often the
@@ -80,6 +78,7 @@ export type RingTarget = { hash: HashName; hashTag?: string; distribution?: Dist
 export type ClusterTarget = { cluster: NonNullable<MigrationTargetInput['cluster']> };
 export type MigrationConfig = {
   phase: MigrationPhase;
+  carry?: MigrationCarry;
   to: RingTarget | ClusterTarget;
 };
 export type AuthConfig = v.InferOutput<typeof authSchema>;
@@ -88,6 +87,7 @@ export type BackendConfig = v.InferOutput<typeof backendSchema>;
 export type LimitsConfig = v.InferOutput<typeof limitsSchema>;
 export type ClientTlsConfig = v.InferOutput<typeof clientTlsSchema>;
 export type BackendTlsConfig = v.InferOutput<typeof backendTlsSchema>;
+export type { MetricsAuthConfig, MetricsConfig } from './schema-metrics';
 
 type CommonConfig = Omit<FlatConfig, 'mode' | 'cluster' | 'ring' | 'migration'>;
 export type ClusterModeConfig = CommonConfig & {
@@ -104,6 +104,8 @@ export type RingModeConfig = CommonConfig & {
 };
 
 interface SectionsView {
+  metrics?: unknown;
+  auth?: unknown;
   mode?: unknown;
   cluster?: unknown;
   ring?: unknown;
@@ -115,6 +117,7 @@ interface SectionsView {
  * reported together with everything else; hence it reads its input as unknown.
  */
 function checkSections(c: SectionsView, report: Report): void {
+  checkMetricsAuth(c, report);
   const { mode } = c;
   if (mode !== 'cluster' && mode !== 'ring') return;
   const other = mode === 'cluster' ? 'ring' : 'cluster';
@@ -164,7 +167,7 @@ function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingMo
       report('a migration cannot go to a random ring: it places no key on a node of its own (use ketama or modula)', 'migration', 'to', 'distribution');
       return undefined;
     }
-    target = { phase: migration.phase, to };
+    target = { phase: migration.phase, ...(migration.carry === undefined ? {} : { carry: migration.carry }), to };
   }
   if (!sentinelsMatch(ring, target, report)) return undefined;
   const withMigration = target === undefined ? {} : { migration: target };

@@ -6,12 +6,15 @@
  */
 import { ConfigError, ConfigOverrides, applyOverrides, configFromSource, parseConfig, readConfigSource } from './load';
 import { Config } from './schema';
+import { configWarnings } from './warnings';
 import { ConvertedPool, TwemproxyConfigError, convertTwemproxy } from './twemproxy';
 
 export interface ServedConfig {
   /** The twemproxy pool's name; null for a slotproxy config. */
   pool: string | null;
   config: Config;
+  /** What the file leaves to a default that may be a trap (config/warnings.ts): said, not refused. */
+  warnings: string[];
 }
 
 function isMapping(v: unknown): v is Record<string, unknown> {
@@ -34,7 +37,7 @@ export function isTwemproxyShape(raw: unknown): boolean {
  */
 export function loadServedFile(file: string, overrides: ConfigOverrides): ServedConfig[] {
   const { text, raw } = readConfigSource(file);
-  if (!isTwemproxyShape(raw)) return [{ pool: null, config: applyOverrides(configFromSource(file, raw), overrides) }];
+  if (!isTwemproxyShape(raw)) return [{ pool: null, config: applyOverrides(configFromSource(file, raw), overrides), warnings: configWarnings(raw) }];
   const refused: string[] = [];
   if (overrides.listen !== undefined) refused.push('--listen: a nutcracker.yml sets each pool\'s listen; change it in the file');
   if (overrides.seeds !== undefined) refused.push('--seeds: a nutcracker.yml is served in ring mode, which has no seeds');
@@ -48,7 +51,7 @@ export function loadServedFile(file: string, overrides: ConfigOverrides): Served
   }
   return pools.map(({ pool, config }) => {
     try {
-      return { pool, config: applyOverrides(parseConfig(config), overrides) };
+      return { pool, config: applyOverrides(parseConfig(config), overrides), warnings: [] };
     } catch (err) {
       if (err instanceof ConfigError) throw new ConfigError(err.problems.map((p) => `pool ${pool}: ${p}`), file);
       throw err;

@@ -130,7 +130,8 @@ function convertPool(pool: string, p: Record<string, unknown>, redisAuth: string
   if (redisAuth === '') throw new TwemproxyConfigError(`${where}: redis_auth is empty (twemproxy refuses it too); remove it for no AUTH`);
   const backend: Record<string, unknown> = {};
   if (redisAuth !== undefined) backend.password = redisAuth;
-  if (typeof p.timeout === 'number' && p.timeout > 0) backend.commandTimeoutMs = p.timeout;
+  // nutcracker's timeout cuts off a request behind a busy script too, whatever its value.
+  if (typeof p.timeout === 'number' && p.timeout > 0) Object.assign(backend, { commandTimeoutMs: p.timeout, timeoutBehindScripts: true });
   if (typeof p.server_connections === 'number' && p.server_connections > 0) backend.connectionsPerNode = Math.min(64, p.server_connections);
   if (Object.keys(backend).length > 0) config.backend = backend;
   if (redisAuth !== undefined) {

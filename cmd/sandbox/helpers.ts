@@ -6,7 +6,7 @@ import fsp from 'node:fs/promises';
 import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
-import { findExecutable } from './executables';
+import { RedisTool, findExecutable, findRedisExecutable, redisBinDir } from './executables';
 import { registry } from './live-registry';
 
 export function sleep(ms: number): Promise<void> {
@@ -41,12 +41,23 @@ function requireExecutable(name: string, debianPackage: string): string {
   return found;
 }
 
+/** A Redis tool from SLOTPROXY_REDIS_BIN (or PATH when unset), or an error saying where it looked. */
+export function requireRedisExecutable(tool: RedisTool, debianPackage: string): string {
+  const dir = redisBinDir();
+  if (dir === null) return requireExecutable(tool, debianPackage);
+  const found = findRedisExecutable(tool);
+  if (found === null) throw new Error(`${tool} not found in SLOTPROXY_REDIS_BIN=${dir} (nor a pointer file naming it)`);
+  return found;
+}
+
 export function redisServerBin(override?: string): string {
-  return requireExecutable(override ?? process.env.SLOTPROXY_REDIS_SERVER ?? 'redis-server', 'redis-server');
+  const named = override ?? process.env.SLOTPROXY_REDIS_SERVER;
+  return named === undefined ? requireRedisExecutable('redis-server', 'redis-server') : requireExecutable(named, 'redis-server');
 }
 
 export function redisCliBin(): string {
-  return requireExecutable(process.env.SLOTPROXY_REDIS_CLI ?? 'redis-cli', 'redis-tools');
+  const named = process.env.SLOTPROXY_REDIS_CLI;
+  return named === undefined ? requireRedisExecutable('redis-cli', 'redis-tools') : requireExecutable(named, 'redis-tools');
 }
 
 /** Stdio pipes are net.Sockets at run time, though typed as plain streams. */

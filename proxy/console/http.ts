@@ -3,18 +3,17 @@
  * serve itself): GET / and /console/* (the page's files, read once from ./page), and GET
  * /console.json (the state, state.ts). Read-only: anything but GET is not routed here.
  *
- * With `auth` users the JSON asks for one (HTTP Basic; the page has its own sign-in form, so the
- * 401 carries no WWW-Authenticate that would pop the browser's dialog) allowed to run INFO; the
- * page's files hold no state and are served to anyone who can reach the listener.
+ * The JSON asks for what http-auth.ts says (HTTP Basic; the page has its own sign-in form, so the
+ * 401 carries no WWW-Authenticate that would pop the browser's dialog); the page's files hold no
+ * state and are served to anyone who can reach the listener.
  */
 import fs from 'node:fs';
 import http from 'node:http';
 import path from 'node:path';
-import { ProxyContext } from '../context';
-import * as errors from '../resp/errors';
-import { DEFAULT_USER } from '../security/auth';
+import { MetricsAuthConfig } from '../../config/schema';
+import { Refusal, httpRefusal } from './http-auth';
 import { ConsoleProbes } from './probes';
-import { StateSources, buildState } from './state';
+import { ConsoleState, StateSources, buildState } from './state';
 
 const TYPES: Record<string, string> = {
   '.html': 'text/html; charset=utf-8',
@@ -45,9 +44,23 @@ function loadPage(): Map<string, { type: string; body: Buffer }> {
 
 export type Route = (req: http.IncomingMessage, res: http.ServerResponse, route: string) => boolean;
 
-export function consoleRoute(src: StateSources): Route {
-  const files = loadPage();
+/** Where the JSON comes from: this process's state, or (under --workers) every worker's merged (cmd/worker-console.ts). */
+export interface ConsoleSource {
+  refusal(authorization: string | undefined): Promise<Refusal | null>;
+  state(): Promise<ConsoleState>;
+}
+
+/** This process's console: its recorder's samples and its probes' answers, `auth` checked by http-auth.ts. */
+export function localConsole(src: StateSources, auth: () => MetricsAuthConfig | undefined): ConsoleSource {
   const probes = new ConsoleProbes(src.ctx);
+  return {
+    refusal: (authorization) => Promise.resolve(httpRefusal(src.ctx, auth(), 'console', authorization)),
+    state: () => probes.read().then((results) => buildState(src, results)),
+  };
+}
+
+export function consoleRoute(source: ConsoleSource): Route {
+  const files = loadPage();
   return (req, res, route) => {
     if (req.method !== 'GET') return false;
     const file = files.get(route);
@@ -57,36 +70,10 @@ export function consoleRoute(src: StateSources): Route {
     }
     if (route !== '/console.json') return false;
     const json = (status: number, body: unknown): void => void res.writeHead(status, { 'content-type': 'application/json', ...SECURITY_HEADERS }).end(JSON.stringify(body));
-    const refused = refusal(src.ctx, req.headers.authorization);
-    if (refused !== null) return json(refused.status, { error: refused.error }), true;
-    probes.read().then(
-      (results) => json(200, buildState(src, results)),
-      (err: Error) => json(500, { error: err.message }),
-    );
+    source
+      .refusal(req.headers.authorization)
+      .then(async (refused) => (refused === null ? json(200, await source.state()) : json(refused.status, { error: refused.error })))
+      .catch((err: Error) => json(500, { error: err.message }));
     return true;
   };
-}
-
-/** Null when the request may read the state; else the status and Redis's words for why not. */
-export function refusal(ctx: ProxyContext, authorization: string | undefined): { status: number; error: string } | null {
-  const auth = ctx.auth;
-  // As a new client connection: signed in as the default user when it needs no password.
-  if (!auth.requiresAuth) return null;
-  const basic = /^Basic\s+([A-Za-z0-9+/=]+)$/i.exec(authorization ?? '');
-  if (basic === null) return { status: 401, error: errors.NOAUTH };
-  const decoded = Buffer.from(basic[1], 'base64').toString('utf8');
-  const colon = decoded.indexOf(':');
-  const name = colon <= 0 ? DEFAULT_USER : decoded.slice(0, colon);
-  const password = colon < 0 ? decoded : decoded.slice(colon + 1);
-  if (!auth.check(Buffer.from(name), Buffer.from(password))) {
-    ctx.stats.authFailures++;
-    return { status: 401, error: errors.WRONGPASS };
-  }
-  const info = ctx.table.get('info');
-  const permissions = auth.permissionsOf(name);
-  if (info !== undefined && permissions !== null && permissions.check(info, [Buffer.from('INFO')]) !== null) {
-    ctx.stats.aclDenied.command++;
-    return { status: 403, error: errors.nopermCommand('info') };
-  }
-  return null;
 }

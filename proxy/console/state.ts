@@ -60,6 +60,8 @@ export interface ConsoleState {
     version: string;
     mode: string;
     pid: number;
+    /** Processes serving clients (`--workers`), whose counts this state sums (merge.ts); 1 without. */
+    workers: number;
     uptimeSeconds: number;
     listen: string;
     address: string;
@@ -102,6 +104,7 @@ export function buildState(src: StateSources, probes: ProbeResults): ConsoleStat
       version: src.version,
       mode: ctx.mode,
       pid: process.pid,
+      workers: 1,
       uptimeSeconds: Math.floor((Date.now() - ctx.stats.startedAt) / 1000),
       listen: config.listen,
       address: `${a.host}:${a.port}`,

@@ -22,10 +22,18 @@ export interface CarriedCount {
 import { ForwardedCommand } from './forward';
 import { ProxyContext } from '../context';
 import { ReplyOwner } from '../client/reply-slot';
+import * as encode from '../resp/encode';
 
-/** A write forwarded to side A's node, counted in `carried` until its reply is known. */
+/**
+ * A write forwarded to side A's node, counted in `carried` until its reply is known. With
+ * `waitOnB` (the replication carry while some proxy may read from B) its reply is held until the
+ * node's changes before now are on B (ProxyContext.changes.after: its follower's applied offset).
+ */
 export class CarriedWrite extends ForwardedCommand {
   private counted = true;
+  private settle: () => void = () => undefined;
+  /** Resolves once the reply is given (with waitOnB: once the write is on B, or why not was said). */
+  readonly onB: Promise<void>;
 
   constructor(
     ctx: ProxyContext,
@@ -33,13 +41,22 @@ export class CarriedWrite extends ForwardedCommand {
     payload: Buffer,
     shard: number,
     private readonly carried: CarriedCount,
+    private readonly waitOnB = false,
   ) {
     super(ctx, owner, payload, shard, false);
+    this.onB = new Promise((resolve) => (this.settle = resolve));
     carried.begin();
   }
 
   override complete(frame: Buffer): void {
+    const after = this.waitOnB && frame[0] !== 45 ? this.ctx.changes?.after(this.node) ?? null : null;
+    if (after === null) return this.finish(frame);
+    void after.then((problem) => this.finish(problem === null ? frame : encode.error(`ERR slotproxy: the write ran on ${this.node} but its copy to side B was not confirmed: ${problem}`)));
+  }
+
+  private finish(frame: Buffer): void {
     super.complete(frame);
+    this.settle();
     if (!this.counted) return;
     this.counted = false;
     this.carried.end();

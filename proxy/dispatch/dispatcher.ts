@@ -316,8 +316,10 @@ export class Dispatcher {
       const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
       if (started !== null) {
         if ('hold' in started) return started.hold;
-        session.track(new CarriedWrite(this.ctx, session, raw ?? encode.command(args), shard, started.carry)).start();
-        return undefined;
+        const write = session.track(new CarriedWrite(this.ctx, session, raw ?? encode.command(args), shard, started.carry, started.onB === true));
+        write.start();
+        // Read-new: the client's next requests (a read from B) wait until this write is on B.
+        return started.onB === true && placement.phase === 'read-new' ? write.onB : undefined;
       }
     }
     return this.forward(session, args, raw, shard, info);

@@ -16,7 +16,7 @@ import { PROMOTION_CHECK_MS, noteMoved, refreshSlotMaps } from './forward';
 import { Transaction, TransactionClient, UNBOUND, writeNodeOf } from './transaction-state';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
-import { afterCopy, mustWaitForCopy } from '../migration/after-copy';
+import { afterCopy, execWaitsForB } from '../migration/after-copy';
 import { FailoverWait } from './failover-wait';
 
 const MULTI = encode.command(['MULTI']);
@@ -113,7 +113,7 @@ export class ExecCommand extends ReplySlot {
       return this.hold();
     }
     this.send(conn, address, link === null);
-    return this.txn.writesUndeclared && mustWaitForCopy(ctx) ? this.hold() : undefined;
+    return execWaitsForB(ctx, txn.written.length > 0, txn.writesUndeclared) ? this.hold() : undefined;
   }
 
   /** In a ring migration reading from ring B, the session's next requests wait for EXEC's copy there. */
@@ -217,7 +217,7 @@ export class ExecCommand extends ReplySlot {
 
   /** EXEC's reply from the transaction's node at `address`; commands that reach several nodes run on the others now. */
   private finishExec(frame: Buffer, address: string, copied = false): void {
-    if (!copied && this.txn.writesUndeclared && mustWaitForCopy(this.ctx)) {
+    if (!copied && execWaitsForB(this.ctx, this.txn.written.length > 0, this.txn.writesUndeclared)) {
       // A script inside: EXEC's reply waits until the node's changes are on side B.
       void afterCopy(this.ctx, address, frame).then((held) => this.finishExecNow(held, address));
       return;

@@ -23,6 +23,17 @@ export function mustWaitForCopy(ctx: ProxyContext): boolean {
 }
 
 /**
+ * Whether EXEC's reply waits until its node's changes are on side B: a transaction with a script
+ * (it may write keys it does not name), or, under the replication carry (nothing is copied with
+ * the write itself), any writing transaction while some proxy may read from B.
+ */
+export function execWaitsForB(ctx: ProxyContext, writes: boolean, undeclared: boolean): boolean {
+  const carry = ctx.ring?.carry;
+  if (carry?.replication === true) return mustWaitForCopy(ctx) && (writes || undeclared) && (ctx.ring?.placement.phase === 'read-new' || !carry.answerAfterA);
+  return undeclared && mustWaitForCopy(ctx);
+}
+
+/**
  * `frame`, the reply of a write that ran on `address`, once the node's changes are on side B; an
  * error naming the node when they could not be copied (the write did run, as with a converging
  * write whose copy failed).

@@ -49,6 +49,7 @@ import { copierHolders, feedInfoLines, feedSummary, uncoveredLines } from './cop
 import { CarriedMarks } from './carried-mark';
 import { FeedKeyCopy, scanNode } from './feed-copy';
 import { handOver, prune, remember } from './standby';
+import { NodeFollowers } from './followers';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
@@ -76,6 +77,8 @@ export class ChangeCopier implements MigrationChanges {
   private readonly leases: CopierLeases;
   private readonly marks: CarriedMarks;
   private readonly keyCopy: FeedKeyCopy;
+  /** migration.carry: replication: the nodes this proxy copies are followed as replicas instead (follow.ts). */
+  private readonly followers: NodeFollowers;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -88,6 +91,7 @@ export class ChangeCopier implements MigrationChanges {
     this.reading = new ReadBarrierWatch(ctx, ring, this, (placement) => fleetOf(ctx, placement));
     this.closing = new ClosingWatch(ctx, ring, this);
     this.keyCopy = new FeedKeyCopy(ctx, ring, this.count, (node, t, err) => this.failed(node, t, err));
+    this.followers = new NodeFollowers(ctx, () => ring.placement);
     this.leases = new CopierLeases(
       ctx,
       () => ring.placement,
@@ -143,6 +147,7 @@ export class ChangeCopier implements MigrationChanges {
     if (this.timer !== null) clearInterval(this.timer);
     this.leases.stop();
     this.marks.clear();
+    this.followers.stopAll();
     for (const node of this.nodes.values()) this.drop(node);
     this.nodes.clear();
   }
@@ -154,7 +159,7 @@ export class ChangeCopier implements MigrationChanges {
 
   /** Why switching to read-new or done must wait: one line per node of side A that is not covered. */
   uncovered(): string[] {
-    return uncoveredLines(this.nodes.values());
+    return [...uncoveredLines(this.nodes.values()), ...this.followers.uncovered()];
   }
 
   /** For the fleet record: `live` when every node is covered, else the nodes that are not; `-` without feeds. */
@@ -183,7 +188,7 @@ export class ChangeCopier implements MigrationChanges {
 
   /** INFO proxy's lines (copier-report.ts). */
   infoLines(): string[] {
-    return feedInfoLines(this.count, this.nodes.size, this.uncovered().length, this.held().length, this.copiers(), this.ring.carry.answerAfterA);
+    return [...feedInfoLines(this.count, this.nodes.size, this.uncovered().length, this.held().length, this.copiers(), this.ring.carry.answerAfterA), ...this.followers.infoLines()];
   }
 
   /**
@@ -199,6 +204,7 @@ export class ChangeCopier implements MigrationChanges {
 
   /** The barrier on this proxy's own feed of `node` and its copier. */
   private feedBarrier(node: NodeChanges): Promise<string | null> {
+    if (this.ring.carry.replication) return this.bounded(node, (finish) => void this.followers.barrier(node.address).then(finish));
     return this.bounded(node, (finish) => this.feedWait(node, finish));
   }
 
@@ -236,7 +242,8 @@ export class ChangeCopier implements MigrationChanges {
       const timer = setTimeout(() => {
         this.count.barrierTimeouts++;
         const why =
-          node.feed?.ready !== true ? `the change feed of ${address} is down`
+          this.ring.carry.replication && node.mine ? `the follow of ${address} did not apply its changes on side B within ${BARRIER_WAIT_MS} ms (${this.followers.stateOf(address)})`
+          : node.feed?.ready !== true ? `the change feed of ${address} is down`
           : node.mine ? `changes heard on ${address} not copied to side B within ${BARRIER_WAIT_MS} ms`
           : `the copier of ${address} (proxy ${node.holder ?? 'unknown'}) did not confirm its changes on side B within ${BARRIER_WAIT_MS} ms`;
         log.warn({ node: address, why }, 'migration: a write\'s changes were not confirmed on side B in time; they are copied when the node is re-walked or the copy succeeds');
@@ -265,6 +272,7 @@ export class ChangeCopier implements MigrationChanges {
     const wanted = new Set(placement.converges ? placement.from.masters() : []);
     for (const [address, node] of this.nodes) {
       if (wanted.has(address)) continue;
+      this.followers.stop(address);
       this.drop(node);
       this.nodes.delete(address);
     }
@@ -320,6 +328,12 @@ export class ChangeCopier implements MigrationChanges {
 
   private heard(node: NodeChanges, keys: Buffer[] | null): void {
     node.heard++;
+    if (this.ring.carry.replication) {
+      // The node's replication stream carries every change (a flush too): the feed only tells the fleet's barriers.
+      for (const key of keys ?? []) if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
+      this.copied(node, node.heard);
+      return;
+    }
     if (keys === null) {
       // FLUSHALL/FLUSHDB: the keys are gone from A and the feed names none of them.
       this.openGap(node, 'the node was flushed');
@@ -361,6 +375,7 @@ export class ChangeCopier implements MigrationChanges {
     node.holderState = view.state;
     node.leaseSeenAt = Date.now();
     node.mine = view.kind !== 'other';
+    if (this.ring.carry.replication) this.followers.hold(address, node.mine);
     if (view.kind === 'acquired') {
       // The keys heard since the last copier confirmed are copied now; a re-walk only if they may not be all.
       const standby = node.standby.size;
@@ -437,6 +452,8 @@ export class ChangeCopier implements MigrationChanges {
   }
 
   private openGap(node: NodeChanges, reason: string): void {
+    // Under the replication carry a lost feed or a flush loses no change: the stream has them.
+    if (this.ring.carry.replication) return;
     node.gapEpoch++;
     node.gapSince ??= Date.now();
     node.gapReason = reason;

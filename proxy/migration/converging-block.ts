@@ -40,7 +40,8 @@ export function blockingRoute(ctx: ProxyContext, session: ClientSession, keys: r
     const placement = ring.placement;
     const shard = placement.shardOf(keys[0]);
     const address = readonly ? placement.readAddress(shard) : placement.writeAddress(shard);
-    const targets = readonly ? [] : copyTargets(placement, keys);
+    // Under the replication carry what a blocking pop took reaches B through A's stream (as a pop).
+    const targets = readonly || ring.carry.replication ? [] : copyTargets(placement, keys);
     if (targets.length === 0) return { address, identity: `${address}` };
     const settle = async (frame: Buffer): Promise<Buffer | { rerunOn: string }> => {
       const copy = snapshotThenApply(ctx, session.id, targets);

@@ -43,6 +43,8 @@ export interface ExecBurst {
 
 /** The moving keys among those a transaction writes; empty outside a converging migration. */
 export function execTargets(ctx: ProxyContext, written: readonly Buffer[]): CopyTarget[] {
+  // Under the replication carry A's stream carries the transaction's effects: nothing is copied with it.
+  if (ctx.ring?.carry.replication === true) return [];
   return copyTargets(ctx.ring?.placement, written);
 }
 

@@ -25,7 +25,7 @@ import * as errors from '../resp/errors';
  * waits for its node's feed as before, and a write to a B node that is down gets its clear error.
  */
 /** A write started here (`hold`: what the session's next requests wait for), or one to forward counted by `carry`. */
-export type ConvergingStart = { hold: Promise<void> | undefined } | { carry: CarryState };
+export type ConvergingStart = { hold: Promise<void> | undefined } | { carry: CarryState; onB?: boolean };
 
 export function convergingWrite(
   ctx: ProxyContext,
@@ -42,6 +42,7 @@ export function convergingWrite(
   const carry = ctx.ring?.carry;
   // Every key of the request is of `shard` (the dispatcher checked): the shard names their owners.
   const moves = positions.length > 0 ? placement.copyTargetOfShard(shard) : null;
+  if (carry?.replication === true) return replicatedWrite(carry, placement, moves !== null, undeclared, inTransaction);
   // Double-write's common write: answered after A, the feeds carry it (decided before any copy target is built).
   if (moves !== null && carry?.answerAfterA === true && placement.phase === 'double-write' && !undeclared && !inTransaction && feedsCarry(ctx, moves.to)) {
     return { carry };
@@ -65,6 +66,18 @@ export function convergingWrite(
   ctx.ring?.track(write.settled);
   write.start();
   return { hold: placement.phase === 'read-new' ? write.settled : undefined };
+}
+
+/**
+ * Under the replication carry nothing converges: every write goes to A alone and A's stream carries
+ * it (follow.ts). While some proxy may read from B (read-new, or a read barrier heard), a write of
+ * a moving key, or a script's, is answered once its node's follower has applied through A's offset
+ * after it (`onB`). A client's transaction runs on its own connection to A, as without a migration.
+ */
+function replicatedWrite(carry: CarryState, placement: Placement, moves: boolean, undeclared: boolean, inTransaction: boolean): ConvergingStart | null {
+  if (inTransaction || (!moves && !undeclared)) return null;
+  const onB = placement.phase === 'read-new' || !carry.answerAfterA;
+  return { carry, onB };
 }
 
 /** The change feeds can carry the write now: its keys' node in B (`to`) is reachable as far as the proxy knows. */

@@ -9,6 +9,12 @@ export class CarryState {
    * (read-barrier.ts) sets it once no proxy reads from B.
    */
   answerAfterA = false;
+  /**
+   * migration.carry: replication: side A's nodes are followed as replicas (migration/follow.ts), so
+   * every write is forwarded to A alone, and a write that must be on B before its reply waits for
+   * its node's applied offset instead of converging.
+   */
+  replication = false;
   /** Bumped whenever writes must converge again: a fleet check begun before may not lift that. */
   epoch = 0;
   private inFlight = 0;

@@ -13,9 +13,6 @@ import { Ring } from '../../sharding/ring';
 import { log } from '../telemetry/log';
 import { RingRouter } from './router';
 
-const DEFAULT_FAILURE_LIMIT = 2;
-const DEFAULT_RETRY_TIMEOUT_MS = 30_000;
-
 export class NodeEjector {
   private readonly failures = new Map<string, number>();
   private readonly ejected = new Set<number>();
@@ -29,8 +26,8 @@ export class NodeEjector {
     private readonly pool: BackendPool,
     private readonly at: (ring: RingConfig) => RingConfig = (r) => r,
   ) {
-    this.failureLimit = ring.serverFailureLimit ?? DEFAULT_FAILURE_LIMIT;
-    this.retryTimeoutMs = ring.serverRetryTimeoutMs ?? DEFAULT_RETRY_TIMEOUT_MS;
+    this.failureLimit = ring.serverFailureLimit;
+    this.retryTimeoutMs = ring.serverRetryTimeoutMs;
     pool.onConnectionLost((addr) => this.failed(addr));
     pool.onRetryFailed((addr) => this.failed(addr));
     pool.onConnectionReady((addr) => this.failures.delete(addr));

@@ -73,6 +73,7 @@ export function applyRingReload(ctx: ProxyContext, current: Config, next: Config
         ? Placement.forCluster(next.cluster.seeds, topology, next.migration, clusters.ownersFor)
         : null;
   if (placement === null) return;
+  ring.carry.replication = next.migration?.carry === 'replication';
   const before = ring.placement;
   const problem = phaseChangeProblem(before, placement) ?? coverageProblem(ctx.changes, before, placement);
   if (problem !== null) throw new Error(`migration.phase: ${problem}`);

@@ -28,12 +28,16 @@ import { VERSION } from './version';
 import { ClientAuth } from '../security/auth';
 import { AclLog } from '../security/acl-log';
 import { backendTls, clientTlsOptions } from '../security/tls';
-import type { ExtraRoute, MetricsServer } from '../telemetry/metrics';
+import type { MetricsServer } from '../telemetry/metrics';
+import type { ConsoleSource } from '../console/http';
+import type { HttpScope, Refusal } from '../console/http-auth';
+import type { ConsoleState } from '../console/state';
 import type { ConsoleRecorder } from '../console/recorder';
 import type { NutcrackerPoolSource } from '../telemetry/nutcracker-stats';
 import { restartOnlyChanges } from './reload';
 import { applyRingReload } from './ring-reload';
 import { readinessProblem } from './readiness';
+import { backendHealth } from './backend-health';
 import { Ring } from '../../sharding/ring';
 import { readCopyProgress } from '../migration/copy-progress';
 import { FleetRegistration, newFleetId } from '../migration/registration';
@@ -59,6 +63,8 @@ export class ProxyServer {
   private readonly sessionHost: SessionHost;
   private readonly reloadListeners: ((next: Config) => void)[] = [];
   private metricsServer: MetricsServer | null = null;
+  /** In a worker with `metrics`: what the primary asks (cmd/worker-console.ts), as it serves the listener. */
+  workerHttp: WorkerHttp | null = null;
   /** The console's samples and events (proxy/console/), while it is served. */
   private consoleRecorder: ConsoleRecorder | null = null;
   /** The file this proxy was started from, shown by the console (cmd/serve.ts sets it). */
@@ -148,6 +154,7 @@ export class ProxyServer {
     /** It takes nodes' copiers under the id it registers under (migration/copier-lease.ts). */
     const leaseId = newFleetId();
     if (ctx.ring !== null) {
+      ctx.ring.carry.replication = config.migration?.carry === 'replication';
       // A migration's change feeds are up before the proxy serves it.
       const changes = new ChangeCopier(ctx, ctx.ring, () => fleetId.id, leaseId);
       ctx.changes = changes;
@@ -256,6 +263,9 @@ export class ProxyServer {
     // Read and parse the certificate now, so that a bad one refuses the reload before anything changes.
     const tlsOptions = next.tls === undefined ? null : clientTlsOptions(next.tls);
     if (tlsOptions !== null) tls.createSecureContext(tlsOptions);
+    // The /metrics listener's certificate is re-read too (its other settings need a restart).
+    const metricsTls = next.metrics?.tls === undefined || this.config.metrics?.tls === undefined ? null : clientTlsOptions(next.metrics.tls);
+    if (metricsTls !== null) tls.createSecureContext(metricsTls);
     // The file's users replace the running ones only when its `auth` section changed, so that an
     // unrelated reload does not undo a password set with CONFIG SET requirepass (docs/security.md).
     const nextAuth = JSON.stringify(next.auth ?? null);
@@ -278,6 +288,7 @@ export class ProxyServer {
       this.ctx.pool.setHandshake(handshake);
       void this.preloader?.reload(scripts);
       if (tlsOptions !== null) (this.listener as tls.Server).setSecureContext(tlsOptions);
+      if (metricsTls !== null) this.metricsServer?.setSecureContext(metricsTls);
       for (const l of this.reloadListeners) l(next);
       if (needRestart.length > 0) log.warn({ fields: needRestart }, 'these changes need a restart and were not applied');
     };
@@ -329,24 +340,38 @@ export class ProxyServer {
         migrationPhase: () => ctx.ring?.placement.phase ?? null,
         migrationCopy: () => readCopyProgress(ctx),
         migrationFeeds: () => ctx.changes?.counts() ?? null,
+        backendHealth: () => backendHealth(ctx),
       });
-      // A worker's metrics are served, summed with its siblings', by the primary (cmd/workers.ts).
-      if (cluster.isWorker) metrics.shareWithPrimary(registry);
-      else this.metricsServer = await metrics.MetricsServer.start(this.config.metrics.listen, registry, { readiness: () => readinessProblem(ctx) }, this.startConsole());
+      const metricsConfig = this.config.metrics;
+      const { httpRefusal } = require('../console/http-auth') as typeof import('../console/http-auth');
+      const guard = (scope: HttpScope, authorization: string | undefined): Refusal | null => httpRefusal(ctx, metricsConfig.auth, scope, authorization);
+      const consoleSource = this.startConsole();
+      // A worker's metrics (and console) are served, summed with its siblings', by the primary
+      // (cmd/workers.ts), which asks a worker whether a request may read them.
+      if (cluster.isWorker) {
+        metrics.shareWithPrimary(registry);
+        this.workerHttp = { refusal: guard, consoleState: consoleSource === null ? null : () => consoleSource.state() };
+        return;
+      }
+      const { consoleRoute } = require('../console/http') as typeof import('../console/http');
+      this.metricsServer = await metrics.MetricsServer.start(metricsConfig.listen, registry, { readiness: () => readinessProblem(ctx), backends: () => backendHealth(ctx) }, consoleSource === null ? null : consoleRoute(consoleSource), {
+        guard: metricsConfig.auth === undefined ? null : (authorization) => Promise.resolve(guard('metrics', authorization)),
+        tls: metricsConfig.tls === undefined ? null : clientTlsOptions(metricsConfig.tls),
+      });
     });
   }
 
-  /** The console's route (proxy/console/), its recorder sampling from now on; null when `metrics.console` is false. */
-  private startConsole(): ExtraRoute | null {
+  /** The console's source (proxy/console/), its recorder sampling from now on; null when `metrics.console` is false. */
+  private startConsole(): ConsoleSource | null {
     const config = this.config;
     if (config.metrics?.console === false) return null;
     const { ConsoleRecorder } = require('../console/recorder') as typeof import('../console/recorder');
-    const { consoleRoute } = require('../console/http') as typeof import('../console/http');
+    const { localConsole } = require('../console/http') as typeof import('../console/http');
     const recorder = new ConsoleRecorder(this.ctx, config.mode === 'ring' ? config.ring.nodes.map((n) => n.master) : []);
     recorder.start();
     this.consoleRecorder = recorder;
     this.onReload(() => recorder.reloaded());
-    return consoleRoute({ ctx: this.ctx, config, recorder, version: VERSION, address: () => this.address, configFile: () => this.configFile });
+    return localConsole({ ctx: this.ctx, config, recorder, version: VERSION, address: () => this.address, configFile: () => this.configFile }, () => config.metrics?.auth);
   }
 
   private accept(socket: net.Socket): void {
@@ -362,6 +387,13 @@ export class ProxyServer {
     stats.connectedClients++;
     this.sessions.add(new Session(socket, this.sessionHost));
   }
+}
+
+/** A worker's side of the HTTP listener the primary serves. */
+export interface WorkerHttp {
+  refusal(scope: HttpScope, authorization: string | undefined): Refusal | null;
+  /** Null when `metrics.console` is false. */
+  consoleState: (() => Promise<ConsoleState>) | null;
 }
 
 function backendHandshake(config: Config): Buffer[] {

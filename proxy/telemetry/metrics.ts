@@ -8,6 +8,8 @@
  * Gauge or Counter with a collect(), registered on ProxyServer.metrics.
  */
 import http from 'node:http';
+import https from 'node:https';
+import tls from 'node:tls';
 import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { MIGRATION_PHASES, MigrationPhase, parseHostPort } from '../../config/schema';
 import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
@@ -27,6 +29,8 @@ export interface MetricsSources {
   migrationCopy(): Promise<MigrationCopyProgress | null>;
   /** During a migration: what the change feeds of side A's nodes did (migration/change-copier.ts), else null. */
   migrationFeeds(): MigrationFeedCounts | null;
+  /** Every routed node's PING at scrape time (proxy/server/backend-health.ts). */
+  backendHealth(): Promise<BackendHealth>;
 }
 
 export interface MigrationFeedCounts {
@@ -165,6 +169,17 @@ export function createRegistry(sources: MetricsSources): Registry {
     },
   });
   new Gauge({
+    name: 'slotproxy_backend_up',
+    help: 'Each node the proxy routes to: 1 when it answered PING at scrape time, 0 when not.',
+    labelNames: ['node'],
+    registers: [registry],
+    aggregator: 'min', // with --workers: 0 when any worker cannot reach the node
+    async collect() {
+      this.reset();
+      for (const n of (await sources.backendHealth()).nodes) this.set({ node: n.addr }, n.up ? 1 : 0);
+    },
+  });
+  new Gauge({
     name: 'slotproxy_migration_phase',
     help: 'The ring migration phase the proxy routes by: 1 for the current phase (none: no migration).',
     labelNames: ['phase'],
@@ -282,27 +297,58 @@ export function workersMetrics(): MetricsSource {
   return { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType };
 }
 
+/** One node's answer to the back-end health check (proxy/server/backend-health.ts). */
+export interface NodeHealth {
+  addr: string;
+  up: boolean;
+  /** Why the PING failed (null when up). */
+  error: string | null;
+}
+
+export interface BackendHealth {
+  nodes: NodeHealth[];
+  /** Cluster mode: slots with no master in the slot map (0 in ring mode). */
+  slotsWithoutMaster: number;
+}
+
+/** Healthy when every node answers and every slot has a master. */
+export function allHealthy(health: BackendHealth): boolean {
+  return health.slotsWithoutMaster === 0 && health.nodes.every((n) => n.up);
+}
+
 /**
  * Liveness and readiness for orchestrators, served beside /metrics: `readiness()` resolves null
- * when the proxy can serve every key (proxy/server/readiness.ts), else why not.
+ * when the proxy can serve (proxy/server/readiness.ts), else why not; `backends()` the nodes'
+ * health (proxy/server/backend-health.ts), absent where there are no nodes (the --workers primary).
  */
 export interface HealthSource {
   readiness(): Promise<string | null>;
+  backends?(): Promise<BackendHealth>;
 }
 
 /** Serves what `route` names when it is its own (true), else leaves the response alone (false). */
 export type ExtraRoute = (req: http.IncomingMessage, res: http.ServerResponse, route: string) => boolean;
 
+/** How the listener is protected: who may read /metrics (null: anyone), and TLS (null: plain HTTP). */
+export interface ListenerProtection {
+  /** Resolves null when a request with this Authorization header may read /metrics, else the status and why not. */
+  guard: ((authorization: string | undefined) => Promise<{ status: number; error: string } | null>) | null;
+  tls: tls.TlsOptions | null;
+}
+
+const OPEN: ListenerProtection = { guard: null, tls: null };
+
 /**
  * The HTTP endpoint: GET /metrics; GET /healthz (200 while the event loop answers); GET /readyz
- * (200 when ready, 503 with the reason otherwise); what `extra` serves (the console, proxy/console/);
+ * (200 when ready, 503 with the reason otherwise); GET /health/backends (JSON, 200 when every node
+ * answers, 503 otherwise); what `extra` serves (the console, proxy/console/);
  * anything else 404.
  */
 export class MetricsServer {
-  private constructor(private readonly server: http.Server) {}
+  private constructor(private readonly server: http.Server | https.Server) {}
 
-  static start(listen: string, registry: MetricsSource, health: HealthSource, extra: ExtraRoute | null = null): Promise<MetricsServer> {
-    const server = http.createServer((req, res) => {
+  static start(listen: string, registry: MetricsSource, health: HealthSource, extra: ExtraRoute | null = null, protection: ListenerProtection = OPEN): Promise<MetricsServer> {
+    const handle = (req: http.IncomingMessage, res: http.ServerResponse): void => {
       const route = (req.url ?? '').split('?')[0];
       const text = (status: number, body: string): void => void res.writeHead(status, { 'content-type': 'text/plain' }).end(body);
       if (req.method === 'GET' && route === '/healthz') return text(200, 'ok\n');
@@ -313,25 +359,53 @@ export class MetricsServer {
         );
         return;
       }
+      const backends = health.backends;
+      if (req.method === 'GET' && route === '/health/backends' && backends !== undefined) {
+        // It names the back-end nodes: guarded as /metrics is.
+        const allowed = protection.guard === null ? Promise.resolve(null) : protection.guard(req.headers.authorization);
+        void allowed.then((refused): Promise<BackendHealth | null> => (refused !== null ? (text(refused.status, `${refused.error}\n`), Promise.resolve(null)) : backends())).then(
+          (h) => {
+            if (h === null) return;
+            const down = h.nodes.filter((n) => !n.up).map((n) => n.addr);
+            const body = { healthy: allHealthy(h), down, slotsWithoutMaster: h.slotsWithoutMaster, nodes: h.nodes };
+            res.writeHead(body.healthy ? 200 : 503, { 'content-type': 'application/json' }).end(`${JSON.stringify(body)}\n`);
+          },
+          (err: Error) => text(500, `back-end health failed: ${err.message}\n`),
+        );
+        return;
+      }
       if (extra !== null && route !== '/metrics' && extra(req, res, route)) return;
-      if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz or /healthz${extra === null ? '' : ', or / for the console'}\n`);
-      registry.metrics().then(
-        (body) => res.writeHead(200, { 'content-type': registry.contentType }).end(body),
-        (err: Error) => {
+      if (req.method !== 'GET' || route !== '/metrics') return text(404, `slotproxy: GET /metrics, /readyz, /healthz${backends === undefined ? '' : ', /health/backends'}${extra === null ? '' : ', or / for the console'}\n`);
+      const allowed = protection.guard === null ? Promise.resolve(null) : protection.guard(req.headers.authorization);
+      allowed
+        .then(async (refused) => {
+          if (refused !== null) {
+            const challenge = refused.status === 401 ? { 'www-authenticate': 'Basic realm="slotproxy", charset="UTF-8"' } : {};
+            return void res.writeHead(refused.status, { 'content-type': 'text/plain', ...challenge }).end(`${refused.error}\n`);
+          }
+          const body = await registry.metrics();
+          res.writeHead(200, { 'content-type': registry.contentType }).end(body);
+        })
+        .catch((err: Error) => {
           log.error({ err: err.message }, 'metrics collection failed');
           res.writeHead(500, { 'content-type': 'text/plain' }).end('metrics collection failed\n');
-        },
-      );
-    });
+        });
+    };
+    const server = protection.tls === null ? http.createServer(handle) : https.createServer(protection.tls, handle);
     const { host, port } = parseHostPort(listen);
     return new Promise((resolve, reject) => {
       server.once('error', reject);
       server.listen(port, host, () => {
         server.off('error', reject);
-        log.info({ metrics: server.address() }, 'metrics endpoint is listening');
+        log.info({ metrics: server.address(), tls: protection.tls !== null, auth: protection.guard !== null }, 'metrics endpoint is listening');
         resolve(new MetricsServer(server));
       });
     });
+  }
+
+  /** SIGHUP: a new certificate for new connections (rotation); no-op over plain HTTP. */
+  setSecureContext(options: tls.TlsOptions): void {
+    if (this.server instanceof https.Server) this.server.setSecureContext(options);
   }
 
   get port(): number {

@@ -9,7 +9,7 @@ import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { destroyAll, startOnFreePort } from '../../cmd/sandbox/node-group';
 import { freePorts } from '../../cmd/sandbox/ports';
 import { makeTempDir, removeTempDir, settlesWithin, sleep } from '../../cmd/sandbox/helpers';
-import { findExecutable } from '../../cmd/sandbox/executables';
+import { findExecutable, redisSentinelCommand } from '../../cmd/sandbox/executables';
 import { registry } from '../../cmd/sandbox/live-registry';
 import { RespReply, sendCommand } from '../../cmd/sandbox/resp-client';
 
@@ -44,10 +44,11 @@ export class SentinelProcess {
   }
 
   async start(): Promise<void> {
-    const bin = findExecutable('redis-sentinel');
-    if (bin === null) throw new Error('redis-sentinel not found: run SLOTPROXY_NEED_SENTINEL=1 bash scripts/setup.sh');
+    const sentinel = redisSentinelCommand(this.file);
+    if (sentinel === null) throw new Error('redis-sentinel not found: run SLOTPROXY_NEED_SENTINEL=1 bash scripts/setup.sh');
     const setpriv = findExecutable('setpriv');
-    const [command, argv] = setpriv === null ? [bin, [this.file]] : [setpriv, ['--pdeathsig', 'SIGKILL', '--', bin, this.file]];
+    const [command, argv] =
+      setpriv === null ? [sentinel.bin, sentinel.args] : [setpriv, ['--pdeathsig', 'SIGKILL', '--', sentinel.bin, ...sentinel.args]];
     const child = spawn(command, argv, { cwd: path.dirname(this.file), stdio: 'ignore' });
     child.unref();
     const live = registry();

@@ -9,6 +9,7 @@ import { startProxy } from '../helpers/proxy';
 import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { errorOf } from '../helpers/reply-error';
+import { redisCliBin } from '../../cmd/sandbox/helpers';
 
 const NOAUTH = 'NOAUTH Authentication required.';
 const WRONGPASS = 'WRONGPASS invalid username-password pair or user is disabled.';
@@ -141,7 +142,7 @@ describe('client AUTH', () => {
 
   test('redis-cli -a works', async () => {
     const out = await new Promise<string>((resolve, reject) => {
-      execFile('redis-cli', ['-p', String(port()), '--no-auth-warning', '-a', 'client-secret', 'GET', 'auth:k'], (err, stdout) =>
+      execFile(redisCliBin(), ['-p', String(port()), '--no-auth-warning', '-a', 'client-secret', 'GET', 'auth:k'], (err, stdout) =>
         err === null ? resolve(stdout) : reject(err),
       );
     });

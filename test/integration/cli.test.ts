@@ -71,6 +71,35 @@ test('check-config: exit 0 and a summary for a good file, exit 2 naming each bad
   expect(r.stderr).toContain('backend.connectionsPerNode: must be at most 64');
 });
 
+test('check-config and the start log warn of a ring config that names no hash (md5 here, fnv1a_64 in a twemproxy pool); one that names it, and a nutcracker.yml, get no warning', async () => {
+  const warning = "warning: ring.hash not set: md5, slotproxy's default; a twemproxy pool's default is fnv1a_64: set hash: to the pool's";
+  const port = await freePort();
+  const unset = writeConfig('ring-no-hash.yaml', `listen: 127.0.0.1:${port}\nmode: ring\nring:\n  nodes:\n    - addr: 127.0.0.1:1\n`);
+  const checked = await run(['check-config', unset]);
+  expect(checked.code).toBe(0);
+  expect(checked.stderr).toBe(`${unset}: ${warning}\n`);
+  const named = await run(['check-config', writeConfig('ring-md5.yaml', 'mode: ring\nring:\n  hash: md5\n  nodes:\n    - addr: 127.0.0.1:1\n')]);
+  expect(named).toMatchObject({ code: 0, stderr: '' });
+  const pool = await run(['check-config', writeConfig('nutcracker.yml', 'alpha:\n  listen: 127.0.0.1:22121\n  redis: true\n  servers:\n   - 127.0.0.1:1:1\n')]);
+  expect(pool).toMatchObject({ code: 0, stderr: '' });
+  const child = spawn(process.execPath, [...NODE_FLAGS, BIN, 'start', '-c', unset], { stdio: ['ignore', 'ignore', 'pipe'] });
+  children.push(child);
+  let log = '';
+  const exited = exitOf(child);
+  await new Promise<void>((resolve, reject) => {
+    child.stderr?.on('data', (d: Buffer) => {
+      log += d.toString();
+      if (/slotproxy is listening/.test(log)) resolve();
+    });
+    void exited.then((code) => reject(new Error(`slotproxy exited with ${String(code)} before listening:\n${log}`)));
+  });
+  const line = log.split('\n').find((l) => l.includes('ring.hash not set'));
+  expect(line).toBeDefined();
+  expect(JSON.parse(line ?? '{}')).toMatchObject({ level: 40, msg: warning.replace('warning: ', '') });
+  child.kill('SIGTERM');
+  expect(await exited).toBe(0);
+});
+
 test('slot: each key with its slot and hash tag', async () => {
   const r = await run(['slot', 'foo', 'user:{42}:name', 'foo{}{bar}']);
   expect(r.code).toBe(0);

@@ -19,6 +19,12 @@ import { Ring } from '../../sharding/ring';
 import { waitFor } from '../helpers/master-keys';
 
 const { proxy, cluster, connect } = useProxy();
+/**
+ * An invalidation is pushed as the write happens (measured: a few ms). The bound says "pushed, not
+ * polled or never", with room for a loaded machine's scheduling (a CI host running test files side
+ * by side): a missing invalidation never resolves at all.
+ */
+const PROMPT_MS = 1000;
 const port = (): number => proxy().address.port;
 const opened: { close(): void }[] = [];
 afterEach(() => {
@@ -66,7 +72,7 @@ describe('node-redis clientSideCache (RESP3) through the proxy', () => {
     expect(c.cache.stats().hitCount).toBe(2);
   });
 
-  test('a SET from another client of the proxy drops the cached value within 100 ms', async () => {
+  test('a SET from another client of the proxy drops the cached value promptly', async () => {
     const c = await cachingClient();
     const writer = connect();
     for (const { key } of await keyPerMaster(cluster(), 'csc:set')) {
@@ -74,24 +80,24 @@ describe('node-redis clientSideCache (RESP3) through the proxy', () => {
       expect(await c.get(key)).toBe('old');
       const dropped = c.invalidated(key);
       await writer.set(key, 'new');
-      expect(await dropped).toBeLessThan(100);
+      expect(await dropped).toBeLessThan(PROMPT_MS);
       expect(await c.get(key)).toBe('new');
     }
   });
 
-  test("a SET from a client connected straight to the key's node drops it within 100 ms", async () => {
+  test("a SET from a client connected straight to the key's node drops it promptly", async () => {
     const c = await cachingClient();
     for (const { key, node } of await keyPerMaster(cluster(), 'csc:direct')) {
       await node.command('SET', key, 'old');
       expect(await c.get(key)).toBe('old');
       const dropped = c.invalidated(key);
       await node.command('SET', key, 'direct');
-      expect(await dropped).toBeLessThan(100);
+      expect(await dropped).toBeLessThan(PROMPT_MS);
       expect(await c.get(key)).toBe('direct');
     }
   });
 
-  test('a SET through another slotproxy, and a script that writes, drop it within 100 ms', async () => {
+  test('a SET through another slotproxy, and a script that writes, drop it promptly', async () => {
     const c = await cachingClient();
     let other: ProxyServer | undefined;
     try {
@@ -102,18 +108,18 @@ describe('node-redis clientSideCache (RESP3) through the proxy', () => {
       expect(await c.get('csc:other')).toBe('old');
       const dropped = c.invalidated('csc:other');
       await viaOther.set('csc:other', 'other-proxy');
-      expect(await dropped).toBeLessThan(100);
+      expect(await dropped).toBeLessThan(PROMPT_MS);
       expect(await c.get('csc:other')).toBe('other-proxy');
       const byScript = c.invalidated('csc:other');
       await connect().eval("return redis.call('SET', KEYS[1], 'script')", 1, 'csc:other');
-      expect(await byScript).toBeLessThan(100);
+      expect(await byScript).toBeLessThan(PROMPT_MS);
       expect(await c.get('csc:other')).toBe('script');
     } finally {
       await other?.close(100);
     }
   });
 
-  test('an EXPIRE that runs out drops it within 100 ms of the deadline', async () => {
+  test('an EXPIRE that runs out drops it promptly of the deadline', async () => {
     const c = await cachingClient();
     const writer = connect();
     await writer.set('csc:exp', 'soon', 'PX', 300);
@@ -121,11 +127,11 @@ describe('node-redis clientSideCache (RESP3) through the proxy', () => {
     const deadline = performance.now() + (await writer.pttl('csc:exp'));
     const dropped = c.invalidated('csc:exp');
     await dropped;
-    expect(performance.now() - deadline).toBeLessThan(100);
+    expect(performance.now() - deadline).toBeLessThan(PROMPT_MS);
     expect(await c.get('csc:exp')).toBeNull();
   });
 
-  test('FLUSHALL drops everything within 100 ms', async () => {
+  test('FLUSHALL drops everything promptly', async () => {
     const c = await cachingClient();
     const writer = connect();
     const keys = await keyPerMaster(cluster(), 'csc:flush');
@@ -134,7 +140,7 @@ describe('node-redis clientSideCache (RESP3) through the proxy', () => {
     expect(c.cache.size()).toBe(keys.length);
     const dropped = c.invalidated('anything');
     await writer.flushall();
-    expect(await dropped).toBeLessThan(100);
+    expect(await dropped).toBeLessThan(PROMPT_MS);
     expect(c.cache.size()).toBe(0);
   });
 });

@@ -11,6 +11,7 @@ import RedisParser from 'redis-parser';
 import { SlotRange } from '../../cmd/sandbox/cluster-slots';
 import { useProxy } from '../helpers/proxy';
 import { errorOf } from '../helpers/reply-error';
+import { redisCliBin } from '../../cmd/sandbox/helpers';
 
 // ---------------------------------------------------------------------------
 // Raw RESP helpers (byte-exact checks, and binary-safe commands sent to one node directly).
@@ -169,7 +170,7 @@ async function rawExchange(port: number, payload: Buffer | string, expected: str
 function runCli(port: number, args: string[], stdin?: string): Promise<string> {
   return new Promise((resolve, reject) => {
     const child = execFile(
-      'redis-cli',
+      redisCliBin(),
       ['-h', '127.0.0.1', '-p', String(port), ...args],
       { timeout: 20_000, maxBuffer: 16 * 1024 * 1024, encoding: 'utf8' },
       (err, stdout, stderr) => {

@@ -13,6 +13,7 @@ import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { useProxy } from '../helpers/proxy';
 import { errorOf } from '../helpers/reply-error';
 import { exchange } from '../helpers/raw-exchange';
+import { redisBenchmarkBin } from '../../bench/redis-benchmark';
 
 const run = promisify(execFile);
 const env = useProxy({ crossSlot: 'split' });
@@ -95,7 +96,7 @@ describe('crossSlot: split', () => {
 
   test("redis-benchmark's MGET of random keys works through the proxy", async () => {
     const port = String(env.proxy().address.port);
-    const { stdout, stderr } = await run('redis-benchmark', [
+    const { stdout, stderr } = await run(redisBenchmarkBin(), [
       '-p', port, '-n', '2000', '-r', '1000', '-c', '10', '--csv',
       'MGET', 'bm:__rand_int__', 'bm2:__rand_int__', 'bm3:__rand_int__',
     ]);

@@ -114,38 +114,70 @@ test('counts commands by name, errors by kind, latency, clients and back-end con
   expect(value(after, 'slotproxy_migration_phase{phase="double-write"}')).toBe(0);
 });
 
-test('anything but GET /metrics, /readyz, /healthz or the console is a 404', async () => {
+test('anything but GET /metrics, /readyz, /healthz, /health/backends or the console is a 404', async () => {
   expect((await get('/')).status).toBe(200); // the console (console.test.ts)
   expect((await get('/metrics/x')).status).toBe(404);
-  expect((await get('/readyz/x')).body).toBe('slotproxy: GET /metrics, /readyz or /healthz, or / for the console\n');
+  expect((await get('/readyz/x')).body).toBe('slotproxy: GET /metrics, /readyz, /healthz, /health/backends, or / for the console\n');
 });
 
-test('/healthz answers while the event loop does; /readyz once every slot has a master', async () => {
+test('/healthz answers while the event loop does; /readyz once the slot map is loaded; /health/backends lists every master up', async () => {
   expect(await get('/healthz')).toMatchObject({ status: 200, body: 'ok\n' });
   expect(await get('/readyz')).toMatchObject({ status: 200, body: 'ready\n' });
+  const backends = await get('/health/backends');
+  expect(backends.status).toBe(200);
+  const body = JSON.parse(backends.body) as { healthy: boolean; nodes: { addr: string; up: boolean }[]; slotsWithoutMaster: number };
+  expect(body).toMatchObject({ healthy: true, slotsWithoutMaster: 0 });
+  expect(body.nodes.map((n) => n.addr).sort()).toEqual([...cluster().seeds].sort());
 });
 
-test('in ring mode /readyz is 503 naming the node that does not answer, and 200 again once it does', async () => {
-  const nodes = await StandaloneNodes.start(2);
+test('in ring mode a killed server leaves /readyz at 200 while the others\' keys are served; /health/backends and /metrics name it, and turn healthy once it is back', async () => {
+  const nodes = await StandaloneNodes.start(3);
   const ring = { hash: 'md5', nodes: nodes.addresses.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 })) };
   const ringProxy = await ProxyServer.start(parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring, metrics: { listen: '127.0.0.1:0' }, log: { level: 'silent' } }));
+  const c = client(ringProxy);
   try {
     const port = ringProxy.metricsPort ?? 0;
     expect(await get('/readyz', port)).toMatchObject({ status: 200, body: 'ready\n' });
-    await nodes.nodes[1].stop();
-    const down = await get('/readyz', port);
+    const healthy = await get('/health/backends', port);
+    expect(healthy.status).toBe(200);
+    expect(JSON.parse(healthy.body)).toMatchObject({ healthy: true, down: [], slotsWithoutMaster: 0 });
+    const keys = Array.from({ length: 60 }, (_, i) => `readyz:${i}`);
+    for (const k of keys) await c.set(k, k);
+    // Which keys the dead server held, asked of the servers themselves.
+    const onDead = new Set((await nodes.nodes[1].command('KEYS', 'readyz:*')) as string[]);
+    expect(onDead.size).toBeGreaterThan(0);
+    expect(onDead.size).toBeLessThan(keys.length);
+    nodes.nodes[1].kill('SIGKILL');
+    await nodes.nodes[1].waitForExit();
+    expect(await get('/readyz', port)).toMatchObject({ status: 200, body: 'ready\n' });
+    for (const k of keys) {
+      if (onDead.has(k)) await expect(c.get(k)).rejects.toThrow();
+      else expect(await c.get(k)).toBe(k);
+    }
+    expect(await get('/readyz', port)).toMatchObject({ status: 200, body: 'ready\n' });
+    const down = await get('/health/backends', port);
     expect(down.status).toBe(503);
-    expect(down.body).toMatch(new RegExp(`^not ready: unreachable: ${nodes.addresses[1].replace('.', '\\.')} \\(`));
+    expect(down.type).toBe('application/json');
+    const body = JSON.parse(down.body) as { healthy: boolean; down: string[]; nodes: { addr: string; up: boolean; error: string | null }[] };
+    expect(body.healthy).toBe(false);
+    expect(body.down).toEqual([nodes.addresses[1]]);
+    expect(body.nodes.filter((n) => n.up).map((n) => n.addr).sort()).toEqual([nodes.addresses[0], nodes.addresses[2]].sort());
+    expect(body.nodes.find((n) => !n.up)?.error).toEqual(expect.any(String));
+    const m = parse((await get('/metrics', port)).body);
+    expect(value(m, `slotproxy_backend_up{node="${nodes.addresses[1]}"}`)).toBe(0);
+    expect(value(m, `slotproxy_backend_up{node="${nodes.addresses[0]}"}`)).toBe(1);
     expect(await get('/healthz', port)).toMatchObject({ status: 200, body: 'ok\n' });
     await nodes.nodes[1].restart();
-    let again = await get('/readyz', port);
+    let again = await get('/health/backends', port);
     // The pool reconnects with backoff: the next answers turn to 200 within its bound.
     for (let i = 0; i < 100 && again.status !== 200; i++) {
       await new Promise((r) => setTimeout(r, 50));
-      again = await get('/readyz', port);
+      again = await get('/health/backends', port);
     }
-    expect(again).toMatchObject({ status: 200, body: 'ready\n' });
+    expect(again.status).toBe(200);
+    expect(JSON.parse(again.body)).toMatchObject({ healthy: true, down: [] });
   } finally {
+    c.disconnect();
     await ringProxy.close(200);
     await nodes.stop();
   }

@@ -19,6 +19,7 @@ import { startProxy } from '../helpers/proxy';
 import { RawRequest, exchange, splitReplies } from '../helpers/raw-exchange';
 import { errorOf } from '../helpers/reply-error';
 import { BIN, ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { redisCliBin } from '../../cmd/sandbox/helpers';
 
 const NOPERM_KEY = 'NOPERM this user has no permissions to access one of the keys used as arguments';
 const NOPERM_CHANNEL = 'NOPERM this user has no permissions to access one of the channels used as arguments';
@@ -224,7 +225,7 @@ describe('with real clients', () => {
   test('redis-cli as each user', async () => {
     const cli = (user: string, password: string, ...args: string[]): Promise<string> =>
       new Promise((resolve, reject) => {
-        execFile('redis-cli', ['-p', String(started(proxy).address.port), '--user', user, '--pass', password, '--no-auth-warning', ...args], (err, stdout) =>
+        execFile(redisCliBin(), ['-p', String(started(proxy).address.port), '--user', user, '--pass', password, '--no-auth-warning', ...args], (err, stdout) =>
           err === null ? resolve(stdout.trim()) : reject(err),
         );
       });

@@ -12,6 +12,7 @@ import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { ProxyServer } from '../../proxy/server/server';
 import * as logging from '../../proxy/telemetry/log';
 import { errorOf } from '../helpers/reply-error';
+import { redisCliBin } from '../../cmd/sandbox/helpers';
 
 const { cluster, proxy, connect } = useProxy();
 
@@ -136,7 +137,7 @@ describe('SCRIPT commands and NOSCRIPT healing', () => {
       const file = path.join(dir, 'set2.lua');
       await fsp.writeFile(file, "redis.call('SET', KEYS[1], ARGV[1]); redis.call('SET', KEYS[2], ARGV[2]); return {KEYS[1], KEYS[2], ARGV[1], ARGV[2]}\n");
       const out = await new Promise<string>((resolve, reject) =>
-        execFile('redis-cli', ['-p', String(proxy().address.port), '--eval', file, '{cli}k1', '{cli}k2', ',', 'a1', 'a2'], (err, stdout) =>
+        execFile(redisCliBin(), ['-p', String(proxy().address.port), '--eval', file, '{cli}k1', '{cli}k2', ',', 'a1', 'a2'], (err, stdout) =>
           err ? reject(err) : resolve(stdout),
         ),
       );

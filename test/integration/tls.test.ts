@@ -15,6 +15,7 @@ import { parseConfig } from '../../config/load';
 import { Config } from '../../config/schema';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { freeClusterPorts } from '../../cmd/sandbox/ports';
+import { redisCliBin } from '../../cmd/sandbox/helpers';
 
 const cluster = useCluster({ masters: 3, replicasPerMaster: 0 });
 let certs: TestCerts;
@@ -76,7 +77,7 @@ describe('TLS for clients', () => {
 
   test('redis-cli --tls --cacert', async () => {
     const out = await new Promise<string>((resolve, reject) => {
-      execFile('redis-cli', ['--tls', '--cacert', certs.ca, '-p', String(port()), 'GET', 'tls:k'], (err, stdout) =>
+      execFile(redisCliBin(), ['--tls', '--cacert', certs.ca, '-p', String(port()), 'GET', 'tls:k'], (err, stdout) =>
         err === null ? resolve(stdout) : reject(err),
       );
     });

@@ -10,6 +10,7 @@ import Redis from 'ioredis';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { freeClusterPorts, freePort } from '../../cmd/sandbox/ports';
 import { NODE_FLAGS } from '../../cmd/node-flags';
+import { linkRedisTools } from '../../cmd/sandbox/executables';
 import { BIN, tempDir } from '../helpers/cli';
 
 const PAGE = path.resolve(__dirname, '..', '..', 'docs', 'replacing-twemproxy.md');
@@ -37,7 +38,8 @@ function localized(step: string, ports: Map<string, string>): string {
 
 function bash(script: string): Promise<{ code: number; stdout: string; stderr: string }> {
   return new Promise((resolve) => {
-    // PATH first: `slotproxy` is the built binary, run with the flags its shebang would pass.
+    // PATH first: `slotproxy` is the built binary, run with the flags its shebang would pass, and
+    // redis-server / redis-cli the build under test.
     const env = { ...process.env, PATH: `${dir}/bin:${process.env.PATH ?? ''}` };
     execFile('bash', ['-e', '-o', 'pipefail', '-c', script], { cwd: dir, env, timeout: 120_000 }, (err, stdout, stderr) => {
       resolve({ code: err === null ? 0 : typeof err.code === 'number' ? err.code : 1, stdout, stderr });
@@ -49,6 +51,7 @@ beforeAll(async () => {
   pool = await StandaloneNodes.start(2);
   dir = tempDir('slotproxy-walkthrough-');
   fs.mkdirSync(path.join(dir, 'bin'));
+  linkRedisTools(path.join(dir, 'bin')); // the Redis build under test (SLOTPROXY_REDIS_BIN)
   fs.writeFileSync(path.join(dir, 'bin', 'slotproxy'), `#!/bin/sh\nexec "${process.execPath}" ${NODE_FLAGS.join(' ')} "${BIN}" "$@"\n`, { mode: 0o755 });
   clusterPorts = await freeClusterPorts(3);
 }, 60_000);

@@ -101,7 +101,7 @@ describe('defaults', () => {
     expect(parseConfig(RING_MIN)).toStrictEqual({
       listen: '127.0.0.1:7777',
       mode: 'ring',
-      ring: { hash: 'md5', nodes: [{ addr: '127.0.0.1:7101', weight: 1 }] },
+      ring: { hash: 'md5', distribution: 'ketama', hashTag: '{}', autoEjectHosts: false, serverFailureLimit: 2, serverRetryTimeoutMs: 30000, nodes: [{ addr: '127.0.0.1:7101', weight: 1 }] },
       crossSlot: 'refuse',
       scripts: [],
       backend: DEFAULT_BACKEND,
@@ -117,10 +117,11 @@ describe('defaults', () => {
     expect(cfg.limits).toStrictEqual({ ...DEFAULT_LIMITS, maxClients: 5 });
   });
 
-  test('backend.timeoutBehindScripts: false with the default timeout, true once commandTimeoutMs is set; kept through a re-parse', () => {
+  test('backend.timeoutBehindScripts: false with the default timeout (written out or not), true once commandTimeoutMs is another value; kept through a re-parse', () => {
     const backend = (b: Record<string, unknown>): Config['backend'] => parseConfig({ ...CLUSTER_MIN, backend: b }).backend;
     expect(backend({})).toMatchObject({ commandTimeoutMs: 10000, timeoutBehindScripts: false });
-    expect(backend({ commandTimeoutMs: 10000 })).toMatchObject({ commandTimeoutMs: 10000, timeoutBehindScripts: true });
+    expect(backend({ commandTimeoutMs: 10000 })).toMatchObject({ commandTimeoutMs: 10000, timeoutBehindScripts: false });
+    expect(backend({ commandTimeoutMs: 400 })).toMatchObject({ commandTimeoutMs: 400, timeoutBehindScripts: true });
     expect(backend({ commandTimeoutMs: 400, timeoutBehindScripts: false })).toMatchObject({ commandTimeoutMs: 400, timeoutBehindScripts: false });
     expect(backend({ timeoutBehindScripts: true })).toMatchObject({ commandTimeoutMs: 10000, timeoutBehindScripts: true });
     // The parsed config states it: parsed again (flags, workers) it stays what it was.
@@ -145,8 +146,8 @@ describe('defaults', () => {
     });
   });
 
-  test('ring.distribution: absent is ketama (nothing added); modula and random are kept; migration.to keeps its own', () => {
-    expect(parseConfig(RING_MIN).ring).not.toHaveProperty('distribution');
+  test('ring.distribution: absent is ketama (filled in, as if written); modula and random are kept; migration.to keeps its own', () => {
+    expect(parseConfig(RING_MIN).ring?.distribution).toBe('ketama');
     for (const distribution of ['ketama', 'modula', 'random'] as const) {
       expect(parseConfig({ ...RING_MIN, ring: { ...RING_MIN.ring, distribution } }).ring?.distribution).toBe(distribution);
     }
@@ -220,6 +221,10 @@ describe('example files', () => {
     expect(cfg.ring).toStrictEqual({
       hash: 'md5',
       hashTag: '{}',
+      distribution: 'ketama',
+      autoEjectHosts: false,
+      serverFailureLimit: 2,
+      serverRetryTimeoutMs: 30000,
       nodes: [
         { name: 'a', addr: '127.0.0.1:7101', weight: 1 },
         { name: 'b', addr: '127.0.0.1:7102', weight: 1 },
@@ -251,7 +256,7 @@ describe('example files', () => {
     expect(cfg.auth?.users?.map((u) => u.name)).toEqual(['app', 'ops']);
     expect(cfg.backend.username).toBe('slotproxy');
     expect(cfg.limits.idleClientTimeoutMs).toBe(300000);
-    expect(cfg.metrics).toStrictEqual({ listen: '0.0.0.0:9121', console: true });
+    expect(cfg.metrics).toStrictEqual({ listen: '0.0.0.0:9121', console: true, auth: 'users', tls: { cert: '/etc/slotproxy/tls/proxy.crt', key: '/etc/slotproxy/tls/proxy.key', ca: undefined, requireClientCert: false } });
     expect(cfg.workers).toBe(4);
   });
 });

@@ -212,6 +212,9 @@ describe('migrations from and to a modula ring', () => {
     if (explicit.mode !== 'ring') throw new Error('ring mode expected');
     expect((Placement.fromConfig(explicit.ring, explicit.migration).to as Ring).distribution).toBe('ketama');
     expect(ringFromConfig(cfg.ring, new Set([0])).masters()).toEqual(['10.0.0.1:2']);
-    expect(ringFromConfig({ ...cfg.ring, distribution: undefined }).distribution).toBe('ketama');
+    // A ring that names no distribution loads as ketama, the same config as one that writes it.
+    const unnamed = parseConfig({ ...input, ring: { ...input.ring, distribution: undefined }, migration: undefined });
+    expect(unnamed.mode === 'ring' && unnamed.ring.distribution).toBe('ketama');
+    expect(ringFromConfig(unnamed.mode === 'ring' ? unnamed.ring : cfg.ring).distribution).toBe('ketama');
   });
 });

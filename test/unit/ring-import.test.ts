@@ -24,7 +24,7 @@ describe('import-twemproxy', () => {
       mode: 'ring',
       crossSlot: 'split',
       ring: { hash: 'murmur', hashTag: '{}', nodes: [{ addr: '127.0.0.1:6379', weight: 1, name: 'a' }, { addr: '127.0.0.1:6380', weight: 2 }], autoEjectHosts: true, serverRetryTimeoutMs: 2000 },
-      backend: { password: 'pw', commandTimeoutMs: 400, connectionsPerNode: 4 },
+      backend: { password: 'pw', commandTimeoutMs: 400, timeoutBehindScripts: true, connectionsPerNode: 4 },
       auth: { password: 'pw' },
     });
     expect(pools[0].notes.join('\n')).toContain('preconnect: not carried over');
@@ -43,7 +43,7 @@ describe('import-twemproxy', () => {
     expect(random.config.ring).toMatchObject({ distribution: 'random' });
     expect(random.notes.join('\n')).toContain('distribution random: every request goes to a live server picked at random');
     expect(pool('ketama').config.ring).not.toHaveProperty('distribution');
-    for (const d of ['modula', 'random', 'ketama']) expect(parseConfig(pool(d).config).ring?.distribution).toBe(d === 'ketama' ? undefined : d);
+    for (const d of ['modula', 'random', 'ketama']) expect(parseConfig(pool(d).config).ring?.distribution).toBe(d);
   });
 
   test('redis_auth is read as text, as twemproxy reads it: 12345 and 0x10 are passwords, not numbers', () => {

@@ -1,0 +1,134 @@
+/**
+ * The commands of side A's stream that land on one node of side B, applied in the stream's order,
+ * a batch per event-loop turn (follow.ts hands them over; follow-router.ts chose the node).
+ *
+ *   queued parts --one turn--> one script on the node: every command of the batch, then
+ *   HSET <applied record> <source> "<replid> <offset>"  --reply--> each part done (or failed)
+ *
+ * The record is written in the same script as the commands, so it never says more or less than the
+ * node holds: a follower that resumes (a lost link, a takeover, a kill -9) skips on this node
+ * exactly the commands at or before the recorded offset, and nothing runs twice. One batch is in
+ * flight at a time, so batches run in order. A command the node refuses (a type it cannot hold,
+ * a key it does not serve after a reshard of B) comes back failed, and follow.ts carries its keys as
+ * their result instead.
+ */
+import { ProxyContext } from '../context';
+import { SlotOwners } from '../../sharding/key-space';
+import { slotTag } from '../../sharding/slot-tags';
+import { SLOT_COUNT } from '../../sharding/slot';
+import { migrationScript } from './side-request';
+import { decodeReply } from '../resp/decode-reply';
+import { BOOKKEEPING_PREFIX } from './converge';
+import { sha1 } from '../scripts/store';
+
+/** The hash, per node of B, holding each followed node of A's last applied offset. */
+export const APPLIED_KEY = `${BOOKKEEPING_PREFIX}applied`;
+
+/**
+ * ARGV: record key, field, value, then per command its argument count and its arguments.
+ * Answers the 0-based indexes of the commands that failed, each followed by its error.
+ */
+export const APPLY_STREAM_SCRIPT = `#!lua flags=allow-cross-slot-keys
+local failed = {}
+local i = 4
+local n = 0
+while i <= #ARGV do
+  local count = tonumber(ARGV[i])
+  local r = redis.pcall(unpack(ARGV, i + 1, i + count))
+  if type(r) == 'table' and r.err ~= nil then
+    failed[#failed + 1] = n
+    failed[#failed + 1] = r.err
+  end
+  n = n + 1
+  i = i + count + 1
+end
+redis.call('HSET', ARGV[1], ARGV[2], ARGV[3])
+return failed`;
+const APPLY_STREAM_SHA = sha1(Buffer.from(APPLY_STREAM_SCRIPT));
+
+export interface AppliedPart {
+  args: Buffer[];
+  /** Offset of the stream command it comes from. */
+  end: number;
+  done(error: string | null): void;
+}
+
+const LANE = 0;
+
+export class FollowApplier {
+  private queued: AppliedPart[] = [];
+  private inFlight = false;
+  private scheduled = false;
+  private closed = false;
+  private recordKey: string | null = null;
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    readonly address: string,
+    /** B's live slot map (null for a ring B): where this node's record lives. */
+    private readonly owners: SlotOwners | null,
+    /** The field of the record: which node of A this is. */
+    private readonly source: string,
+    /** The node of A's replication id the offsets count in. */
+    private replid: () => string,
+  ) {}
+
+  get pending(): number {
+    return this.queued.length + (this.inFlight ? 1 : 0);
+  }
+
+  push(part: AppliedPart): void {
+    this.queued.push(part);
+    if (!this.scheduled && !this.inFlight) {
+      this.scheduled = true;
+      setImmediate(() => this.flush());
+    }
+  }
+
+  close(reason: string): void {
+    this.closed = true;
+    for (const p of this.queued.splice(0)) p.done(reason);
+  }
+
+  private flush(): void {
+    this.scheduled = false;
+    if (this.inFlight || this.closed || this.queued.length === 0) return;
+    const batch = this.queued;
+    this.queued = [];
+    this.inFlight = true;
+    void this.send(batch).finally(() => {
+      this.inFlight = false;
+      if (this.queued.length > 0) this.flush();
+    });
+  }
+
+  private async send(batch: AppliedPart[]): Promise<void> {
+    this.recordKey ??= recordKeyOf(this.address, this.owners);
+    const argv: Buffer[] = [Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${batch[batch.length - 1].end}`)];
+    for (const part of batch) {
+      argv.push(Buffer.from(String(part.args.length)));
+      for (const a of part.args) argv.push(a);
+    }
+    let failed: Map<number, string>;
+    try {
+      const frame = await migrationScript(this.ctx, null, this.address, (bySha) => (bySha ? ['EVALSHA', APPLY_STREAM_SHA, '0', ...argv] : ['EVAL', APPLY_STREAM_SCRIPT, '0', ...argv]), LANE);
+      const reply = decodeReply(frame);
+      if (!Array.isArray(reply)) throw new Error(reply instanceof Error ? reply.message : 'unexpected reply to the apply script');
+      failed = new Map();
+      for (let i = 0; i + 1 < reply.length; i += 2) failed.set(Number(reply[i]), String(reply[i + 1]));
+    } catch (err) {
+      this.recordKey = null; // a reshard of B may have moved it
+      const why = `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
+      for (const p of batch) p.done(why);
+      return;
+    }
+    batch.forEach((p, i) => p.done(failed.get(i) ?? null));
+  }
+}
+
+/** The record's key on node `address` of B: in a cluster, tagged for the lowest slot the node serves. */
+export function recordKeyOf(address: string, owners: SlotOwners | null): string {
+  if (owners === null) return APPLIED_KEY;
+  for (let slot = 0; slot < SLOT_COUNT; slot++) if (owners.ownerOf(slot) === address) return `${APPLIED_KEY}:{${slotTag(slot)}}`;
+  return APPLIED_KEY;
+}

@@ -1,0 +1,475 @@
+/**
+ * One node of side A followed as a replica follows its master, carrying every change of its
+ * moving keys to side B in the node's own order (the replication carry):
+ *
+ *   link (replication/link.ts: handshake, PSYNC, ACK)
+ *     -> snapshot (spooled to a file at the link's speed, then replication/rdb-reader.ts: entries
+ *        of moving keys restored on their owners in B, ABSTTL REPLACE)
+ *     -> stream (replication/stream-reader.ts: commands with their offsets, held in memory up to
+ *        a bound while B is slower than A)
+ *     -> router (follow-router.ts: which node of B, split, or carried as its result)
+ *     -> appliers (follow-applier.ts: one per node of B, the offset recorded with the commands)
+ *     -> offsets: `applied` is the offset through which every command is on B; ACKed to A.
+ *
+ * Exactness: B holds A's snapshot of the moving keys at offset O, then every command after O in
+ * A's order, so at every applied offset B's moving keys are A's at that offset; nothing is
+ * versioned. A resume (lost link, takeover, restart) asks A for `PSYNC <replid> <lowest recorded
+ * offset + 1>`, and each node of B skips what its own record says it holds. When A cannot continue,
+ * a new full sync first removes the moving keys of this node from B (the new snapshot is the
+ * truth), so keys deleted on A meanwhile do not survive on B.
+ *
+ * A command B refuses, and one whose keys land on several nodes of B that cannot be split, is
+ * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in
+ * one go, the states are restored on B, and later stream commands on those keys up to R are
+ * skipped (they are in the states read). The stream waits for that, so order holds.
+ */
+import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
+import { ProxyContext } from '../context';
+import { Placement } from '../../sharding/migration';
+import { ReplicationLink } from '../replication/link';
+import { StreamCommand, StreamReader } from '../replication/stream-reader';
+import { FollowRouter, Part } from './follow-router';
+import { FollowApplier, recordKeyOf } from './follow-applier';
+import { ownersOf } from './copy-keys';
+import { sideRequest } from './side-request';
+import { decodeReply, Reply } from '../resp/decode-reply';
+import { request } from '../backend/request';
+import { scanNode } from './feed-copy';
+import { readSnapshot } from './follow-snapshot';
+import { log } from '../telemetry/log';
+
+export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
+
+export interface FollowOptions {
+  /** Stream bytes held while B is behind; beyond this the link is dropped and resumed later. */
+  spoolBytes: number;
+  /** Where snapshots are spooled. */
+  spoolDir: string;
+  announcePort: number;
+}
+
+export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 256 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
+
+const ACK_EVERY_MS = 1000;
+const RESUME_AFTER_MS = 200;
+const SNAPSHOT_WINDOW = 2000;
+const LANE = 0;
+
+interface Ticket {
+  end: number;
+  open: number;
+}
+
+export class NodeFollower {
+  state: FollowState = 'connecting';
+  /** Why the follow is not live (a loss, a refusal), for status lines. */
+  reason = '';
+  replid = '';
+  /** Every command through this offset is on B. */
+  applied = -1;
+  fullSyncs = 0;
+  resumes = 0;
+  snapshotEntries = 0;
+  snapshotRestored = 0;
+  private link: ReplicationLink | null = null;
+  private stream = new StreamReader();
+  private readonly appliers = new Map<string, FollowApplier>();
+  private readonly tickets: Ticket[] = [];
+  /** What each node of B recorded at the resume: commands at or before it are there already. */
+  private floors = new Map<string, number>();
+  private readonly skipUntil = new Map<string, number>();
+  private commands: StreamCommand[] = [];
+  private heldBytes = 0;
+  private processing = false;
+  /** Set while the snapshot is restored: the stream waits behind it. */
+  private loading = false;
+  private ackTimer: NodeJS.Timeout | null = null;
+  private waiters: { offset: number; done: () => void }[] = [];
+  private ackWanted = -1;
+  private stopped = false;
+  private received = -1;
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    readonly source: string,
+    private readonly placement: () => Placement,
+    private readonly options: FollowOptions = DEFAULT_FOLLOW_OPTIONS,
+  ) {}
+
+  start(): void {
+    this.ackTimer = setInterval(() => this.link?.ack(this.applied), ACK_EVERY_MS).unref();
+    void this.connect();
+  }
+
+  stop(reason = 'the follow ended'): void {
+    if (this.stopped) return;
+    this.stopped = true;
+    this.state = 'stopped';
+    if (this.ackTimer !== null) clearInterval(this.ackTimer);
+    this.link?.close(reason);
+    for (const a of this.appliers.values()) a.close(reason);
+    for (const w of this.waiters.splice(0)) w.done();
+  }
+
+  /** Bytes received from A and not yet on B. */
+  get lagBytes(): number {
+    return Math.max(0, this.received - this.applied);
+  }
+
+  /** Resolves once every command through `offset` is on B (or the follow stopped). */
+  appliedThrough(offset: number): Promise<void> {
+    if (this.applied >= offset || this.stopped) return Promise.resolve();
+    return new Promise((done) => this.waiters.push({ offset, done }));
+  }
+
+  private async connect(): Promise<void> {
+    if (this.stopped) return;
+    this.state = 'connecting';
+    let resume: { replid: string; offset: number } | null = null;
+    try {
+      resume = await this.recorded();
+    } catch (err) {
+      return this.lost(`cannot read side B's applied offsets: ${err instanceof Error ? err.message : String(err)}`);
+    }
+    const opts = this.ctx.pool.linkOptions();
+    this.stream = new StreamReader();
+    this.commands = [];
+    this.heldBytes = 0;
+    let spool: { file: string; fd: number } | null = null;
+    const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, {
+      fullSync: (replid, offset) => {
+        this.replid = replid;
+        this.fullSyncs++;
+        this.state = 'full-sync';
+        this.loading = true;
+        this.floors = new Map();
+        this.skipUntil.clear();
+        this.applied = offset;
+        this.received = offset;
+        const file = path.join(this.options.spoolDir, `slotproxy-follow-${process.pid}-${this.source.replace(/[^0-9a-zA-Z]/g, '_')}.rdb`);
+        spool = { file, fd: fs.openSync(file, 'w') };
+        log.info({ node: this.source, replid, offset }, 'migration: full sync of a node of side A begun');
+      },
+      snapshotBytes: (chunk) => {
+        if (spool !== null) fs.writeSync(spool.fd, chunk);
+      },
+      snapshotEnd: () => {
+        if (spool === null) return;
+        fs.closeSync(spool.fd);
+        const file = spool.file;
+        spool = null;
+        void this.load(link, file);
+      },
+      continued: (replid) => {
+        this.replid = replid;
+        this.resumes++;
+        this.state = 'live';
+        this.reason = '';
+        this.applied = resume?.offset ?? this.applied;
+        this.received = this.applied;
+        log.info({ node: this.source, offset: this.applied }, 'migration: follow of a node of side A resumed (+CONTINUE)');
+      },
+      streamBytes: (chunk, first) => this.heard(link, chunk, first),
+      lost: (reason) => {
+        if (spool !== null) fs.closeSync(spool.fd);
+        if (this.link === link) this.lost(reason);
+      },
+    });
+    this.link = link;
+  }
+
+  /** Where to resume: every node of B recorded an offset in the same history, the lowest of them. */
+  private async recorded(): Promise<{ replid: string; offset: number } | null> {
+    const to = this.placement().to;
+    if (to === null) return null;
+    const owners = ownersOf(to);
+    let replid: string | null = null;
+    let lowest = Infinity;
+    const floors = new Map<string, number>();
+    for (const b of to.masters()) {
+      const reply = decodeReply(await request(this.ctx.pool.connection(b, LANE), ['HGET', recordKeyOf(b, owners), this.source], this.ctx.forward.retryWindowMs));
+      if (typeof reply !== 'string') return null;
+      const [id, off] = reply.split(' ');
+      if (replid !== null && id !== replid) return null;
+      replid = id;
+      floors.set(b, Number(off));
+      lowest = Math.min(lowest, Number(off));
+    }
+    if (replid === null || !Number.isFinite(lowest)) return null;
+    this.floors = floors;
+    return { replid, offset: lowest };
+  }
+
+  private lost(reason: string): void {
+    if (this.stopped) return;
+    this.link = null;
+    this.state = 'lost';
+    this.reason = reason;
+    log.warn({ node: this.source, reason }, 'migration: replication link to a node of side A lost; resumed from the applied offset');
+    // Resumed once what was received is applied, so the records say where to continue.
+    const again = (): void => {
+      if (this.stopped) return;
+      if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
+      void this.connect();
+    };
+    setTimeout(again, RESUME_AFTER_MS).unref();
+  }
+
+  private fail(reason: string): void {
+    this.state = 'failed';
+    this.reason = reason;
+    log.error({ node: this.source, reason }, 'migration: the follow of a node of side A stopped');
+    this.link?.close(reason);
+    this.link = null;
+  }
+
+  private heard(link: ReplicationLink, chunk: Buffer, first: number): void {
+    let cmds: StreamCommand[];
+    try {
+      cmds = this.stream.push(chunk, first);
+    } catch (err) {
+      return this.fail(err instanceof Error ? err.message : String(err));
+    }
+    this.received = first + chunk.length - 1;
+    if (this.loading || this.processing || this.commands.length > 0) {
+      this.heldBytes += chunk.length;
+      if (this.heldBytes > this.options.spoolBytes) link.close(`more than ${this.options.spoolBytes} bytes of the stream wait for side B`);
+    }
+    for (const c of cmds) this.commands.push(c);
+    if (!this.loading) void this.process();
+  }
+
+  /** The stream's commands in order; a command that needs A or every node of B first waits for it. */
+  private async process(): Promise<void> {
+    if (this.processing) return;
+    this.processing = true;
+    try {
+      while (this.commands.length > 0 && !this.stopped && this.state !== 'failed') {
+        const cmd = this.commands[0];
+        const routed = this.router().route(cmd.args);
+        try {
+          await this.run(cmd, routed);
+        } catch (err) {
+          // Side A or B did not answer (a node restarting): the same command again shortly, nothing skipped.
+          if (this.stopped) return;
+          log.warn({ node: this.source, command: cmd.args[0]?.toString('latin1'), err: err instanceof Error ? err.message : String(err) }, 'migration: a command of the stream could not be carried yet; tried again');
+          setTimeout(() => void this.process(), RESUME_AFTER_MS).unref();
+          return;
+        }
+        this.commands.shift();
+      }
+    } finally {
+      this.processing = false;
+      if (this.commands.length === 0) this.heldBytes = 0;
+    }
+  }
+
+  private async run(cmd: StreamCommand, routed: ReturnType<FollowRouter['route']>): Promise<void> {
+    {
+      {
+        switch (routed.kind) {
+          case 'skip':
+            this.ticket(cmd.end, []);
+            break;
+          case 'getack':
+            this.ticket(cmd.end, []);
+            this.ackWanted = cmd.end;
+            break;
+          case 'apply':
+            this.ticket(cmd.end, routed.parts);
+            break;
+          case 'resnapshot':
+            await this.carryResult(cmd.end, routed.keys);
+            break;
+          case 'flush':
+            await this.drained();
+            await this.removeMovingKeys();
+            this.ticket(cmd.end, []);
+            break;
+          case 'every-master':
+            await this.drained();
+            await this.everyMaster(routed.args);
+            this.ticket(cmd.end, []);
+            break;
+          case 'stop':
+            this.fail(routed.reason);
+            break;
+        }
+      }
+    }
+  }
+
+  private router(): FollowRouter {
+    const p = this.placement();
+    return new FollowRouter(this.ctx.table, p.from, p.to as NonNullable<Placement['to']>, this.source);
+  }
+
+  /** One stream command's parts handed to their appliers; `end` counts as applied once all are done. */
+  private ticket(end: number, parts: Part[]): void {
+    const ticket: Ticket = { end, open: 0 };
+    this.tickets.push(ticket);
+    for (const part of parts) {
+      if ((this.floors.get(part.to) ?? -1) >= end) continue;
+      if (part.keys.length > 0 && part.keys.every((k) => (this.skipUntil.get(k.toString('latin1')) ?? -1) >= end)) continue;
+      ticket.open++;
+      this.applierOf(part.to).push({
+        args: part.args,
+        end,
+        done: (error) => {
+          if (error !== null) return void this.refused(part, end, error, ticket);
+          ticket.open--;
+          this.advance();
+        },
+      });
+    }
+    this.advance();
+  }
+
+  /** B refused a command: its keys are carried as their result, before the stream goes on. */
+  private refused(part: Part, end: number, error: string, ticket: Ticket): void {
+    log.warn({ node: this.source, to: part.to, command: part.args[0].toString('latin1'), error }, 'migration: side B refused a command of the stream; its keys are carried as their state');
+    const retry = (): void => {
+      this.carryResult(end, part.keys).then(
+        () => {
+          ticket.open--;
+          this.advance();
+        },
+        () => void (this.stopped || setTimeout(retry, RESUME_AFTER_MS).unref()),
+      );
+    };
+    retry();
+  }
+
+  private advance(): void {
+    // A result carried for a refused command is ticketed behind later commands: offsets never go back.
+    while (this.tickets.length > 0 && this.tickets[0].open === 0) this.applied = Math.max(this.applied, (this.tickets.shift() as Ticket).end);
+    if (this.waiters.length > 0) {
+      const still: typeof this.waiters = [];
+      for (const w of this.waiters) (w.offset <= this.applied ? w.done : () => still.push(w))();
+      this.waiters = still;
+    }
+    if (this.ackWanted >= 0 && this.applied >= this.ackWanted) {
+      this.ackWanted = -1;
+      this.link?.ack(this.applied);
+    }
+  }
+
+  private applierOf(address: string): FollowApplier {
+    let a = this.appliers.get(address);
+    if (a === undefined) {
+      a = new FollowApplier(this.ctx, address, ownersOf(this.placement().to as NonNullable<Placement['to']>), this.source, () => this.replid);
+      this.appliers.set(address, a);
+    }
+    return a;
+  }
+
+  private drained(): Promise<void> {
+    const last = this.tickets.length === 0 ? this.applied : this.tickets[this.tickets.length - 1].end;
+    return this.appliedThrough(last);
+  }
+
+  /**
+   * The keys' states read on A at a known offset R (one MULTI: DUMP and PEXPIRETIME of each, then
+   * ROLE), restored on B; stream commands on them up to R are skipped, being in those states.
+   */
+  private async carryResult(end: number, keys: Buffer[]): Promise<void> {
+    const args: Buffer[][] = [[Buffer.from('MULTI')]];
+    for (const k of keys) args.push([Buffer.from('DUMP'), k], [Buffer.from('PEXPIRETIME'), k]);
+    args.push([Buffer.from('ROLE')], [Buffer.from('EXEC')]);
+    const conn = this.ctx.pool.connection(this.source, LANE);
+    const replies = await Promise.all(args.map((a) => request(conn, a, this.ctx.forward.retryWindowMs)));
+    if (this.stopped) return;
+    const exec = decodeReply(replies[replies.length - 1], true);
+    if (!Array.isArray(exec)) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
+    const role = exec[exec.length - 1] as Reply[];
+    const at = Number(role[1]);
+    const router = this.router();
+    const parts: Part[] = [];
+    keys.forEach((k, i) => {
+      const to = router.ownerInB(k);
+      if (to === null) return;
+      this.skipUntil.set(k.toString('latin1'), at);
+      const dump = exec[2 * i];
+      const expireAt = Number(exec[2 * i + 1]);
+      parts.push(
+        dump === null || !Buffer.isBuffer(dump)
+          ? { to, keys: [], args: [Buffer.from('DEL'), k] }
+          : { to, keys: [], args: [Buffer.from('RESTORE'), k, Buffer.from(expireAt > 0 ? String(expireAt) : '0'), dump, Buffer.from('REPLACE'), ...(expireAt > 0 ? [Buffer.from('ABSTTL')] : [])] },
+      );
+    });
+    this.ticket(end, parts);
+  }
+
+  /** A FLUSHALL on A: the moving keys of this node are removed from B. */
+  private async removeMovingKeys(): Promise<void> {
+    const p = this.placement();
+    const to = p.to;
+    if (to === null) return;
+    const router = this.router();
+    for (const b of to.masters()) {
+      if (b === this.source) continue;
+      await scanNode(this.ctx, b, async (keys) => {
+        const mine = keys.filter((k) => router.ownerInB(k) === b);
+        if (mine.length > 0) await request(this.ctx.pool.connection(b, LANE), ['DEL', ...mine], this.ctx.forward.retryWindowMs);
+      });
+    }
+  }
+
+  private async everyMaster(args: Buffer[]): Promise<void> {
+    const to = this.placement().to;
+    for (const b of to?.masters() ?? []) {
+      if (b === this.source) continue;
+      const frame = await request(this.ctx.pool.connection(b, LANE), args, this.ctx.forward.retryWindowMs);
+      if (frame[0] === 45 && !/not found|already exists/i.test(frame.toString())) log.warn({ node: b, error: frame.toString().trim() }, 'migration: a FUNCTION write of side A failed on side B');
+    }
+  }
+
+  /** The snapshot, read from its spool at B's pace: moving keys restored, functions loaded on every master. */
+  private async load(link: ReplicationLink, file: string): Promise<void> {
+    this.state = 'loading';
+    try {
+      const to = this.placement().to as NonNullable<Placement['to']>;
+      const owners = ownersOf(to);
+      // A follower that dies while this snapshot is half restored must not resume over it.
+      for (const b of to.masters()) await request(this.ctx.pool.connection(b, LANE), ['HDEL', recordKeyOf(b, owners), this.source], this.ctx.forward.retryWindowMs);
+      await this.removeMovingKeys();
+      const router = this.router();
+      const inFlight = new Set<Promise<void>>();
+      await readSnapshot(file, {
+        entry: async (key, expireAtMs, dump) => {
+          this.snapshotEntries++;
+          const to = router.ownerInB(key);
+          if (to === null) return;
+          const args = [Buffer.from('RESTORE'), key, Buffer.from(expireAtMs === null ? '0' : String(expireAtMs)), dump, Buffer.from('REPLACE'), ...(expireAtMs === null ? [] : [Buffer.from('ABSTTL')])];
+          const p = sideRequest(this.ctx.pool, owners, to, args, { lane: LANE, maxRedirects: this.ctx.forward.maxRedirects, retryWindowMs: this.ctx.forward.retryWindowMs }).then((frame) => {
+            if (frame[0] === 45) throw new Error(`RESTORE of a key on ${to}: ${frame.toString('utf8', 1, frame.length - 2)}`);
+            this.snapshotRestored++;
+          });
+          const tracked = p.finally(() => inFlight.delete(tracked));
+          inFlight.add(tracked);
+          if (inFlight.size >= SNAPSHOT_WINDOW) await Promise.race(inFlight);
+        },
+        func: async (code) => this.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), Buffer.from('REPLACE'), code]),
+      });
+      await Promise.all(inFlight);
+      // Only now may a resume start from this snapshot's offset.
+      for (const b of to.masters()) {
+        await request(this.ctx.pool.connection(b, LANE), ['HSET', recordKeyOf(b, owners), this.source, `${this.replid} ${this.applied}`], this.ctx.forward.retryWindowMs);
+      }
+      log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored }, 'migration: snapshot of a node of side A restored on side B');
+      this.loading = false;
+      this.state = 'live';
+      void this.process();
+    } catch (err) {
+      this.loading = false;
+      const reason = err instanceof Error ? err.message : String(err);
+      this.commands = [];
+      this.fail(`the snapshot could not be carried: ${reason}`);
+      link.close(reason);
+    } finally {
+      fs.rm(file, { force: true }, () => undefined);
+    }
+  }
+}

@@ -1,0 +1,105 @@
+/**
+ * The replication carry's followers of this proxy: one NodeFollower (follow.ts) per node of side A
+ * whose copier this proxy holds (copier-lease.ts decides; change-copier.ts says which), and the
+ * barrier on offsets that a script's reply, the read barrier and the closing wait on:
+ *
+ *   ROLE on the node of A (its master_repl_offset now, so after every write already answered)
+ *     -> resolves once the follower has applied through that offset on B.
+ *
+ * ROLE's of one event-loop turn are shared by every barrier on that node.
+ */
+import { ProxyContext } from '../context';
+import { Placement } from '../../sharding/migration';
+import { request } from '../backend/request';
+import { decodeReply } from '../resp/decode-reply';
+import { DEFAULT_FOLLOW_OPTIONS, NodeFollower } from './follow';
+
+const LANE = 0;
+
+export class NodeFollowers {
+  private readonly followers = new Map<string, NodeFollower>();
+  /** The offset read for the barriers of this turn, per node. */
+  private readonly offsets = new Map<string, Promise<number>>();
+
+  constructor(
+    private readonly ctx: ProxyContext,
+    private readonly placement: () => Placement,
+  ) {}
+
+  /** This proxy copies `address` (`mine`) or not any more. */
+  hold(address: string, mine: boolean): void {
+    const f = this.followers.get(address);
+    if (mine && f === undefined) {
+      const follower = new NodeFollower(this.ctx, address, this.placement, DEFAULT_FOLLOW_OPTIONS);
+      this.followers.set(address, follower);
+      follower.start();
+    } else if (!mine && f !== undefined) this.stop(address);
+  }
+
+  stop(address: string): void {
+    this.followers.get(address)?.stop('this proxy no longer follows the node');
+    this.followers.delete(address);
+  }
+
+  stopAll(): void {
+    for (const address of [...this.followers.keys()]) this.stop(address);
+  }
+
+  follower(address: string): NodeFollower | undefined {
+    return this.followers.get(address);
+  }
+
+  stateOf(address: string): string {
+    const f = this.followers.get(address);
+    return f === undefined ? 'not followed here' : f.reason === '' ? f.state : `${f.state}: ${f.reason}`;
+  }
+
+  /** Null once every change made on `address` before now is on B; else why not. */
+  async barrier(address: string): Promise<string | null> {
+    const f = this.followers.get(address);
+    if (f === undefined) return `${address} is not followed by this proxy`;
+    let offset: number;
+    try {
+      offset = await this.offsetOf(address);
+    } catch (err) {
+      return `cannot read the replication offset of ${address}: ${err instanceof Error ? err.message : String(err)}`;
+    }
+    await f.appliedThrough(offset);
+    return f.state === 'failed' || f.state === 'stopped' ? `the follow of ${address} ${f.state}: ${f.reason}` : null;
+  }
+
+  /** Nodes this proxy follows whose changes are not all being carried. */
+  uncovered(): string[] {
+    const out: string[] = [];
+    for (const [address, f] of this.followers) if (f.state !== 'live') out.push(`${address}: replication ${f.state}${f.reason === '' ? '' : ` (${f.reason})`}`);
+    return out;
+  }
+
+  infoLines(): string[] {
+    if (this.followers.size === 0) return [];
+    const list = [...this.followers.entries()];
+    return [
+      'migration_carry:replication',
+      `migration_follows:${list.map(([a, f]) => `${a}=${f.state}`).join(',')}`,
+      `migration_follow_applied:${list.map(([a, f]) => `${a}=${f.applied}`).join(',')}`,
+      `migration_follow_lag_bytes:${list.map(([a, f]) => `${a}=${f.lagBytes}`).join(',')}`,
+      `migration_follow_full_syncs:${list.reduce((n, [, f]) => n + f.fullSyncs, 0)}`,
+      `migration_follow_resumes:${list.reduce((n, [, f]) => n + f.resumes, 0)}`,
+      `migration_follow_snapshot_restored:${list.reduce((n, [, f]) => n + f.snapshotRestored, 0)}`,
+    ];
+  }
+
+  private offsetOf(address: string): Promise<number> {
+    let p = this.offsets.get(address);
+    if (p === undefined) {
+      p = request(this.ctx.pool.connection(address, LANE), ['ROLE'], this.ctx.forward.retryWindowMs).then((frame) => {
+        const reply = decodeReply(frame);
+        if (!Array.isArray(reply) || reply[0] !== 'master') throw new Error(`ROLE answered ${frame.toString('latin1', 0, 40)}`);
+        return Number(reply[1]);
+      });
+      this.offsets.set(address, p);
+      setImmediate(() => this.offsets.delete(address));
+    }
+    return p;
+  }
+}

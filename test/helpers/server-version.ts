@@ -1,0 +1,33 @@
+// Which Redis build the tests run against (SLOTPROXY_REDIS_BIN, or PATH's), read once at module
+// load from `redis-server --version`, so that a test that holds only on some versions says so in
+// the test list itself (`if (redisAtLeast(7, 4)) test(...)`, with the reason beside it), never by
+// skipping.
+import { execFileSync } from 'node:child_process';
+import { redisServerBin } from '../../cmd/sandbox/helpers';
+
+export interface ServerVersion {
+  /** 'redis' or 'valkey', from the first word of `--version`. */
+  flavor: 'redis' | 'valkey';
+  major: number;
+  minor: number;
+  patch: number;
+  /** As printed, e.g. "Valkey 8.0.1". */
+  text: string;
+}
+
+function readVersion(): ServerVersion {
+  const out = execFileSync(redisServerBin(), ['--version'], { encoding: 'utf8' });
+  const m = /^(\w+) server v=(\d+)\.(\d+)\.(\d+)/.exec(out);
+  if (m === null) throw new Error(`cannot read the server's version from: ${out}`);
+  const flavor = m[1].toLowerCase() === 'valkey' ? 'valkey' : 'redis';
+  return { flavor, major: Number(m[2]), minor: Number(m[3]), patch: Number(m[4]), text: `${m[1]} ${m[2]}.${m[3]}.${m[4]}` };
+}
+
+export const SERVER: ServerVersion = readVersion();
+
+/** True when the server under test is a Redis (or Redis-compatible) version at least major.minor. */
+export function redisAtLeast(major: number, minor: number): boolean {
+  // Valkey 8 is Redis 7.2.4 to a client (its INFO says redis_version:7.2.4).
+  const [ma, mi] = SERVER.flavor === 'valkey' ? [7, 2] : [SERVER.major, SERVER.minor];
+  return ma > major || (ma === major && mi >= minor);
+}

@@ -1,0 +1,227 @@
+// The replication carry (migration.carry: replication): each node of side A followed as a replica
+// by the proxy (REPLCONF + PSYNC), its full-sync snapshot restored on side B and its stream applied
+// after it, over real redis-servers: a ring grown 2 -> 3. Keys written straight on A before the
+// proxy started arrive by the snapshot; writes through the proxy, scripts with undeclared keys,
+// transactions, writes straight on A (a split MSET, a RENAME across B's nodes), expiry, FLUSHALL and
+// FUNCTION LOAD arrive by the stream; WAIT on A counts the follower only once B has the write; a
+// second proxy taking over resumes with +CONTINUE instead of a new full sync.
+import Redis from 'ioredis';
+import { ProxyServer } from '../../proxy/server/server';
+import { useRingGrow } from '../helpers/ring-grow';
+import { Placement } from '../../sharding/migration';
+import { RingModeConfig } from '../../config/schema';
+import { NodeClient } from '../../proxy/migration/tools/node-client';
+import { eventually } from '../helpers/eventually';
+
+const grow = useRingGrow();
+
+let proxy: ProxyServer | null = null;
+let placement: Placement;
+let layout: NodeClient | undefined;
+const clients: Redis[] = [];
+
+function replicated(phase: 'double-write' | 'read-new' = 'double-write'): RingModeConfig {
+  const cfg = grow.config();
+  return { ...cfg, ...(process.env.FOLLOW_LOG === undefined ? {} : { log: { ...cfg.log, level: 'info' as const } }), migration: { ...(cfg.migration as NonNullable<RingModeConfig['migration']>), phase, carry: 'replication' } };
+}
+
+function open(addr: string): Redis {
+  const [host, port] = addr.split(':');
+  const c = new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true });
+  clients.push(c);
+  return c;
+}
+
+function connect(): Redis {
+  if (proxy === null) throw new Error('no proxy');
+  return open(`127.0.0.1:${proxy.address.port}`);
+}
+
+/** Type, value and TTL of a key as one node holds it. */
+async function stateOn(node: Redis, key: string): Promise<string> {
+  const type = String(await node.type(key));
+  const ttl = Number(await node.call('PEXPIRETIME', key));
+  switch (type) {
+    case 'none':
+      return 'none';
+    case 'string':
+      return `string ${await node.get(key)} ${ttl}`;
+    case 'hash':
+      return `hash ${JSON.stringify(Object.entries(await node.hgetall(key)).sort())} ${ttl}`;
+    case 'list':
+      return `list ${JSON.stringify(await node.lrange(key, 0, -1))} ${ttl}`;
+    case 'set':
+      return `set ${JSON.stringify((await node.smembers(key)).sort())} ${ttl}`;
+    case 'zset':
+      return `zset ${JSON.stringify(await node.zrange(key, 0, -1, 'WITHSCORES'))} ${ttl}`;
+    default:
+      return `${type} ${ttl}`;
+  }
+}
+
+/** Every key of A that moves, compared with its owner in B; the differing ones. */
+async function differences(): Promise<string[]> {
+  const out: string[] = [];
+  let moving = 0;
+  for (const a of placement.from.masters()) {
+    const node = open(a);
+    for (const key of await node.keys('*')) {
+      if (key.startsWith('__slotproxy:')) continue;
+      const t = placement.copyTarget(Buffer.from(key));
+      if (t === null || t.from !== a) continue;
+      moving++;
+      const [onA, onB] = await Promise.all([stateOn(node, key), stateOn(open(t.to), key)]);
+      if (onA !== onB) out.push(`${key}: A ${onA} / B ${onB}`);
+    }
+  }
+  if (moving === 0) out.push('no moving key at all');
+  return out;
+}
+
+async function info(c: Redis): Promise<string> {
+  return String(await c.info('proxy'));
+}
+
+/** Waits until every node of A is followed live and B has applied all A wrote so far. */
+async function caughtUp(c: Redis): Promise<void> {
+  await eventually(() => info(c), (text) => /migration_follows:\S+=live,\S+=live/.test(text), 20_000);
+  for (const a of placement.from.masters()) expect(Number(await open(a).call('WAIT', '1', '5000'))).toBeGreaterThanOrEqual(1);
+}
+
+async function startProxy(cfg: RingModeConfig): Promise<void> {
+  layout = new NodeClient(cfg);
+  await layout.start();
+  placement = layout.placement();
+  proxy = await ProxyServer.start(cfg);
+}
+
+beforeEach(async () => {
+  for (const n of grow.nodes().nodes) {
+    await n.command('FLUSHALL');
+    await n.command('FUNCTION', 'FLUSH');
+  }
+});
+
+afterEach(async () => {
+  for (const c of clients.splice(0)) c.disconnect();
+  layout?.close();
+  await proxy?.close(200);
+  proxy = null;
+});
+
+const ADD_JOB = `local id = redis.call('INCR', KEYS[1])
+local key = ARGV[1] .. id
+redis.call('HSET', key, 'data', ARGV[2])
+redis.call('RPUSH', KEYS[2], id)
+return id`;
+
+test('keys written before the follow arrive by the full sync, with their TTLs; writes after it by the stream', async () => {
+  const cfg = replicated();
+  // Written straight on A before any proxy follows it.
+  for (const [i, a] of cfg.ring.nodes.map((n) => n.addr).entries()) {
+    const node = open(a as string);
+    const batch = node.pipeline();
+    for (let k = 0; k < 2000; k++) batch.set(`pre:${i}:${k}`, `v${k}`);
+    for (let k = 0; k < 50; k++) batch.set(`ttl:${i}:${k}`, 'x', 'EX', 3600);
+    for (let k = 0; k < 50; k++) batch.hset(`h:${i}:${k}`, 'f', k, 'g', 'long-value-'.repeat(20));
+    for (let k = 0; k < 50; k++) batch.rpush(`l:${i}:${k}`, 'a', 'b', 'c');
+    for (let k = 0; k < 20; k++) batch.zadd(`z:${i}:${k}`, 1, 'one', 2.5, 'two');
+    for (let k = 0; k < 20; k++) batch.sadd(`s:${i}:${k}`, 1, 2, 3);
+    await batch.exec();
+  }
+  await startProxy(cfg);
+  const c = connect();
+  await caughtUp(c);
+  expect(await differences()).toEqual([]);
+  expect(await info(c)).toMatch(/migration_follow_full_syncs:2\r\n/);
+
+  // Through the proxy: counters, lists, TTLs, a script's undeclared keys, a transaction.
+  for (let n = 0; n < 200; n++) {
+    await Promise.all([c.incr(`cnt:${n % 17}`), c.lpush(`list:${n % 5}`, n), c.set(`px:${n % 9}`, n, 'PX', 600000), c.eval(ADD_JOB, 2, `{q${n % 3}}:id`, `{q${n % 3}}:wait`, `{q${n % 3}}:job:`, `p${n}`)]);
+  }
+  await c.multi().incr('{tx}:a').incr('{tx}:b').exec();
+  // Straight on A: several keys of one node whose owners in B differ.
+  const a0 = open(placement.from.masters()[0]);
+  const mine = (await a0.keys('pre:*')).slice(0, 40);
+  await a0.mset(...mine.flatMap((k) => [k, 'changed']));
+  await a0.del(...mine.slice(0, 10));
+  await a0.rename(mine[20], mine[21]);
+  await caughtUp(c);
+  expect(await differences()).toEqual([]);
+}, 90_000);
+
+test('WAIT on a node of A counts the follower only once side B holds the write', async () => {
+  await startProxy(replicated());
+  const c = connect();
+  await caughtUp(c);
+  const key = [...Array(200).keys()].map((i) => `w${i}`).find((k) => placement.copyTarget(Buffer.from(k)) !== null) as string;
+  const t = placement.copyTarget(Buffer.from(key));
+  if (t === null) throw new Error('no moving key');
+  const a = open(t.from);
+  const b = open(t.to);
+  for (let n = 0; n < 20; n++) {
+    await a.set(key, `v${n}`);
+    expect(Number(await a.call('WAIT', '1', '5000'))).toBe(1);
+    expect(await b.get(key)).toBe(`v${n}`);
+  }
+}, 60_000);
+
+test('FLUSHALL and FUNCTION LOAD on A reach side B', async () => {
+  await startProxy(replicated());
+  const c = connect();
+  await caughtUp(c);
+  for (let n = 0; n < 300; n++) await c.set(`f${n}`, n);
+  await caughtUp(c);
+  expect(await differences()).toEqual([]);
+  const lib = "#!lua name=replib\nredis.register_function('rep_echo', function(keys, args) return args[1] end)";
+  expect(await c.call('FUNCTION', 'LOAD', lib)).toBe('replib');
+  await caughtUp(c);
+  for (const b of placement.to?.masters() ?? []) expect(JSON.stringify(await open(b).call('FUNCTION', 'LIST'))).toContain('replib');
+  const a0 = placement.from.masters()[0];
+  await open(a0).flushall();
+  await caughtUp(c);
+  for (const b of placement.to?.masters() ?? []) {
+    if (b === a0) continue;
+    for (const key of await open(b).keys('f*')) expect(placement.copyTarget(Buffer.from(key))?.from).not.toBe(a0);
+  }
+}, 60_000);
+
+test('a proxy that takes over resumes each node with +CONTINUE, and B stays exact', async () => {
+  const cfg = replicated();
+  await startProxy(cfg);
+  let c = connect();
+  await caughtUp(c);
+  for (let n = 0; n < 500; n++) await c.incr(`k${n % 50}`);
+  await caughtUp(c);
+  const first = proxy as ProxyServer;
+  await first.close(200);
+  proxy = null;
+  // Written while nobody follows: in A's backlog, carried by the resume.
+  const direct = new Redis({ port: Number(placement.from.masters()[0].split(':')[1]), maxRetriesPerRequest: 0 });
+  clients.push(direct);
+  for (let n = 0; n < 100; n++) await direct.incr(`k${n % 50}`);
+  proxy = await ProxyServer.start(cfg);
+  c = connect();
+  await caughtUp(c);
+  const text = await info(c);
+  expect(text).toMatch(/migration_follow_full_syncs:0\r\n/);
+  expect(text).toMatch(/migration_follow_resumes:2\r\n/);
+  expect(await differences()).toEqual([]);
+}, 90_000);
+
+test('read-new: a write through the proxy is on side B when its reply comes', async () => {
+  await startProxy(replicated('read-new'));
+  const c = connect();
+  await caughtUp(c);
+  for (let n = 0; n < 100; n++) {
+    const key = `rn${n}`;
+    await c.set(key, `v${n}`);
+    const t = placement.copyTarget(Buffer.from(key));
+    if (t !== null) expect(await open(t.to).get(key)).toBe(`v${n}`);
+    expect(await c.get(key)).toBe(`v${n}`);
+  }
+  const id = await c.eval(ADD_JOB, 2, '{rq}:id', '{rq}:wait', '{rq}:job:', 'payload');
+  const t = placement.copyTarget(Buffer.from(`{rq}:job:${String(id)}`));
+  if (t !== null) expect(await open(t.to).hget(`{rq}:job:${String(id)}`, 'data')).toBe('payload');
+  expect(await c.hget(`{rq}:job:${String(id)}`, 'data')).toBe('payload');
+}, 60_000);

@@ -23,7 +23,7 @@ import { RingModeConfig } from '../config/schema';
 import { setLogLevel } from '../proxy/telemetry/log';
 import { findRedisExecutable } from './children';
 import { treeStats } from './process-stats';
-import { answeringAfterA, ringConfig } from './migration';
+import { answeringAfterA, followsLive, ringConfig } from './migration';
 import { startProxy } from './targets';
 import path from 'node:path';
 
@@ -100,6 +100,10 @@ async function main(): Promise<void> {
       ['ring', ringConfig([a, b], { nodes: [a, b, c] })],
       ['cluster', ringConfig([a, b], { cluster: seed })],
       ['ring-read-new', ringConfig([a, b], { nodes: [a, b, c] }, 'read-new')],
+      ['ring-replication', ringConfig([a, b], { nodes: [a, b, c] }, 'double-write', 'replication')],
+      ['cluster-replication', ringConfig([a, b], { cluster: seed }, 'double-write', 'replication')],
+      ['ring-replication-read-new', ringConfig([a, b], { nodes: [a, b, c] }, 'read-new', 'replication')],
+      ['cluster-replication-read-new', ringConfig([a, b], { cluster: seed }, 'read-new', 'replication')],
       ['cluster-read-new', ringConfig([a, b], { cluster: seed }, 'read-new')],
       ['floor', [a, b]],
       ['floor-ring', [a, b, '--to-ring', c]],
@@ -124,6 +128,12 @@ async function main(): Promise<void> {
               const cpu0 = groups.map((g) => g.pids.reduce((s, p) => s + treeStats(p).cpuSeconds, 0));
               const self0 = proxy.cpuSeconds();
               const rps = await load(proxy.port, test, n, pipeline);
+              // The replication carry's lag counts: B must have caught up before the next round.
+              if (target.includes('replication')) {
+                const t0 = Date.now();
+                await followsLive(proxy.port, true);
+                if (Date.now() - t0 > 50) process.stderr.write(`${target} -P ${pipeline} ${test}: side B caught up ${Date.now() - t0} ms after the load\n`);
+              }
               const cpu = new Map<string, number>([['proxy', ((proxy.cpuSeconds() - self0) * 1e6) / n]]);
               groups.forEach((g, i) => cpu.set(g.name, ((g.pids.reduce((s, p) => s + treeStats(p).cpuSeconds, 0) - cpu0[i]) * 1e6) / n));
               const cmds = new Map<string, Map<string, { calls: number; usec: number }>>();
@@ -190,6 +200,7 @@ async function startTarget(target: RingModeConfig | string[], fleet: number): Pr
     const proxy = await ProxyServer.start(target);
     const others: ProxyServer[] = [];
     for (let i = 1; i < fleet; i++) others.push(await ProxyServer.start(target));
+    if (target.migration?.carry === 'replication') await followsLive(proxy.address.port);
     if (target.migration?.phase === 'double-write') await answeringAfterA(proxy.address.port);
     const cpu = (): number => {
       const u = process.cpuUsage();

@@ -24,18 +24,32 @@ function arg(name: string, fallback: number): number {
 
 type Target = { nodes: string[] } | { cluster: string } | null;
 
-export function ringConfig(nodes: string[], to: Target, phase: 'double-write' | 'read-new' = 'double-write'): RingModeConfig {
+export function ringConfig(nodes: string[], to: Target, phase: 'double-write' | 'read-new' = 'double-write', carry: 'feeds' | 'replication' = 'feeds'): RingModeConfig {
   const named = (addrs: string[]) => addrs.map((addr, i) => ({ name: `n${i}`, addr, weight: 1 }));
   const migrationTo = to === null ? null : 'nodes' in to ? { nodes: named(to.nodes) } : { cluster: { seeds: [to.cluster] } };
   const cfg = parseConfig({
     listen: '127.0.0.1:0',
     mode: 'ring',
     ring: { hash: 'md5', nodes: named(nodes) },
-    ...(migrationTo === null ? {} : { migration: { phase, to: migrationTo } }),
+    ...(migrationTo === null ? {} : { migration: { phase, carry, to: migrationTo } }),
     log: { level: 'silent' },
   });
   if (cfg.mode !== 'ring') throw new Error('expected a ring config');
   return cfg;
+}
+
+/** Under the replication carry: every node of A followed live, and (with `idle`) nothing left to apply. */
+export async function followsLive(port: number, idle = false, timeoutMs = 60_000): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const info = String(await sendCommand(port, ['INFO', 'proxy']));
+    const states = /migration_follows:(\S+)/.exec(info)?.[1] ?? '';
+    const lags = /migration_follow_lag_bytes:(\S+)/.exec(info)?.[1] ?? '';
+    const live = states !== '' && states.split(',').every((s) => s.endsWith('=live'));
+    if (live && (!idle || lags.split(',').every((s) => s.endsWith('=0')))) return;
+    if (Date.now() > until) throw new Error(`the proxy on port ${port} does not follow side A live: ${states} ${lags}`);
+    await new Promise((resolve) => setTimeout(resolve, 20));
+  }
 }
 
 /**

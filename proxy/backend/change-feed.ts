@@ -36,9 +36,11 @@ export class ChangeFeed {
     readonly address: string,
     pool: BackendPool,
     private readonly events: FeedEvents,
+    /** Only keys with this prefix (the replication carry hears only the fleet's own bookkeeping here). */
+    prefix: string | null = null,
   ) {
     this.link = new PubSubLink(address, pool.linkOptions(3), this.onFrame, (reason) => this.onClose(reason));
-    this.link.write(TRACKING_ON);
+    this.link.write(prefix === null ? TRACKING_ON : encode.command(['CLIENT', 'TRACKING', 'ON', 'BCAST', 'PREFIX', prefix]));
   }
 
   get isClosed(): boolean {

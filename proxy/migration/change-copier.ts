@@ -38,7 +38,7 @@ import { RingRouter } from '../ring/router';
 import { log } from '../telemetry/log';
 import { MigrationFeedCounts } from '../telemetry/metrics';
 import { ownerOfKey } from '../../sharding/key-space';
-import { isBookkeepingKey } from './converge';
+import { BOOKKEEPING_PREFIX, isBookkeepingKey } from './converge';
 import { CopyTarget } from './copy-keys';
 import { ChangeCounts, NodeChanges } from './node-changes';
 import { ClosingWatch, closingPlace } from './closing';
@@ -311,7 +311,7 @@ export class ChangeCopier implements MigrationChanges {
       changed: (keys) => {
         if (node.feed === feed) this.heard(node, keys);
       },
-    });
+    }, this.ring.carry.replication ? BOOKKEEPING_PREFIX : null);
     node.feed = feed;
   }
 

@@ -39,6 +39,7 @@ import { request } from '../backend/request';
 import { scanNode } from './feed-copy';
 import { readSnapshot } from './follow-snapshot';
 import { log } from '../telemetry/log';
+import { Queue } from '../client/queue';
 
 export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
 
@@ -76,11 +77,13 @@ export class NodeFollower {
   private link: ReplicationLink | null = null;
   private stream = new StreamReader();
   private readonly appliers = new Map<string, FollowApplier>();
-  private readonly tickets: Ticket[] = [];
+  private readonly tickets = new Queue<Ticket>();
+  /** The end of the last ticket handed out. */
+  private lastEnd = -1;
   /** What each node of B recorded at the resume: commands at or before it are there already. */
   private floors = new Map<string, number>();
   private readonly skipUntil = new Map<string, number>();
-  private commands: StreamCommand[] = [];
+  private commands = new Queue<StreamCommand>();
   private heldBytes = 0;
   private processing = false;
   /** Set while the snapshot is restored: the stream waits behind it. */
@@ -135,7 +138,7 @@ export class NodeFollower {
     }
     const opts = this.ctx.pool.linkOptions();
     this.stream = new StreamReader();
-    this.commands = [];
+    this.commands = new Queue();
     this.heldBytes = 0;
     let spool: { file: string; fd: number } | null = null;
     const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, {
@@ -247,7 +250,7 @@ export class NodeFollower {
     this.processing = true;
     try {
       while (this.commands.length > 0 && !this.stopped && this.state !== 'failed') {
-        const cmd = this.commands[0];
+        const cmd = this.commands.peek() as StreamCommand;
         const routed = this.router().route(cmd.args);
         try {
           await this.run(cmd, routed);
@@ -310,6 +313,7 @@ export class NodeFollower {
   private ticket(end: number, parts: Part[]): void {
     const ticket: Ticket = { end, open: 0 };
     this.tickets.push(ticket);
+    this.lastEnd = Math.max(this.lastEnd, end);
     for (const part of parts) {
       if ((this.floors.get(part.to) ?? -1) >= end) continue;
       if (part.keys.length > 0 && part.keys.every((k) => (this.skipUntil.get(k.toString('latin1')) ?? -1) >= end)) continue;
@@ -344,7 +348,7 @@ export class NodeFollower {
 
   private advance(): void {
     // A result carried for a refused command is ticketed behind later commands: offsets never go back.
-    while (this.tickets.length > 0 && this.tickets[0].open === 0) this.applied = Math.max(this.applied, (this.tickets.shift() as Ticket).end);
+    while (this.tickets.length > 0 && (this.tickets.peek() as Ticket).open === 0) this.applied = Math.max(this.applied, (this.tickets.shift() as Ticket).end);
     if (this.waiters.length > 0) {
       const still: typeof this.waiters = [];
       for (const w of this.waiters) (w.offset <= this.applied ? w.done : () => still.push(w))();
@@ -366,7 +370,7 @@ export class NodeFollower {
   }
 
   private drained(): Promise<void> {
-    const last = this.tickets.length === 0 ? this.applied : this.tickets[this.tickets.length - 1].end;
+    const last = this.tickets.length === 0 ? this.applied : this.lastEnd;
     return this.appliedThrough(last);
   }
 
@@ -465,7 +469,7 @@ export class NodeFollower {
     } catch (err) {
       this.loading = false;
       const reason = err instanceof Error ? err.message : String(err);
-      this.commands = [];
+      this.commands = new Queue();
       this.fail(`the snapshot could not be carried: ${reason}`);
       link.close(reason);
     } finally {

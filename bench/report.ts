@@ -271,8 +271,8 @@ function costSection(r: BenchResults, summaries: readonly ShapeSummary[]): strin
   ].join('\n');
 }
 
-/** `notes`: the hand-written analysis (bench/NOTES.md), kept across runs under its own heading. */
-export function renderMarkdown(r: BenchResults, headroomNote: string, svgFile: string, notes: string): string {
+/** The history of the numbers (bench/NOTES.md) is linked, not copied: BENCHMARKS.md is one run. */
+export function renderMarkdown(r: BenchResults, headroomNote: string, svgFile: string): string {
   const summaries = summarize(r);
   return [
     '# slotproxy benchmarks',
@@ -293,7 +293,10 @@ export function renderMarkdown(r: BenchResults, headroomNote: string, svgFile: s
     '',
     commandsSection(r),
     '',
-    notes.trim(),
+    '## What moved the numbers, and where the time goes',
+    '',
+    'The tables above are one run. What changed them from run to run, measured before and after each',
+    'change, and where a request\'s time goes, are in [bench/NOTES.md](bench/NOTES.md).',
     '',
   ].join('\n');
 }

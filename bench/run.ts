@@ -316,7 +316,7 @@ async function run(opts: BenchOptions, cleanup: Cleanup): Promise<number> {
       values: available.map((t) => opts.tests.map((test) => s.rows.find((row) => row.target.id === t.id)?.cells.get(test)?.rps ?? null)),
     })),
   });
-  let markdown = renderMarkdown(results, HEADROOM_NOTE, SVG_FILE, await fsp.readFile(path.join(__dirname, '../../bench/NOTES.md'), 'utf8'));
+  let markdown = renderMarkdown(results, HEADROOM_NOTE, SVG_FILE);
   // The ring migration's numbers (issue 6): copy of 1,000,000 keys, and double-write's cost.
   if (opts.memoryTest) markdown += `\n${await runMigrationBench(1_000_000, 200_000)}\n`;
   // What each connected client costs (issue 24): 1,000 to 10,000 clients, idle and at 1 GET/s each.

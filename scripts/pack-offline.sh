@@ -3,18 +3,25 @@
 # dependencies bundled inside it, for hosts that cannot reach the npm registry. Run it on a machine
 # that can (or whose npm cache holds the locked versions); on the target:
 #   npm install -g --offline ./slotproxy-<version>-offline.tgz
-# Usage: bash scripts/pack-offline.sh [OUT_DIR]   (default: the repository root)
+# Usage: bash scripts/pack-offline.sh [--prebuilt] [OUT_DIR]   (default: the repository root)
+#   --prebuilt: pack dist/ as it is (built by `npm run build` already) instead of building it again.
 # Prints the tarball's path on stdout; everything else goes to stderr.
 set -euo pipefail
 
+pack_flags=()
+if [ "${1:-}" = --prebuilt ]; then
+  pack_flags=(--ignore-scripts)
+  shift
+fi
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 root=$PWD
+[ -f dist/cmd/slotproxy.js ] || [ ${#pack_flags[@]} -eq 0 ] || { echo "pack-offline: --prebuilt needs dist/: run npm run build" >&2; exit 1; }
 out=$(mkdir -p "${1:-$root}" && cd "${1:-$root}" && pwd)
 stage=$(mktemp -d "${TMPDIR:-/tmp}/slotproxy-offline-XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 
-# 1. The package as `npm pack` makes it (its `prepare` builds dist/ first).
-packed=$(npm pack --silent --pack-destination "$stage" 2>/dev/null | tail -n 1)
+# 1. The package as `npm pack` makes it (its `prepare` builds dist/ first, unless --prebuilt).
+packed=$(npm pack --silent ${pack_flags[@]+"${pack_flags[@]}"} --pack-destination "$stage" 2>/dev/null | tail -n 1)
 tar -xzf "$stage/$packed" -C "$stage"
 pkg=$stage/package
 

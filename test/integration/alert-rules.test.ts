@@ -70,7 +70,8 @@ test('every slotproxy_ metric the rules name is one a running proxy exports', as
 });
 
 test('promtool test rules: the rules fire on the series they describe, and not before their "for"', async () => {
-  // Two proxies: one loses its back-end connections, and they disagree on the migration phase.
+  // Two proxies: one loses its back-end connections, both see one node down (one alert for it, not
+  // one per proxy), and they disagree on the migration phase.
   const tests = `rule_files: [${JSON.stringify(RULES)}]
 evaluation_interval: 30s
 tests:
@@ -80,6 +81,10 @@ tests:
         values: '3 0 0 0 0 0 0 0'
       - series: 'slotproxy_backend_connections{job="slotproxy",instance="p2"}'
         values: '3 3 3 3 3 3 3 3'
+      - series: 'slotproxy_backend_up{job="slotproxy",instance="p1",node="10.0.0.1:6379"}'
+        values: '1 0 0 0 0 0 0 0'
+      - series: 'slotproxy_backend_up{job="slotproxy",instance="p2",node="10.0.0.1:6379"}'
+        values: '1 0 0 0 0 0 0 0'
       - series: 'slotproxy_migration_phase{job="slotproxy",instance="p1",phase="double-write"}'
         values: '1x20'
       - series: 'slotproxy_migration_phase{job="slotproxy",instance="p2",phase="read-new"}'
@@ -95,6 +100,16 @@ tests:
             exp_annotations:
               summary: 'slotproxy p1 holds no connection to any Redis node'
               description: 'Every request fails: check that the nodes are up and that the back-end user can sign in (the proxy''s log names the node and the error).'
+      - eval_time: 1m
+        alertname: SlotproxyBackendNodeDown
+        exp_alerts: []
+      - eval_time: 2m
+        alertname: SlotproxyBackendNodeDown
+        exp_alerts:
+          - exp_labels: { severity: page, node: '10.0.0.1:6379' }
+            exp_annotations:
+              summary: 'Redis node 10.0.0.1:6379 does not answer the proxies'' PING'
+              description: 'Keys on that node fail (a ring server) or wait for a failover (a cluster master): GET /health/backends on a proxy names it and the slots without a master.'
       - eval_time: 6m
         alertname: SlotproxyMigrationPhaseSplit
         exp_alerts:

@@ -25,7 +25,8 @@ let install: { code: number; stdout: string; stderr: string } | undefined;
 
 beforeAll(async () => {
   tmp = fs.mkdtempSync(path.join(os.tmpdir(), 'slotproxy-offline-'));
-  const packed = await run('bash', [path.join(ROOT, 'scripts', 'pack-offline.sh'), tmp], ROOT);
+  // --prebuilt: the suite has built dist/ (npm test builds before jest), so the pack does not again.
+  const packed = await run('bash', [path.join(ROOT, 'scripts', 'pack-offline.sh'), '--prebuilt', tmp], ROOT);
   if (packed.code !== 0) throw new Error(`pack-offline.sh failed:\n${packed.stderr}`);
   tarball = packed.stdout.trim();
   // No registry (port 9 answers nothing) and an empty cache: whatever is not in the tarball fails.

@@ -48,7 +48,7 @@ const CLUSTER_FULL = {
   cluster: { seeds: SEEDS },
   tls: { cert: 'cert.pem', key: 'key.pem' },
   backend: { tls: {} },
-  metrics: { listen: '127.0.0.1:0' },
+  metrics: { listen: '127.0.0.1:0', tls: { cert: 'cert.pem', key: 'key.pem' } },
   stats: { listen: '127.0.0.1:0' },
 };
 const RING_FULL = {

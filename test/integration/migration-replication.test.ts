@@ -27,10 +27,16 @@ function replicated(phase: 'double-write' | 'read-new' = 'double-write'): RingMo
   return { ...cfg, ...(process.env.FOLLOW_LOG === undefined ? {} : { log: { ...cfg.log, level: 'info' as const } }), migration: { ...(cfg.migration as NonNullable<RingModeConfig['migration']>), phase, carry: 'replication' } };
 }
 
+const byAddress = new Map<string, Redis>();
+
+/** One client per node (a client per key would run a node out of connections). */
 function open(addr: string): Redis {
+  let c = byAddress.get(addr);
+  if (c !== undefined && c.status !== 'end') return c;
   const [host, port] = addr.split(':');
-  const c = new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true });
+  c = new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true });
   clients.push(c);
+  byAddress.set(addr, c);
   return c;
 }
 
@@ -106,6 +112,7 @@ beforeEach(async () => {
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.disconnect();
+  byAddress.clear();
   layout?.close();
   await proxy?.close(200);
   proxy = null;

@@ -1,0 +1,139 @@
+// The replication carry when the following proxy dies by kill -9 (real slotproxy processes, a ring
+// grown 2 -> 3 over real redis-servers): mid-stream, the next proxy continues each node with
+// +CONTINUE and every counter on B equals A's, nothing applied twice; mid-snapshot, the next proxy
+// makes a new full sync and B ends equal to A, with no key A does not hold.
+import fs from 'node:fs';
+import Redis from 'ioredis';
+import { useRingGrow } from '../helpers/ring-grow';
+import { Placement } from '../../sharding/migration';
+import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
+import { eventually } from '../helpers/eventually';
+
+const grow = useRingGrow();
+const clients: Redis[] = [];
+let dir = '';
+
+beforeAll(() => {
+  dir = tempDir('slotproxy-follow-kill-');
+});
+
+afterEach(() => {
+  for (const c of clients.splice(0)) c.disconnect();
+  byAddress.clear();
+  killAllProxies();
+});
+
+afterAll(() => {
+  fs.rmSync(dir, { recursive: true, force: true });
+});
+
+const byAddress = new Map<string, Redis>();
+
+/** One client per node (a client per key would run a node out of connections). */
+function open(addr: string): Redis {
+  let c = byAddress.get(addr);
+  if (c !== undefined && c.status !== 'end') return c;
+  const [host, port] = addr.split(':');
+  c = new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true });
+  clients.push(c);
+  byAddress.set(addr, c);
+  return c;
+}
+
+function setup(): { config: Record<string, unknown>; placement: Placement } {
+  const cfg = grow.config();
+  const config = { mode: 'ring', ring: { hash: 'md5', nodes: cfg.ring.nodes }, migration: { phase: 'double-write', carry: 'replication', to: { nodes: (cfg.migration?.to as { nodes: unknown[] }).nodes } } };
+  return { config, placement: Placement.fromConfig(cfg.ring, cfg.migration) };
+}
+
+async function follows(port: number): Promise<string> {
+  return String(await open(`127.0.0.1:${port}`).info('proxy'));
+}
+
+async function caughtUp(port: number, placement: Placement): Promise<string> {
+  const info = await eventually(() => follows(port), (t) => /migration_follows:\S+=live,\S+=live/.test(t), 60_000);
+  for (const a of placement.from.masters()) expect(Number(await open(a).call('WAIT', '1', '10000'))).toBeGreaterThanOrEqual(1);
+  return info;
+}
+
+/** Moving keys of A that differ on B, and keys on B's new node that A does not hold as they are. */
+async function differences(placement: Placement): Promise<string[]> {
+  const out: string[] = [];
+  for (const a of placement.from.masters()) {
+    const node = open(a);
+    for (const key of await node.keys('*')) {
+      if (key.startsWith('__slotproxy:')) continue;
+      const t = placement.copyTarget(Buffer.from(key));
+      if (t === null || t.from !== a) continue;
+      const [onA, onB] = await Promise.all([node.get(key), open(t.to).get(key)]);
+      if (onA !== onB) out.push(`${key}: A ${onA} / B ${onB}`);
+    }
+  }
+  const fresh = (placement.to?.masters() ?? []).filter((b) => !placement.from.masters().includes(b));
+  for (const b of fresh) {
+    for (const key of await open(b).keys('*')) {
+      if (key.startsWith('__slotproxy:')) continue;
+      const t = placement.copyTarget(Buffer.from(key));
+      const onA = t === null ? null : await open(t.from).get(key);
+      if (onA === null) out.push(`${key}: on B only`);
+    }
+  }
+  return out;
+}
+
+beforeEach(async () => {
+  for (const n of grow.nodes().nodes) await n.command('FLUSHALL');
+});
+
+test('kill -9 of the following proxy mid-stream: the next one continues with +CONTINUE and nothing is applied twice', async () => {
+  const { config, placement } = setup();
+  const first = await startProxyProcess(config, dir);
+  await caughtUp(first.port, placement);
+  const [a0, a1] = placement.from.masters().map(open);
+  let writing = true;
+  let written = 0;
+  // Straight on A, through the kill and the takeover: only the nodes' streams carry these.
+  const load = (async () => {
+    while (writing) {
+      await Promise.all([a0.incr(`c${written % 40}`), a1.incr(`d${written % 40}`), a0.rpush(`l${written % 7}`, written)]);
+      written++;
+    }
+  })();
+  await eventually(async () => written, (n) => n > 300, 20_000);
+  first.proxy.child.kill('SIGKILL');
+  await eventually(async () => written, (n) => n > 900, 20_000);
+  const second = await startProxyProcess(config, dir);
+  await eventually(() => follows(second.port), (t) => /migration_follows:\S+=live,\S+=live/.test(t), 60_000);
+  await eventually(async () => written, (n) => n > 1500, 20_000);
+  writing = false;
+  await load;
+  const info = await caughtUp(second.port, placement);
+  expect(info).toMatch(/migration_follow_full_syncs:0\r\n/);
+  expect(info).toMatch(/migration_follow_resumes:2\r\n/);
+  expect(await differences(placement)).toEqual([]);
+  second.proxy.child.kill('SIGTERM');
+}, 120_000);
+
+test('kill -9 of the following proxy mid-snapshot: the next one makes a new full sync and B ends equal to A', async () => {
+  const { config, placement } = setup();
+  for (const a of placement.from.masters()) {
+    const node = open(a);
+    for (let i = 0; i < 100_000; i += 10_000) {
+      const p = node.pipeline();
+      for (let k = i; k < i + 10_000; k++) p.set(`big:${a}:${k}`, `v${k}`);
+      await p.exec();
+    }
+  }
+  const first = await startProxyProcess(config, dir);
+  await first.proxy.waitForLog(/full sync of a node of side A begun/, 30_000);
+  first.proxy.child.kill('SIGKILL');
+  // What the dead proxy restored may include keys A deletes before the next one follows.
+  const a0 = open(placement.from.masters()[0]);
+  const gone = (await a0.keys('big:*')).slice(0, 500);
+  await a0.del(...gone);
+  const second: { proxy: ProxyProcess; port: number } = await startProxyProcess(config, dir);
+  const info = await caughtUp(second.port, placement);
+  expect(info).toMatch(/migration_follow_full_syncs:2\r\n/);
+  expect(await differences(placement)).toEqual([]);
+  second.proxy.child.kill('SIGTERM');
+}, 180_000);

@@ -10,6 +10,7 @@ import { Placement } from '../sharding/migration';
 import { Ring } from '../sharding/ring';
 import { NodeClient } from '../proxy/migration/tools/node-client';
 import { copyMoved } from '../proxy/migration/tools/copy';
+import { followLines, followStates } from '../proxy/migration/tools/follow-status';
 import { verifyMoved } from '../proxy/migration/tools/verify';
 import { saveVerifyRecord } from '../proxy/migration/tools/verify-record';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
@@ -65,6 +66,12 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
       try {
         const { config, phase } = migratingConfig(opts.config);
         if (phase === 'done') throw new Error('the config says phase done: nothing is double-written any more, so copying now could lose writes');
+        if (config.migration?.carry === 'replication') {
+          // The history is each node's full sync, run by the proxy that follows it: say where it stands.
+          const lines = await withNodes(config, async (nodes, placement) => followLines(await followStates(nodes, placement)));
+          process.stdout.write(`copy: migration.carry is replication: the history is the full sync of each node of side A, run by the proxies that follow them\n${lines.join('\n')}\n`);
+          return;
+        }
         const r = await withNodes(config, async (nodes, placement) => {
           // A proxy that does not double-write yet would write keys the copy has already passed.
           const early = (await fleetOf(nodes, placement)).filter((p) => isBehind(p.phase, 'double-write'));
@@ -203,6 +210,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               lines.push(ring === null ? `  ${n.addr}: ${state}` : `  ${n.name} ${n.addr} weight ${n.weight} points ${n.points}: ${state}`);
             }
           }
+          if (config.migration?.carry === 'replication') lines.push('replication carry (side A followed as replicas):', ...followLines(await followStates(nodes, placement)));
           lines.push(...(await libraryStatusLines(nodes, placement)));
         });
         process.stdout.write(`${lines.join('\n')}\n`);

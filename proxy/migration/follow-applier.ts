@@ -61,6 +61,8 @@ export class FollowApplier {
   private scheduled = false;
   private closed = false;
   private recordKey: string | null = null;
+  /** The offset this node's record says (as far as this follower wrote it). */
+  private recorded = -1;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -85,6 +87,19 @@ export class FollowApplier {
     }
   }
 
+  /**
+   * Nothing is waiting for this node and the follower applied through `offset`: the record moves
+   * there too, so a resume need not go back to this node's last command (it may get none for long).
+   */
+  idle(offset: number): void {
+    if (this.inFlight || this.closed || this.queued.length > 0 || offset <= this.recorded) return;
+    this.inFlight = true;
+    void this.send([], offset).finally(() => {
+      this.inFlight = false;
+      if (this.queued.length > 0) this.flush();
+    });
+  }
+
   close(reason: string): void {
     this.closed = true;
     for (const p of this.queued.splice(0)) p.done(reason);
@@ -102,9 +117,9 @@ export class FollowApplier {
     });
   }
 
-  private async send(batch: AppliedPart[]): Promise<void> {
+  private async send(batch: AppliedPart[], through = batch[batch.length - 1].end): Promise<void> {
     this.recordKey ??= recordKeyOf(this.address, this.owners);
-    const argv: Buffer[] = [Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${batch[batch.length - 1].end}`)];
+    const argv: Buffer[] = [Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${through}`)];
     for (const part of batch) {
       argv.push(Buffer.from(String(part.args.length)));
       for (const a of part.args) argv.push(a);
@@ -122,6 +137,7 @@ export class FollowApplier {
       for (const p of batch) p.done(why);
       return;
     }
+    this.recorded = Math.max(this.recorded, through);
     batch.forEach((p, i) => p.done(failed.get(i) ?? null));
   }
 }

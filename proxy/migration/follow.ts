@@ -115,7 +115,10 @@ export class NodeFollower {
   ) {}
 
   start(): void {
-    this.ackTimer = setInterval(() => this.link?.ack(this.applied), ACK_EVERY_MS).unref();
+    this.ackTimer = setInterval(() => {
+      this.link?.ack(this.applied);
+      this.recordIdle();
+    }, ACK_EVERY_MS).unref();
     void this.connect();
   }
 
@@ -386,6 +389,12 @@ export class NodeFollower {
       this.ackWanted = -1;
       this.link?.ack(this.applied);
     }
+  }
+
+  /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */
+  private recordIdle(): void {
+    if (this.state !== 'live' || this.frozen || this.applied < 0) return;
+    for (const b of this.placement().to?.masters() ?? []) this.applierOf(b).idle(this.applied);
   }
 
   private applierOf(address: string): FollowApplier {

@@ -111,6 +111,11 @@ test('kill -9 of the following proxy mid-stream: the next one continues with +CO
   expect(info).toMatch(/migration_follow_full_syncs:0\r\n/);
   expect(info).toMatch(/migration_follow_resumes:2\r\n/);
   expect(await differences(placement)).toEqual([]);
+  // migrate copy says the history is the full sync, and where each node's follow stands.
+  const copy = ProxyProcess.run(['migrate', 'copy', '-c', second.file]);
+  expect(await copy.exitCode()).toBe(0);
+  expect(copy.out).toContain('copy: migration.carry is replication');
+  for (const a of placement.from.masters()) expect(copy.out).toMatch(new RegExp(`${a}: offset \\d+, online, acknowledged \\d+; applied on B through \\d+ \\(\\d+ bytes behind\\)`));
   second.proxy.child.kill('SIGTERM');
 }, 120_000);
 

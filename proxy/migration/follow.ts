@@ -57,6 +57,7 @@ export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 256 * 1024 * 
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
+const RESUME_CAP_MS = 5000;
 const LANE = 0;
 const RESTORE = Buffer.from('RESTORE');
 const REPLACE = Buffer.from('REPLACE');
@@ -102,6 +103,8 @@ export class NodeFollower {
   private ackWanted = -1;
   private stopped = false;
   private received = -1;
+  /** Links lost in a row (a node that refuses PSYNC): the next attempt waits longer, up to RESUME_CAP_MS. */
+  private losses = 0;
   /** Side A closed for done: B may take writes, so nothing more of A's stream is applied. */
   private frozen = false;
   /** Commands heard after the close and not applied (a write made straight on A, an expiry's DEL). */
@@ -174,6 +177,7 @@ export class NodeFollower {
       fullSync: (replid, offset) => {
         this.replid = replid;
         this.fullSyncs++;
+        this.losses = 0;
         this.syncStartedAt = performance.now();
         this.snapshotMs = 0;
         this.state = 'full-sync';
@@ -199,6 +203,7 @@ export class NodeFollower {
       continued: (replid) => {
         this.replid = replid;
         this.resumes++;
+        this.losses = 0;
         this.state = 'live';
         this.reason = '';
         this.applied = resume?.offset ?? this.applied;
@@ -248,7 +253,8 @@ export class NodeFollower {
       if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
       void this.connect();
     };
-    setTimeout(again, RESUME_AFTER_MS).unref();
+    this.losses++;
+    setTimeout(again, Math.min(RESUME_CAP_MS, RESUME_AFTER_MS * 2 ** (this.losses - 1))).unref();
   }
 
   private fail(reason: string): void {

@@ -331,3 +331,22 @@ describe('into a Redis Cluster', () => {
     expect(await differences()).toEqual([]);
   }, 120_000);
 });
+
+test('a node whose back-end user may not PSYNC: the follow says so, and read-new is refused naming it', async () => {
+  const nodes = grow.nodes().nodes;
+  for (const n of nodes) await n.command('ACL', 'SETUSER', 'nopsync', 'on', '>pw', '~*', '&*', '+@all', '-psync', '-sync');
+  try {
+    const base = replicated();
+    await startProxy({ ...base, backend: { ...base.backend, username: 'nopsync', password: 'pw' } });
+    const c = connect();
+    const text = await eventually(() => info(c), (t) => /migration_follows:\S+=lost,\S+=lost/.test(t), 20_000);
+    expect(text).toMatch(/migration_follows:/);
+    const refusal = await c.call('PROXY', 'MIGRATION', 'PHASE', 'read-new').then(
+      () => 'switched',
+      (err: Error) => err.message,
+    );
+    expect(refusal).toMatch(/replication lost \(\S+ refused PSYNC: NOPERM/);
+  } finally {
+    for (const n of nodes) await n.command('ACL', 'DELUSER', 'nopsync');
+  }
+}, 60_000);

@@ -4,7 +4,8 @@
  * - SIGTTIN: log level one step more verbose; SIGTTOU: one step less (proxy/telemetry/log-level.ts).
  * - SIGUSR1: reopen the log file (logrotate's postrotate); SIGHUP does it too, before its reload.
  * - SIGUSR2: nothing (nutcracker handles it and does nothing).
- * - SIGSEGV sent with kill: logged, then the process ends by it, as nutcracker's "core dumping".
+ * - SIGSEGV: not handled, so that a real fault ends the process (see below); nutcracker's
+ *   "core dumping" line is not written.
  * - SIGPIPE: ignored and not logged, as nutcracker's SIG_IGN; Node itself ignores it. A handler
  *   here would turn every write to a closed socket or pipe into a signal, and a log line to a
  *   stderr pipe nobody reads into a loop.
@@ -18,10 +19,7 @@
  * worker too (each steps its own level, reopens its own file).
  */
 import os from 'node:os';
-import { fatalNow, flushLog, log, logFile, reopenLogFile, stepLogLevelBySignal } from '../proxy/telemetry/log';
-
-/** How long a SIGSEGV waits for its log line to be written before the process ends. */
-const SEGV_FLUSH_MS = 1000;
+import { log, logFile, reopenLogFile, stepLogLevelBySignal } from '../proxy/telemetry/log';
 
 /** nutcracker's line for a signal: `signal 1 (SIGHUP) received, reopening log file`. */
 export function signalReceived(signal: NodeJS.Signals, action?: string): string {
@@ -58,17 +56,7 @@ export function handleNutcrackerSignals(forward?: (signal: NodeJS.Signals) => vo
     forward?.('SIGUSR1');
   });
   process.on('SIGUSR2', () => logSignal('SIGUSR2'));
-  // Said at fatal, the line a crash leaves whatever the level, written before the handler goes on
-  // (fatalNow). Once the lines logged before it are out too (stderr's writes are asynchronous; at
-  // most SEGV_FLUSH_MS for a stderr nobody reads), the default action, the
-  // handler being removed: a supervisor sees a death by SIGSEGV, with a core where core dumps are
-  // on. A SEGV raised by a real fault never reaches this JavaScript (docs/operations.md, "Signals").
-  process.once('SIGSEGV', () => {
-    fatalNow({ signal: 'SIGSEGV' }, signalReceived('SIGSEGV', 'core dumping'));
-    const die = (): void => {
-      process.kill(process.pid, 'SIGSEGV');
-    };
-    setTimeout(die, SEGV_FLUSH_MS);
-    flushLog(die);
-  });
+  // No SIGSEGV handler: with one, libuv's C handler only notes the signal and returns, so a real
+  // fault (in native code) re-runs the faulting instruction for ever, a hang no supervisor
+  // restarts. Without it, a fault and a `kill -SEGV` both end the process by SIGSEGV at once.
 }

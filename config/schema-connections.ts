@@ -154,6 +154,8 @@ export const limitsSchema = strictObject({
   clientOutputHighWaterBytes: v.optional(int(1), 8 * 1024 * 1024),
   /** Close a client silent this long; 0 never does. Default 0. */
   idleClientTimeoutMs: v.optional(int(0), 0),
+  /** A MONITOR client with more unsent lines than this is disconnected (and logged), as Redis's client-output-buffer-limit pubsub hard limit. 0: no limit. Default 32 MiB. */
+  monitorOutputBytes: v.optional(int(0), 32 * 1024 * 1024),
   /** Script bodies the proxy keeps for NOSCRIPT healing (EVAL, SCRIPT LOAD); least recently used go first, preloaded ones never. Default 16 MiB. */
   scriptStoreBytes: v.optional(int(0), 16 * 1024 * 1024),
   /** Keys the proxy remembers for CLIENT TRACKING clients (Redis's tracking-table-max-keys); past it the oldest are invalidated. 0: no limit. Default 1000000. */

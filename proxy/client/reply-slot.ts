@@ -17,6 +17,8 @@ export class ReplySlot {
   reply: Buffer | null = null;
   /** CLIENT REPLY OFF or SKIP: the reply keeps its place in the order but is not written. */
   silent = false;
+  /** Run once the reply is in, after the owner heard of it (MONITOR's line: dispatch/monitor.ts). */
+  onFilled: ((reply: Buffer) => void) | null = null;
 
   constructor(readonly owner: ReplyOwner) {}
 
@@ -25,5 +27,6 @@ export class ReplySlot {
     if (this.reply !== null) return;
     this.reply = frame;
     this.owner.onSlotFilled(this);
+    if (this.onFilled !== null) this.onFilled(frame);
   }
 }

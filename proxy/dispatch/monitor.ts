@@ -4,14 +4,20 @@
  * `+<seconds>.<micros> [0 <client addr>] "ARG" "ARG"...`, each argument quoted as sdscatrepr quotes
  * it, AUTH's, HELLO AUTH's and MIGRATE AUTH/AUTH2's secrets shown as "(redacted)".
  *
+ * A monitor whose unsent lines pass `limits.monitorOutputBytes` is disconnected and logged.
+ *
  * Cost when no monitor is attached: the dispatcher reads `active` once per request, nothing more.
- * As on Redis: commands refused before they run (unknown, arity, NOAUTH, ACL) are not shown, nor
- * `admin` commands (CONFIG, MONITOR...); a transaction's commands are shown when
- * EXEC runs them, before EXEC; a monitor may not touch the keyspace, and RESET ends monitor mode.
+ * As Redis 7's call() feeds its monitors, a command is shown once it has run: when its reply is
+ * in, just after the reply is handed to its client (so a client never sees its command on a
+ * monitor before its reply). Commands refused before they run (unknown, arity, NOAUTH, ACL,
+ * CROSSSLOT) are not shown, nor `admin` commands (CONFIG, MONITOR...); a transaction's commands
+ * are shown when EXEC has run them, before EXEC; a monitor may not touch the keyspace, and RESET
+ * ends monitor mode.
  */
 import { ClientSession, Releasable } from '../client/client-session';
 import { CommandInfo } from '../commands/table';
 import * as encode from '../resp/encode';
+import { log } from '../telemetry/log';
 
 /** A client as MONITOR sees it (server/session.ts implements it). */
 export interface MonitorClient extends ClientSession {
@@ -21,12 +27,17 @@ export interface MonitorClient extends ClientSession {
   readonly addr: string;
   /** Appends `frame` after every reply the client is owed. */
   pushOutOfBand(frame: Buffer): void;
+  /** Unsent bytes past which a monitor is disconnected (limits.monitorOutputBytes; 0: never). */
+  readonly monitorOutputLimitBytes: number;
+  /** Runs `show` once the reply of the request being dispatched is in (its reply slot filled). */
+  whenAnswered(show: (reply: Buffer) => void): void;
 }
 
 /** Redis 7.0's processCommand refusal for a monitor (a replica, to Redis) touching the keyspace. */
 const KEYSPACE_REFUSED = encode.error("ERR Replica can't interact with the keyspace");
 
 const REDACTED = Buffer.from('(redacted)');
+const CROSSSLOT = Buffer.from('-CROSSSLOT ');
 
 /** Run at once inside MULTI, not queued: shown at once (the others when EXEC runs them). */
 const RUN_INSIDE_MULTI: ReadonlySet<string> = new Set(['exec', 'discard', 'multi', 'reset', 'quit', 'watch']);
@@ -81,23 +92,43 @@ export class MonitorFeed {
     }
     // EXEC runs what was queued (an aborted EXEC runs nothing); DISCARD, RESET, QUIT drop it, and
     // a MULTI outside a transaction starts afresh.
+    let shown: Buffer[][] = [args];
     if ((phase !== 'queue' || name !== 'multi') && (name === 'exec' || name === 'discard' || name === 'reset' || name === 'quit' || name === 'multi')) {
       const held = this.queued.get(client);
       this.queued.delete(client);
-      if (held !== undefined && name === 'exec' && phase === 'run') for (const queued of held) this.show(client, queued);
+      if (held !== undefined && name === 'exec' && phase === 'run') shown = [...held, args];
     }
-    this.show(client, args);
+    // The monitors attached when it arrived: one that attaches while it runs does not see it (as
+    // on Redis, where a command runs whole before or after a MONITOR).
+    const watching = [...this.monitors];
+    client.whenAnswered((reply) => {
+      // Refused by the proxy where Redis Cluster refuses before running: not run, not shown.
+      if (reply.subarray(0, CROSSSLOT.length).equals(CROSSSLOT)) return;
+      for (const queued of shown) this.show(client, queued, watching);
+    });
     return null;
   }
 
-  private show(from: MonitorClient, args: Buffer[]): void {
+  private show(from: MonitorClient, args: Buffer[], watching: readonly MonitorClient[]): void {
     const line = monitorLine(Date.now(), from.addr, redacted(args));
-    for (const monitor of this.monitors) {
-      if (monitor !== from) monitor.pushOutOfBand(line);
-      // Redis shows a command once it ran: a monitor's own line follows its reply (whose slot the
-      // dispatch appends next), and a RESET that ended monitor mode is not shown to itself.
-      else queueMicrotask(() => monitor.monitoring !== null && monitor.pushOutOfBand(line));
+    for (const monitor of watching) {
+      if (!this.monitors.has(monitor)) continue;
+      // A RESET that ended monitor mode is not shown to itself.
+      if (monitor === from && monitor.monitoring === null) continue;
+      if (this.overLimit(monitor)) continue;
+      monitor.pushOutOfBand(line);
     }
+  }
+
+  /** A monitor that does not read its lines is disconnected, as Redis's client-output-buffer-limit does. */
+  private overLimit(monitor: MonitorClient): boolean {
+    const limit = monitor.monitorOutputLimitBytes;
+    const pending = monitor.pendingOutputBytes ?? 0;
+    if (limit === 0 || pending <= limit) return false;
+    log.warn({ client: monitor.addr, pendingBytes: pending, limitBytes: limit }, 'disconnecting a MONITOR client that does not read its lines (limits.monitorOutputBytes)');
+    this.detach(monitor);
+    monitor.destroy?.();
+    return true;
   }
 }
 

@@ -295,6 +295,7 @@ export class PartSession implements ReplyOwner {
   declare readonly subscribed: false;
   /** The whole request was shown to monitors before the split. */
   declare monitoring: null;
+  declare readonly monitorOutputLimitBytes: number;
   declare readonly addr: string;
 
   constructor(readonly id: number, private readonly split: SplitCommand, private readonly index: number) {}
@@ -306,6 +307,10 @@ export class PartSession implements ReplyOwner {
 
   pushOutOfBand(): void {
     // Invalidations go to the client, never to a part.
+  }
+
+  whenAnswered(): void {
+    // The whole request is shown to monitors, never a part.
   }
 
   track<S extends ReplySlot>(slot: S): S {
@@ -340,5 +345,6 @@ Object.assign(PartSession.prototype, {
   tracking: null,
   subscribed: false,
   monitoring: null,
+  monitorOutputLimitBytes: 0,
   addr: '',
 });

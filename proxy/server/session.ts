@@ -41,10 +41,14 @@ export interface SessionLimits extends DecoderLimits {
   clientOutputHighWaterBytes: number;
   /** Close a client idle this long (0: never). */
   idleClientTimeoutMs: number;
+  /** Disconnect a MONITOR client with more unsent bytes than this (0: never). */
+  monitorOutputBytes: number;
 }
 
 /** Stop reading from a client with this many replies outstanding; resume below half of it. */
 const MAX_OUTSTANDING_REPLIES = 16384;
+/** What a monitor line waits for when its request has no reply slot of its own. */
+const NO_REPLY = Buffer.alloc(0);
 
 /** What every client of one listener shares: one reference per session instead of five. */
 export interface SessionHost {
@@ -118,6 +122,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   tracking: ClientTracking | null = null;
   /** MONITOR mode (dispatch/monitor.ts); null when not monitoring. */
   monitoring: Releasable | null = null;
+  /** Set by whenAnswered while a monitored request is dispatched, until its reply slot is tracked. */
+  private monitorShow: ((reply: Buffer) => void) | null = null;
 
   private readonly slots = new Queue<ReplySlot>();
   /** This client's own decoder while a request is half-read; null when it has none in progress. */
@@ -321,7 +327,20 @@ export class Session implements DispatchSession, ListedClient, Flushable {
 
   // DispatchSession
 
+  get monitorOutputLimitBytes(): number {
+    return this.host.limits.monitorOutputBytes;
+  }
+
+  /** The request being dispatched is shown to monitors once answered: by the next slot tracked. */
+  whenAnswered(show: (reply: Buffer) => void): void {
+    this.monitorShow = show;
+  }
+
   track<S extends ReplySlot>(slot: S): S {
+    if (this.monitorShow !== null) {
+      slot.onFilled = this.monitorShow;
+      this.monitorShow = null;
+    }
     if (this.silent) slot.silent = true;
     this.slots.push(slot);
     if (this.tracking !== null && this.tracking.armedWrite !== null) this.tracking.claimWrite(slot);
@@ -346,14 +365,23 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     const pending = this.host.dispatcher.dispatch(this, args, raw);
     this.silent = false;
     if (pending === undefined) {
+      this.showUnanswered();
       if (this.tracking !== null) this.host.caching.afterCommand(this, this.tracking);
       return;
     }
     this.held = [];
     void pending.finally(() => {
+      this.showUnanswered();
       if (this.tracking !== null) this.host.caching.afterCommand(this, this.tracking);
       this.release();
     });
+  }
+
+  /** A monitored request that ran without a reply slot of its own (SUBSCRIBE's pushes): shown now. */
+  private showUnanswered(): void {
+    const show = this.monitorShow;
+    this.monitorShow = null;
+    show?.(NO_REPLY);
   }
 
   private release(): void {

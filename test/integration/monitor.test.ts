@@ -121,6 +121,7 @@ const SEQUENCE: string[][] = [
   ['CONFIG', 'GET', 'maxmemory'], // admin: not shown
   ['GET'], // arity: not shown
   ['NOSUCH', 'x'], // unknown: not shown
+  ['MSET', 'a', '1', 'b', '2'], // CROSSSLOT, refused before it runs: not shown
   ['PING'],
   ['MIGRATE', '127.0.0.1', '1', '{t}k', '0', '10', 'AUTH', 'secret'],
   ['MIGRATE', '127.0.0.1', '1', '', '0', '10', 'AUTH2', 'someone', 'secret', 'KEYS', '{t}k'],

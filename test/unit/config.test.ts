@@ -16,6 +16,7 @@ const DEFAULT_LIMITS = {
   maxInlineBytes: 65536,
   clientOutputHighWaterBytes: 8 * 1024 * 1024,
   idleClientTimeoutMs: 0,
+  monitorOutputBytes: 32 * 1024 * 1024,
   scriptStoreBytes: 16 * 1024 * 1024,
   trackingTableMaxKeys: 1_000_000,
 };

@@ -14,7 +14,7 @@ import { setName } from './client-command';
 import { AclServer, aclCommand } from './acl-command';
 
 export interface LocalServer extends AclServer {
-  readonly backendVersion: string;
+  readonly backendServer: { readonly name: string; readonly version: string };
   readonly auth: ClientAuth;
   readonly stats: AuthCounters;
 }
@@ -129,8 +129,8 @@ function hello(server: LocalServer, session: ClientSession, args: Buffer[]): Buf
   // The new protocol applies from this reply on, as on Redis.
   session.protocol = protocol;
   const fields = [
-    encode.bulk('server'), encode.bulk('redis'),
-    encode.bulk('version'), encode.bulk(server.backendVersion),
+    encode.bulk('server'), encode.bulk(server.backendServer.name),
+    encode.bulk('version'), encode.bulk(server.backendServer.version),
     encode.bulk('proto'), encode.integer(protocol),
     encode.bulk('id'), encode.integer(session.id),
     encode.bulk('mode'), encode.bulk('standalone'),

@@ -30,6 +30,16 @@ export const EXECABORT = 'EXECABORT Transaction discarded because of previous er
 export const NOPERM_KEY = 'NOPERM this user has no permissions to access one of the keys used as arguments';
 export const NOPERM_CHANNEL = 'NOPERM this user has no permissions to access one of the channels used as arguments';
 
+/**
+ * NOPERM as Redis 7.2 and later (and Valkey) word it: the user named for a command, a plain
+ * sentence for a key or a channel. `object` is the command's full name for a command.
+ */
+export function noperm72(reason: 'command' | 'key' | 'channel', object: string, user: string): string {
+  if (reason === 'key') return 'NOPERM No permissions to access a key';
+  if (reason === 'channel') return 'NOPERM No permissions to access a channel';
+  return `NOPERM User ${user} has no permissions to run the '${object}' command`;
+}
+
 /** A user's `commands` rules refuse the command (its full name, `config|set` for a subcommand). */
 export function nopermCommand(fullName: string): string {
   return `NOPERM this user has no permissions to run the '${fullName}' command`;

@@ -17,6 +17,9 @@ export const SYNTAX_ERROR = 'ERR syntax error';
 export const NOAUTH = 'NOAUTH Authentication required.';
 export const NOAUTH_HELLO =
   'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';
+/** NOAUTH_HELLO as Redis 7.2 and later (and Valkey) word it. */
+export const NOAUTH_HELLO_72 =
+  'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';
 export const WRONGPASS = 'WRONGPASS invalid username-password pair or user is disabled.';
 export const PROXY_NOT_READY = 'CLUSTERDOWN slotproxy has not loaded the cluster topology yet';
 export const NUMKEYS_TOO_MANY = "ERR Number of keys can't be greater than number of args";

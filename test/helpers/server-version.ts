@@ -52,3 +52,6 @@ export function nopermText(reason: 'command' | 'key' | 'channel', user = '', ful
 export function busyText(kill: 'SCRIPT' | 'FUNCTION'): string {
   return `BUSY ${SERVER.flavor === 'valkey' ? 'Valkey' : 'Redis'} is busy running a script. You can only call ${kill} KILL or SHUTDOWN NOSAVE.`;
 }
+
+/** HELLO before AUTH on a server with a password: Redis 7.2 added `<proto>` to the hint. */
+export const NOAUTH_HELLO = `NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO ${redisAtLeast(7, 2) ? '<proto> ' : ''}AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time`;

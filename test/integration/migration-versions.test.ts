@@ -44,6 +44,18 @@ function config(a: RedisNode[], b: RedisNode[]): Record<string, unknown> {
   };
 }
 
+test('the same version on both sides passes the check: the proxy starts in double-write and copies what is written', async () => {
+  const bin = OLDER ?? 'redis-server';
+  const a = await startNodes(bin, 1);
+  const b = await startNodes(bin, 1);
+  const proxy = await ProxyServer.start(parseConfig(config(a, b)));
+  proxies.push(proxy);
+  const c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
+  clients.push(c);
+  expect(await c.set('same:k', 'v')).toBe('OK');
+  await eventually(() => b[0].command('GET', 'same:k'), (v) => v === 'v', 30_000);
+}, 60_000);
+
 // Needs two builds of different versions: the shared 7.4.1 one is not on every machine (CI's may
 // lack ../shared), and the OS's must be older than it.
 if (NEWER !== null && OLDER !== null) {

@@ -105,8 +105,10 @@ export interface ProxyContext {
   readonly forward: ForwardOptions;
   /** `crossSlot`: refuse multi-key commands spanning shards (default), or split MGET/MSET/DEL/... (dispatch/split.ts). */
   readonly crossSlot?: 'refuse' | 'split';
-  /** `redis_version` of the back end, for HELLO. */
+  /** `redis_version` of the back end (Valkey 8 says 7.2.4): what it is compatible with. */
   backendVersion: string;
+  /** HELLO's `server` and `version` as the back end answers them: `redis` and redis_version, or `valkey` and valkey_version. */
+  backendServer: { name: string; version: string };
   /** The proxy's clients (CLIENT LIST, KILL, UNBLOCK). */
   readonly clients: ClientList;
   /** CLIENT TRACKING: who read what, and the nodes' invalidations relayed (tracking/). */

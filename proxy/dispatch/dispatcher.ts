@@ -18,6 +18,7 @@ import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
+import { versionAtLeast } from '../resp/backend-version';
 import { convergingWrite } from '../migration/start';
 import { CarriedWrite } from './carried-write';
 import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migration/after-copy';
@@ -222,7 +223,10 @@ export class Dispatcher {
       this.ctx.aclLog.add(denial.reason, context, denial.object, session.user, this.ctx.clients.get(session.id)?.describe() ?? '');
     }
     flagTransaction(session);
-    session.replyNow(encode.error(denial.message));
+    // The back end's words: Redis 7.2 reworded NOPERM.
+    const message =
+      denial.object !== undefined && versionAtLeast(this.ctx.backendVersion, 7, 2) ? errors.noperm72(denial.reason, denial.object, session.user) : denial.message;
+    session.replyNow(encode.error(message));
     return true;
   }
 

@@ -32,6 +32,8 @@ export interface InfoServer {
   maxClients(): number;
   /** Clients of this proxy blocked on a node now (their `blocked` is set). */
   blockedClients(): number;
+  /** Clients of this proxy in subscribed mode. */
+  pubsubClients(): number;
 }
 
 /** Section names that include these sections (Redis's `default`, `all`, `everything`). */
@@ -87,8 +89,8 @@ export function infoMerge(ctx: ProxyContext, server: InfoServer, args: readonly 
     const held = frames.map((_, m) => heldCount(after?.[m]));
     const scripts = { stored: check?.stored ?? ctx.scripts.size, checked: after === undefined ? 0 : (check?.checked ?? 0), held };
     const sections = parsed[0].map(({ title }) => {
-      if (title === 'Clients') return { title, lines: clientLines(ctx, server) };
       const all = parsed.map((p) => p.find((s) => s.title === title)?.lines ?? []);
+      if (title === 'Clients') return { title, lines: clientLines(ctx, server, all) };
       const lines = title === 'Memory' ? mergeMemory(all, scripts) : mergeSection(title, all);
       return { title, lines: title === 'Stats' ? withProxyTracking(ctx, lines) : lines };
     });
@@ -122,15 +124,32 @@ function mergeSection(title: string, all: string[][]): string[] {
   }
 }
 
-/** The proxy's clients, in Redis's field order; fields the proxy does not track are left out. */
-function clientLines(ctx: ProxyContext, server: InfoServer): string[] {
-  return [
+/**
+ * Clients fields newer back ends have (Redis 7.2+, Valkey): the keys and the clients with a timeout
+ * are per node, each node's the proxy's clients' (and direct clients') share, so summed; counted
+ * in the proxy only where it knows one server's answer (pubsub_clients).
+ */
+const CLIENTS_SUMMED = ['watching_clients', 'clients_in_timeout_table', 'total_watched_keys', 'total_blocking_keys', 'total_blocking_keys_on_nokey'];
+
+/**
+ * The proxy's clients, in Redis's field order; fields the proxy does not track are left out, and
+ * those only a newer back end has are there when the first master has them.
+ */
+function clientLines(ctx: ProxyContext, server: InfoServer, all: string[][]): string[] {
+  const lines = [
     `connected_clients:${ctx.stats.connectedClients}`,
     'cluster_connections:0',
     `maxclients:${server.maxClients()}`,
     `blocked_clients:${server.blockedClients() + ctx.stats.waitingClients}`,
     `tracking_clients:${ctx.caching.trackingClients}`,
   ];
+  const values = fieldsOfEach(all);
+  const has = (name: string): boolean => values[0]?.has(name) === true;
+  if (has('pubsub_clients')) lines.push(`pubsub_clients:${server.pubsubClients()}`);
+  for (const name of CLIENTS_SUMMED) {
+    if (has(name)) lines.push(`${name}:${values.reduce((n, v) => n + (Number(v.get(name)) || 0), 0)}`);
+  }
+  return lines;
 }
 
 /**

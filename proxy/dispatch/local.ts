@@ -12,9 +12,12 @@ import { AuthCounters, ClientAuth, DEFAULT_USER, authenticate } from '../securit
 import { ClientSession } from '../client/client-session';
 import { setName } from './client-command';
 import { AclServer, aclCommand } from './acl-command';
+import { versionAtLeast } from '../resp/backend-version';
 
 export interface LocalServer extends AclServer {
+  /** redis_version of the back end: the texts Redis changed follow it. */
   readonly backendVersion: string;
+  readonly backendServer: { readonly name: string; readonly version: string };
   readonly auth: ClientAuth;
   readonly stats: AuthCounters;
 }
@@ -121,7 +124,7 @@ function hello(server: LocalServer, session: ClientSession, args: Buffer[]): Buf
   if (credentials !== null && !authenticate(server.auth, server.stats, session, credentials[0], credentials[1])) {
     return authRefused(server, session, credentials[0]);
   }
-  if (!session.authenticated) return encode.error(errors.NOAUTH_HELLO);
+  if (!session.authenticated) return encode.error(versionAtLeast(server.backendVersion, 7, 2) ? errors.NOAUTH_HELLO_72 : errors.NOAUTH_HELLO);
   if (name !== null) {
     const r = setName(session, name);
     if (r[0] === 45) return r;
@@ -129,8 +132,8 @@ function hello(server: LocalServer, session: ClientSession, args: Buffer[]): Buf
   // The new protocol applies from this reply on, as on Redis.
   session.protocol = protocol;
   const fields = [
-    encode.bulk('server'), encode.bulk('redis'),
-    encode.bulk('version'), encode.bulk(server.backendVersion),
+    encode.bulk('server'), encode.bulk(server.backendServer.name),
+    encode.bulk('version'), encode.bulk(server.backendServer.version),
     encode.bulk('proto'), encode.integer(protocol),
     encode.bulk('id'), encode.integer(session.id),
     encode.bulk('mode'), encode.bulk('standalone'),

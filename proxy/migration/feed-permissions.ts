@@ -10,12 +10,14 @@
  * When the rules cannot be read (the user may not run `ACL GETUSER`, a node does not answer) the
  * answer is a refusal saying so: a migration that may lose changes silently is worse than one that
  * waits for a grant. A server without ACL (`ACL` unknown, before Redis 6) has no key permissions.
+ * The same check first refuses a side A newer than side B (side-versions.ts).
  */
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
 import { Reply, decodeReply, errorText, replyFields } from '../resp/decode-reply';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
+import { versionProblem } from './side-versions';
 
 /**
  * Why the migration must not start: the first node of A whose user cannot read every key, or
@@ -24,6 +26,9 @@ import { log } from '../telemetry/log';
  * already holds back read-new; refusing would keep the whole proxy from serving.
  */
 export async function feedPermissionProblem(pool: BackendPool, placement: Placement, timeoutMs: number, unreached: 'refuse' | 'pass' = 'refuse'): Promise<string | null> {
+  // First the sides' versions (side-versions.ts): a newer A cannot be copied into an older B at all.
+  const versions = await versionProblem(pool, placement, timeoutMs);
+  if (versions !== null) return versions;
   const nodes = placement.from.masters();
   const problems = await Promise.all(nodes.map((address) => nodeProblem(pool, address, timeoutMs)));
   for (const p of problems) {

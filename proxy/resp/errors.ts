@@ -17,6 +17,9 @@ export const SYNTAX_ERROR = 'ERR syntax error';
 export const NOAUTH = 'NOAUTH Authentication required.';
 export const NOAUTH_HELLO =
   'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';
+/** NOAUTH_HELLO as Redis 7.2 and later (and Valkey) word it. */
+export const NOAUTH_HELLO_72 =
+  'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO <proto> AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';
 export const WRONGPASS = 'WRONGPASS invalid username-password pair or user is disabled.';
 export const PROXY_NOT_READY = 'CLUSTERDOWN slotproxy has not loaded the cluster topology yet';
 export const NUMKEYS_TOO_MANY = "ERR Number of keys can't be greater than number of args";
@@ -29,6 +32,16 @@ export const EXECABORT = 'EXECABORT Transaction discarded because of previous er
 /** A user's `keys` or `channels` rules refuse an argument (proxy/security/permissions.ts). */
 export const NOPERM_KEY = 'NOPERM this user has no permissions to access one of the keys used as arguments';
 export const NOPERM_CHANNEL = 'NOPERM this user has no permissions to access one of the channels used as arguments';
+
+/**
+ * NOPERM as Redis 7.2 and later (and Valkey) word it: the user named for a command, a plain
+ * sentence for a key or a channel. `object` is the command's full name for a command.
+ */
+export function noperm72(reason: 'command' | 'key' | 'channel', object: string, user: string): string {
+  if (reason === 'key') return 'NOPERM No permissions to access a key';
+  if (reason === 'channel') return 'NOPERM No permissions to access a channel';
+  return `NOPERM User ${user} has no permissions to run the '${object}' command`;
+}
 
 /** A user's `commands` rules refuse the command (its full name, `config|set` for a subcommand). */
 export function nopermCommand(fullName: string): string {

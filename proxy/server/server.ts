@@ -93,6 +93,11 @@ export class ProxyServer {
         for (const s of this.sessions) if (s.blocked !== null) n++;
         return n;
       },
+      pubsubClients: () => {
+        let n = 0;
+        for (const s of this.sessions) if (s.subscribed) n++;
+        return n;
+      },
     });
     this.limits = { ...config.limits };
     const stats = ctx.stats;
@@ -142,6 +147,7 @@ export class ProxyServer {
       stats: new ProxyStats(),
       crossSlot: config.crossSlot,
       backendVersion: '7.0.0',
+      backendServer: { name: 'redis', version: '7.0.0' },
       auth: new ClientAuth({ users: [] }), // no one signs in before the real one, below, once the command table the users' rules name commands from is loaded
       scripts: new ScriptStore(config.limits.scriptStoreBytes),
       clients,
@@ -438,8 +444,11 @@ async function loadBackendFacts(ctx: ProxyContext): Promise<void> {
       if (errorText(table) !== null) throw new Error(errorText(table) ?? '');
       ctx.table = CommandTable.fromCommandReply(decodeReply(table));
       const info = decodeReply(await request(conn, ['INFO', 'server'], 10_000));
-      const m = /redis_version:([^\r\n]+)/.exec(Buffer.isBuffer(info) ? info.toString() : String(info));
-      if (m !== null) ctx.backendVersion = m[1];
+      const text = Buffer.isBuffer(info) ? info.toString() : String(info);
+      const field = (name: string): string | undefined => new RegExp(`(?:^|\r\n)${name}:([^\r\n]+)`).exec(text)?.[1];
+      ctx.backendVersion = field('redis_version') ?? ctx.backendVersion;
+      const name = field('server_name') ?? 'redis';
+      ctx.backendServer = { name, version: field(`${name}_version`) ?? ctx.backendVersion };
       await learnBusyThreshold(ctx, address);
       log.info({ node: address, commands: ctx.table.size, redisVersion: ctx.backendVersion }, 'command table loaded from the back end');
       return;

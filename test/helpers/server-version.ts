@@ -25,9 +25,33 @@ function readVersion(): ServerVersion {
 
 export const SERVER: ServerVersion = readVersion();
 
+/** INFO server's redis_version: Valkey 8 answers 7.2.4 (its valkey_version is its own). */
+export const REDIS_VERSION = SERVER.flavor === 'valkey' ? '7.2.4' : `${SERVER.major}.${SERVER.minor}.${SERVER.patch}`;
+
+/** HELLO's server and version fields, as the server under test answers them. */
+export const HELLO_SERVER = { server: SERVER.flavor, version: `${SERVER.major}.${SERVER.minor}.${SERVER.patch}` };
+
 /** True when the server under test is a Redis (or Redis-compatible) version at least major.minor. */
 export function redisAtLeast(major: number, minor: number): boolean {
   // Valkey 8 is Redis 7.2.4 to a client (its INFO says redis_version:7.2.4).
   const [ma, mi] = SERVER.flavor === 'valkey' ? [7, 2] : [SERVER.major, SERVER.minor];
   return ma > major || (ma === major && mi >= minor);
 }
+
+/** Redis 7.2 reworded NOPERM (Valkey too): the text the server under test, or the proxy in front of it, gives. */
+export function nopermText(reason: 'command', user: string, fullName: string): string;
+export function nopermText(reason: 'key' | 'channel'): string;
+export function nopermText(reason: 'command' | 'key' | 'channel', user = '', fullName = ''): string {
+  const newer = redisAtLeast(7, 2);
+  if (reason === 'key') return newer ? 'NOPERM No permissions to access a key' : 'NOPERM this user has no permissions to access one of the keys used as arguments';
+  if (reason === 'channel') return newer ? 'NOPERM No permissions to access a channel' : 'NOPERM this user has no permissions to access one of the channels used as arguments';
+  return newer ? `NOPERM User ${user} has no permissions to run the '${fullName}' command` : `NOPERM this user has no permissions to run the '${fullName}' command`;
+}
+
+/** A node's refusal while a script or function runs: Valkey names itself in it. */
+export function busyText(kill: 'SCRIPT' | 'FUNCTION'): string {
+  return `BUSY ${SERVER.flavor === 'valkey' ? 'Valkey' : 'Redis'} is busy running a script. You can only call ${kill} KILL or SHUTDOWN NOSAVE.`;
+}
+
+/** HELLO before AUTH on a server with a password: Redis 7.2 added `<proto>` to the hint. */
+export const NOAUTH_HELLO = `NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO ${redisAtLeast(7, 2) ? '<proto> ' : ''}AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time`;

@@ -25,7 +25,12 @@ export interface ScriptRun {
   marks: Record<string, number>[];
 }
 
-const WAIT_MS = 5000;
+/**
+ * How long a step's reply may take before the step fails: a missing reply never comes, and a step
+ * answers in milliseconds alone, but one took over 5 s on a loaded 2-core host running two test
+ * files at once.
+ */
+const WAIT_MS = 15_000;
 
 class Conn {
   received = '';

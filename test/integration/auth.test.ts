@@ -10,11 +10,10 @@ import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { errorOf } from '../helpers/reply-error';
 import { redisCliBin } from '../../cmd/sandbox/helpers';
+import { NOAUTH_HELLO } from '../helpers/server-version';
 
 const NOAUTH = 'NOAUTH Authentication required.';
 const WRONGPASS = 'WRONGPASS invalid username-password pair or user is disabled.';
-const NOAUTH_HELLO =
-  'NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time';
 
 // Every node gets an extra ACL user for the back-end test; the default user stays open for the helpers.
 const cluster = useCluster({

@@ -12,6 +12,7 @@ import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import net from 'node:net';
 import { encodeRequest } from '../helpers/raw-exchange';
 import { ReplyFramer } from '../../proxy/resp/reply-framer';
+import { busyText } from '../helpers/server-version';
 
 // The default backend.commandTimeoutMs (10000): nothing set on purpose.
 const h = useProxy({}, { masters: 3, replicasPerMaster: 0 });
@@ -101,7 +102,7 @@ describe('INFO counts distinct scripts and libraries (item 4)', () => {
 /** Scripts that run until killed (they write nothing, so SCRIPT KILL and FUNCTION KILL can). */
 const SPIN = 'local i = 0 while true do i = i + 1 end';
 const SPIN_LIB = "#!lua name=spinlib\nredis.register_function('spin', function() local i = 0 while true do i = i + 1 end end)\nredis.register_function('noop', function() return 1 end)";
-const BUSY_SCRIPT = 'BUSY Redis is busy running a script. You can only call SCRIPT KILL or SHUTDOWN NOSAVE.';
+const BUSY_SCRIPT = busyText('SCRIPT');
 
 /** Resolves once `node` answers BUSY (its script runs past busy-reply-threshold). */
 async function busy(node: RedisNode): Promise<void> {
@@ -234,7 +235,7 @@ describe('busy scripts as one Redis', () => {
   });
 
   describe('MULTI on a node busy with a script (item 5)', () => {
-    const BUSY_FUNCTION = 'BUSY Redis is busy running a script. You can only call FUNCTION KILL or SHUTDOWN NOSAVE.';
+    const BUSY_FUNCTION = busyText('FUNCTION');
 
     test('queued while the script runs: BUSY, and EXEC answers EXECABORT naming it; after the script: previous errors', async () => {
       const [{ key, node }, other] = await keyPerMaster(h.cluster(), 'txbusy');

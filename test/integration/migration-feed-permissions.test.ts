@@ -10,6 +10,7 @@ import { parseConfig } from '../../config/load';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { freePort } from '../../cmd/sandbox/ports';
 import { ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
+import { nopermText } from '../helpers/server-version';
 
 const USER = 'feeder';
 let nodes: StandaloneNodes | undefined;
@@ -105,7 +106,7 @@ test('a user that may not run ACL GETUSER cannot be checked: refused, saying so'
   const { admin } = await start('read-new');
   await nodes!.nodes[1].command('ACL', 'SETUSER', USER, '-acl|getuser');
   await expect(admin.call('PROXY', 'MIGRATION', 'PHASE', 'double-write')).rejects.toThrow(
-    `ERR slotproxy: cannot check that the back-end user may read every key on side A's node ${nodes!.addresses[1]} (ACL GETUSER ${USER}: NOPERM this user has no permissions to run the 'acl|getuser' command)`,
+    `ERR slotproxy: cannot check that the back-end user may read every key on side A's node ${nodes!.addresses[1]} (ACL GETUSER ${USER}: ${nopermText('command', USER, 'acl|getuser')})`,
   );
   expect(await phaseOf(admin)).toBe('read-new');
 }, 60_000);

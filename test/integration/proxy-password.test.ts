@@ -14,6 +14,7 @@ import { ProxyServer } from '../../proxy/server/server';
 import { Placement } from '../../sharding/migration';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { eventually } from '../helpers/eventually';
+import { NOAUTH_HELLO } from '../helpers/server-version';
 
 const NOAUTH = 'NOAUTH Authentication required.';
 
@@ -66,7 +67,7 @@ describe('cluster mode, compared with one Redis', () => {
     }
     expect(seen.proxy).toEqual(seen.redis);
     expect(seen.proxy[1]).toBe(
-      `-${NOAUTH}\r\n-${NOAUTH}\r\n-NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time\r\n` +
+      `-${NOAUTH}\r\n-${NOAUTH}\r\n-${NOAUTH_HELLO}\r\n` +
         '-WRONGPASS invalid username-password pair or user is disabled.\r\n-WRONGPASS invalid username-password pair or user is disabled.\r\n-ERR syntax error\r\n' +
         '+OK\r\n$1\r\nv\r\n*2\r\n$11\r\nrequirepass\r\n$9\r\ntemp_pass\r\n+OK\r\n',
     );

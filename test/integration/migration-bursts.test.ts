@@ -89,10 +89,12 @@ test.each(['double-write', 'read-new'])('%s: pipelined writes of many clients sh
   const keys = (await Promise.all(runs)).flat();
   const moving = keys.flatMap((k) => [k, `{${k}}:n`, `{${k}}:l`]).filter(moves);
   expect(movingWrites).toBeGreaterThan(50);
-  // Fewer MULTIs than converging writes: bursts were shared.
+  // Fewer MULTIs than converging writes: bursts were shared (one per write without sharing). Not
+  // half of them: on a loaded machine, beside other test files, fewer writes meet in one turn (68
+  // MULTIs for 115 writes was seen so).
   const multis = await commandCalls('multi');
   expect(multis).toBeGreaterThan(0);
-  expect(multis).toBeLessThan(movingWrites / 2);
+  expect(multis).toBeLessThan(movingWrites);
   for (const k of moving) {
     const t = placement.copyTarget(Buffer.from(k));
     if (t === null) continue;

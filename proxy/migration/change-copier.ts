@@ -224,7 +224,7 @@ export class ChangeCopier implements MigrationChanges {
     feed.fence(() => {
       // Lost meanwhile: the re-walk that covers the gap carries this write too.
       if (node.feed !== feed || !feed.ready) return node.coverWaiters.push(() => finish(null));
-      this.whenCopied(node, node.heard, () => finish(node.failed.size > 0 ? node.lastFailure : null));
+      node.whenCopied(node.heard, () => finish(node.failed.size > 0 ? node.lastFailure : null));
     });
   }
 
@@ -331,7 +331,7 @@ export class ChangeCopier implements MigrationChanges {
     if (this.ring.carry.replication) {
       // The node's replication stream carries every change (a flush too): the feed only tells the fleet's barriers.
       for (const key of keys ?? []) if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
-      this.copied(node, node.heard);
+      node.copied( node.heard);
       return;
     }
     if (keys === null) {
@@ -383,7 +383,7 @@ export class ChangeCopier implements MigrationChanges {
       log.info({ node: address, takeover: view.takeover || null, standby, rewalk: view.takeover !== '' && !covered }, 'migration: this proxy copies the node\'s changes now');
       this.onHeldChange();
       // What was heard before is someone else's to have copied (or in pending, kept at start).
-      if (node.pending.size === 0 && !node.draining) this.copied(node, node.heard);
+      if (node.pending.size === 0 && !node.draining) node.copied( node.heard);
       if (view.takeover !== '' && !covered) {
         node.takenOver = true;
         this.openGap(node, view.takeover);
@@ -414,26 +414,12 @@ export class ChangeCopier implements MigrationChanges {
         node.pending.clear();
         // While writes are answered after A, what the feed names has nearly always changed: no fingerprint check.
         await this.keyCopy.copy(node, batch, { ifChanged: !this.ring.carry.answerAfterA, fromFeed: true });
-        this.copied(node, node.pending.size === 0 ? node.heard : through);
+        node.copied( node.pending.size === 0 ? node.heard : through);
       }
-      this.copied(node, node.heard);
+      node.copied( node.heard);
     } finally {
       node.draining = false;
     }
-  }
-
-  private copied(node: NodeChanges, through: number): void {
-    node.copiedThrough = Math.max(node.copiedThrough, through);
-    let i = 0;
-    while (i < node.copyWaiters.length) {
-      if (node.copyWaiters[i].seq <= node.copiedThrough) node.copyWaiters.splice(i, 1)[0].done();
-      else i++;
-    }
-  }
-
-  private whenCopied(node: NodeChanges, seq: number, done: () => void): void {
-    if (node.copiedThrough >= seq && !node.draining) return done();
-    node.copyWaiters.push({ seq, done });
   }
 
   private failed(node: NodeChanges, t: CopyTarget, err: unknown): void {

@@ -34,12 +34,12 @@ import { StreamCommand, StreamReader } from '../replication/stream-reader';
 import { FollowRouter, Part } from './follow-router';
 import { FollowApplier, recordKeyOf } from './follow-applier';
 import { ownersOf } from './copy-keys';
-import { decodeReply, Reply } from '../resp/decode-reply';
+import { decodeReply } from '../resp/decode-reply';
 import { request } from '../backend/request';
-import { scanNode } from './feed-copy';
 import { readSnapshot } from './follow-snapshot';
+import { onEveryMaster, removeMovingKeys, statesAt } from './follow-states';
 import { BulkRestore } from './follow-restore';
-import { tooSoon, withoutPastExpiry } from './follow-expiry';
+import { tooSoon } from './follow-expiry';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 
@@ -105,6 +105,7 @@ export class NodeFollower {
   private received = -1;
   /** Links lost in a row (a node that refuses PSYNC): the next attempt waits longer, up to RESUME_CAP_MS. */
   private losses = 0;
+  private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
   /** Side A closed for done: B may take writes, so nothing more of A's stream is applied. */
   private frozen = false;
   /** Commands heard after the close and not applied (a write made straight on A, an expiry's DEL). */
@@ -341,9 +342,13 @@ export class NodeFollower {
     }
   }
 
+  /** The router of the current placement (a phase switch swaps it whole; the table is reloaded rarely). */
   private router(): FollowRouter {
     const p = this.placement();
-    return new FollowRouter(this.ctx.table, p.from, p.to as NonNullable<Placement['to']>, this.source);
+    if (this.routed?.placement !== p || this.routed.table !== this.ctx.table) {
+      this.routed = { placement: p, table: this.ctx.table, router: new FollowRouter(this.ctx.table, p.from, p.to as NonNullable<Placement['to']>, this.source) };
+    }
+    return this.routed.router;
   }
 
   /** One stream command's parts handed to their appliers; `end` counts as applied once all are done. */
@@ -422,55 +427,27 @@ export class NodeFollower {
    * ROLE), restored on B; stream commands on them up to R are skipped, being in those states.
    */
   private async carryResult(end: number, keys: Buffer[]): Promise<void> {
-    const args: Buffer[][] = [[Buffer.from('MULTI')]];
-    for (const k of keys) args.push([Buffer.from('DUMP'), k], [Buffer.from('PEXPIRETIME'), k]);
-    args.push([Buffer.from('ROLE')], [Buffer.from('EXEC')]);
-    const conn = this.ctx.pool.connection(this.source, LANE);
-    const replies = await Promise.all(args.map((a) => request(conn, a, this.ctx.forward.retryWindowMs)));
+    const read = await statesAt(this.ctx, this.source, keys);
     if (this.stopped) return;
-    const exec = decodeReply(replies[replies.length - 1], true);
-    if (!Array.isArray(exec)) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
-    const role = exec[exec.length - 1] as Reply[];
-    const at = Number(role[1]);
+    if (read === null) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
     const router = this.router();
     const parts: Part[] = [];
     keys.forEach((k, i) => {
       const to = router.ownerInB(k);
       if (to === null) return;
-      this.skipUntil.set(k.toString('latin1'), at);
-      const dump = exec[2 * i];
-      const expireAt = Number(exec[2 * i + 1]);
-      parts.push(
-        dump === null || !Buffer.isBuffer(dump)
-          ? { to, keys: [], args: [Buffer.from('DEL'), k] }
-          : { to, keys: [], args: withoutPastExpiry('restore', [Buffer.from('RESTORE'), k, Buffer.from(expireAt > 0 ? String(expireAt) : '0'), dump, Buffer.from('REPLACE'), ...(expireAt > 0 ? [Buffer.from('ABSTTL')] : [])]) },
-      );
+      this.skipUntil.set(k.toString('latin1'), read.at);
+      parts.push({ to, keys: [], args: read.commands[i] });
     });
     this.ticket(end, parts);
   }
 
-  /** A FLUSHALL on A: the moving keys of this node are removed from B. */
-  private async removeMovingKeys(): Promise<void> {
-    const p = this.placement();
-    const to = p.to;
-    if (to === null) return;
-    const router = this.router();
-    for (const b of to.masters()) {
-      if (b === this.source) continue;
-      await scanNode(this.ctx, b, async (keys) => {
-        const mine = keys.filter((k) => router.ownerInB(k) === b);
-        if (mine.length > 0) await request(this.ctx.pool.connection(b, LANE), ['DEL', ...mine], this.ctx.forward.retryWindowMs);
-      });
-    }
+  private removeMovingKeys(): Promise<void> {
+    const to = this.placement().to;
+    return to === null ? Promise.resolve() : removeMovingKeys(this.ctx, to, this.source, this.router());
   }
 
-  private async everyMaster(args: Buffer[]): Promise<void> {
-    const to = this.placement().to;
-    for (const b of to?.masters() ?? []) {
-      if (b === this.source) continue;
-      const frame = await request(this.ctx.pool.connection(b, LANE), args, this.ctx.forward.retryWindowMs);
-      if (frame[0] === 45 && !/not found|already exists/i.test(frame.toString())) log.warn({ node: b, error: frame.toString().trim() }, 'migration: a FUNCTION write of side A failed on side B');
-    }
+  private everyMaster(args: Buffer[]): Promise<void> {
+    return onEveryMaster(this.ctx, this.placement().to, this.source, args);
   }
 
   /** The snapshot, read from its spool at B's pace: moving keys restored, functions loaded on every master. */

@@ -68,6 +68,22 @@ export class NodeChanges {
   get covered(): boolean {
     return this.state === 'live';
   }
+
+  /** Every push up to `through` is copied: the barriers waiting for that far are let go. */
+  copied(through: number): void {
+    this.copiedThrough = Math.max(this.copiedThrough, through);
+    let i = 0;
+    while (i < this.copyWaiters.length) {
+      if (this.copyWaiters[i].seq <= this.copiedThrough) this.copyWaiters.splice(i, 1)[0].done();
+      else i++;
+    }
+  }
+
+  /** `done` once every push up to `seq` is copied. */
+  whenCopied(seq: number, done: () => void): void {
+    if (this.copiedThrough >= seq && !this.draining) return done();
+    this.copyWaiters.push({ seq, done });
+  }
 }
 
 /** What the copier counts: the feed counts /metrics shows (telemetry/metrics.ts), and barriers that timed out. */

@@ -30,73 +30,10 @@ import {
 } from './rdb-lengths';
 import { MODULE_AUX_PROGRAM, RDB_TYPE_MODULE_2, RDB_TYPE_MODULE_PRE_GA, TYPE_NAMES, VALUE_PROGRAMS } from './rdb-values';
 import { DONE, ValueSkipper } from './value-skipper';
+import { OPCODE_AUX, OPCODE_EOF, OPCODE_EXPIRETIME, OPCODE_EXPIRETIME_MS, OPCODE_FREQ, OPCODE_FUNCTION2, OPCODE_FUNCTION_PRE_GA, OPCODE_IDLE, OPCODE_MODULE_AUX, OPCODE_RESIZEDB, OPCODE_SELECTDB, OPCODE_SLOT_INFO, MAX_RDB_VERSION, RdbEntry, RdbFormatError, RdbHandlers, RdbReaderOptions } from './rdb-format';
+export { MAX_RDB_VERSION, RdbFormatError } from './rdb-format';
+export type { RdbEntry, RdbHandlers, RdbReaderOptions } from './rdb-format';
 
-/** The newest RDB version the reader knows (Redis 7.4). */
-export const MAX_RDB_VERSION = 12;
-
-/** One key of the snapshot. */
-export interface RdbEntry {
-  /** The database (SELECTDB) the key is in. */
-  db: number;
-  /** The key, decoded (RDB keys may be integer-encoded or LZF-compressed). */
-  key: Buffer;
-  /** Absolute expiry in unix milliseconds (EXPIRETIME_MS, or EXPIRETIME in seconds), or null. */
-  expireAtMs: number | null;
-  /** The RDB type byte (rdb-values.ts TYPE_NAMES). */
-  type: number;
-  /** Exactly what `DUMP key` answers on the server that wrote the snapshot. */
-  dump: Buffer;
-}
-
-/** What the reader reports, in the snapshot's order. Buffers handed out are the handler's to keep. */
-export interface RdbHandlers {
-  /** The RDB version of the header (10 for Redis 7.0, 11 for 7.2 and Valkey 8, 12 for 7.4). */
-  onHeader?(version: number): void;
-  /** An AUX field (redis-ver, repl-id, repl-offset, ...). */
-  onAux?(name: Buffer, value: Buffer): void;
-  onSelectDb?(db: number): void;
-  /** The sizes hint of the selected database. */
-  onResizeDb?(dbSize: number, expiresSize: number): void;
-  /**
-   * Asked once an entry's key is read: false reads its value past without making its dump (a key
-   * that does not move costs only its reading). Without it every entry is wanted.
-   */
-  wantEntry?(db: number, key: Buffer, type: number): boolean;
-  onEntry(entry: RdbEntry): void;
-  /** A function library, as FUNCTION LOAD takes it. */
-  onFunction(code: Buffer): void;
-  /** The end of the snapshot, with the file's CRC64 (0n when it was saved without one). */
-  onEnd(checksum: bigint): void;
-}
-
-export interface RdbReaderOptions {
-  /** Check the file's CRC64 at its end (a mismatch throws). @default true */
-  verifyChecksum?: boolean;
-}
-
-/** The bytes pushed are not an RDB this reader can carry; `offset` is where, from the file's start. */
-export class RdbFormatError extends Error {
-  override name = 'RdbFormatError';
-  constructor(
-    message: string,
-    readonly offset: number,
-  ) {
-    super(message);
-  }
-}
-
-const OPCODE_SLOT_INFO = 244;
-const OPCODE_FUNCTION2 = 245;
-const OPCODE_FUNCTION_PRE_GA = 246;
-const OPCODE_MODULE_AUX = 247;
-const OPCODE_IDLE = 248;
-const OPCODE_FREQ = 249;
-const OPCODE_AUX = 250;
-const OPCODE_RESIZEDB = 251;
-const OPCODE_EXPIRETIME_MS = 252;
-const OPCODE_EXPIRETIME = 253;
-const OPCODE_SELECTDB = 254;
-const OPCODE_EOF = 255;
 
 const HEADER_LENGTH = 9; // "REDIS" and the version in 4 digits
 const FIRST_CHECKSUMMED_VERSION = 5;

@@ -8,9 +8,10 @@ import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
 import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
+import { NodeClients } from '../helpers/node-clients';
 
 const grow = useRingGrow();
-const clients: Redis[] = [];
+const nodeClients = new NodeClients();
 let dir = '';
 
 beforeAll(() => {
@@ -18,8 +19,7 @@ beforeAll(() => {
 });
 
 afterEach(() => {
-  for (const c of clients.splice(0)) c.disconnect();
-  byAddress.clear();
+  nodeClients.closeAll();
   killAllProxies();
 });
 
@@ -27,17 +27,8 @@ afterAll(() => {
   fs.rmSync(dir, { recursive: true, force: true });
 });
 
-const byAddress = new Map<string, Redis>();
-
-/** One client per node (a client per key would run a node out of connections). */
 function open(addr: string): Redis {
-  let c = byAddress.get(addr);
-  if (c !== undefined && c.status !== 'end') return c;
-  const [host, port] = addr.split(':');
-  c = new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true });
-  clients.push(c);
-  byAddress.set(addr, c);
-  return c;
+  return nodeClients.open(addr);
 }
 
 function setup(): { config: Record<string, unknown>; placement: Placement } {

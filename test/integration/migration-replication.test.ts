@@ -12,6 +12,7 @@ import { Placement } from '../../sharding/migration';
 import { RingModeConfig } from '../../config/schema';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { eventually } from '../helpers/eventually';
+import { NodeClients } from '../helpers/node-clients';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { parseConfig } from '../../config/load';
 
@@ -20,24 +21,15 @@ const grow = useRingGrow();
 let proxy: ProxyServer | null = null;
 let placement: Placement;
 let layout: NodeClient | undefined;
-const clients: Redis[] = [];
+const nodeClients = new NodeClients();
 
 function replicated(phase: 'double-write' | 'read-new' = 'double-write'): RingModeConfig {
   const cfg = grow.config();
   return { ...cfg, ...(process.env.FOLLOW_LOG === undefined ? {} : { log: { ...cfg.log, level: 'info' as const } }), migration: { ...(cfg.migration as NonNullable<RingModeConfig['migration']>), phase, carry: 'replication' } };
 }
 
-const byAddress = new Map<string, Redis>();
-
-/** One client per node (a client per key would run a node out of connections). */
 function open(addr: string): Redis {
-  let c = byAddress.get(addr);
-  if (c !== undefined && c.status !== 'end') return c;
-  const [host, port] = addr.split(':');
-  c = new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true });
-  clients.push(c);
-  byAddress.set(addr, c);
-  return c;
+  return nodeClients.open(addr);
 }
 
 function connect(): Redis {
@@ -111,8 +103,7 @@ beforeEach(async () => {
 });
 
 afterEach(async () => {
-  for (const c of clients.splice(0)) c.disconnect();
-  byAddress.clear();
+  nodeClients.closeAll();
   layout?.close();
   await proxy?.close(200);
   proxy = null;
@@ -207,7 +198,7 @@ test('a proxy that takes over resumes each node with +CONTINUE, and B stays exac
   proxy = null;
   // Written while nobody follows: in A's backlog, carried by the resume.
   const direct = new Redis({ port: Number(placement.from.masters()[0].split(':')[1]), maxRetriesPerRequest: 0 });
-  clients.push(direct);
+  nodeClients.track(direct);
   for (let n = 0; n < 100; n++) await direct.incr(`k${n % 50}`);
   proxy = await ProxyServer.start(cfg);
   c = connect();

@@ -1,0 +1,58 @@
+/**
+ * What the follower (follow.ts) asks of the nodes beside the stream: keys' states read on side A at a
+ * known offset (a command carried as its result), and writes that reach every node of side B (a
+ * flush's removal of the node's moving keys, a FUNCTION write).
+ */
+import { ProxyContext } from '../context';
+import { KeySpace } from '../../sharding/key-space';
+import { request } from '../backend/request';
+import { decodeReply, Reply } from '../resp/decode-reply';
+import { scanNode } from './feed-copy';
+import { FollowRouter } from './follow-router';
+import { withoutPastExpiry } from './follow-expiry';
+import { log } from '../telemetry/log';
+
+const LANE = 0;
+
+/**
+ * Each key's DUMP and PEXPIRETIME on `source` with ROLE's offset, in one MULTI: the states are A's
+ * at that offset. Null when the node did not answer with them.
+ */
+export async function statesAt(ctx: ProxyContext, source: string, keys: readonly Buffer[]): Promise<{ at: number; commands: Buffer[][] } | null> {
+  const args: Buffer[][] = [[Buffer.from('MULTI')]];
+  for (const k of keys) args.push([Buffer.from('DUMP'), k], [Buffer.from('PEXPIRETIME'), k]);
+  args.push([Buffer.from('ROLE')], [Buffer.from('EXEC')]);
+  const conn = ctx.pool.connection(source, LANE);
+  const replies = await Promise.all(args.map((a) => request(conn, a, ctx.forward.retryWindowMs)));
+  const exec = decodeReply(replies[replies.length - 1], true);
+  if (!Array.isArray(exec)) return null;
+  const at = Number((exec[exec.length - 1] as Reply[])[1]);
+  // The command that puts each key on B as A held it: RESTORE, or DEL for a key that is gone.
+  const commands = keys.map((k, i) => {
+    const dump = exec[2 * i];
+    const expireAt = Number(exec[2 * i + 1]);
+    if (dump === null || !Buffer.isBuffer(dump)) return [Buffer.from('DEL'), k];
+    return withoutPastExpiry('restore', [Buffer.from('RESTORE'), k, Buffer.from(expireAt > 0 ? String(expireAt) : '0'), dump, Buffer.from('REPLACE'), ...(expireAt > 0 ? [Buffer.from('ABSTTL')] : [])]);
+  });
+  return { at, commands };
+}
+
+/** A FLUSHALL on `source`, or a new full sync: its moving keys are removed from every node of B. */
+export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace, source: string, router: FollowRouter): Promise<void> {
+  for (const b of to.masters()) {
+    if (b === source) continue;
+    await scanNode(ctx, b, async (keys) => {
+      const mine = keys.filter((k) => router.ownerInB(k) === b);
+      if (mine.length > 0) await request(ctx.pool.connection(b, LANE), ['DEL', ...mine], ctx.forward.retryWindowMs);
+    });
+  }
+}
+
+/** A FUNCTION write on every master of B but `source` (already there). */
+export async function onEveryMaster(ctx: ProxyContext, to: KeySpace | null, source: string, args: Buffer[]): Promise<void> {
+  for (const b of to?.masters() ?? []) {
+    if (b === source) continue;
+    const frame = await request(ctx.pool.connection(b, LANE), args, ctx.forward.retryWindowMs);
+    if (frame[0] === 45 && !/not found|already exists/i.test(frame.toString())) log.warn({ node: b, error: frame.toString().trim() }, 'migration: a FUNCTION write of side A failed on side B');
+  }
+}

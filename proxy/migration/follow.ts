@@ -31,7 +31,7 @@ import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { ReplicationLink } from '../replication/link';
 import { StreamCommand, StreamReader } from '../replication/stream-reader';
-import { FollowRouter, Part } from './follow-router';
+import { FollowRouter, Part, Routed } from './follow-router';
 import { FollowApplier, recordKeyOf } from './follow-applier';
 import { ownersOf } from './copy-keys';
 import { decodeReply } from '../resp/decode-reply';
@@ -307,38 +307,34 @@ export class NodeFollower {
     }
   }
 
-  private async run(cmd: StreamCommand, routed: ReturnType<FollowRouter['route']>): Promise<void> {
-    {
-      {
-        switch (routed.kind) {
-          case 'skip':
-            this.ticket(cmd.end, []);
-            break;
-          case 'getack':
-            this.ticket(cmd.end, []);
-            this.ackWanted = cmd.end;
-            break;
-          case 'apply':
-            this.ticket(cmd.end, routed.parts);
-            break;
-          case 'resnapshot':
-            await this.carryResult(cmd.end, routed.keys);
-            break;
-          case 'flush':
-            await this.drained();
-            await this.removeMovingKeys();
-            this.ticket(cmd.end, []);
-            break;
-          case 'every-master':
-            await this.drained();
-            await this.everyMaster(routed.args);
-            this.ticket(cmd.end, []);
-            break;
-          case 'stop':
-            this.fail(routed.reason);
-            break;
-        }
-      }
+  private async run(cmd: StreamCommand, routed: Routed): Promise<void> {
+    switch (routed.kind) {
+      case 'skip':
+        this.ticket(cmd.end, []);
+        break;
+      case 'getack':
+        this.ticket(cmd.end, []);
+        this.ackWanted = cmd.end;
+        break;
+      case 'apply':
+        this.ticket(cmd.end, routed.parts);
+        break;
+      case 'resnapshot':
+        await this.carryResult(cmd.end, routed.keys);
+        break;
+      case 'flush':
+        await this.drained();
+        await this.removeMovingKeys();
+        this.ticket(cmd.end, []);
+        break;
+      case 'every-master':
+        await this.drained();
+        await this.everyMaster(routed.args);
+        this.ticket(cmd.end, []);
+        break;
+      case 'stop':
+        this.fail(routed.reason);
+        break;
     }
   }
 

@@ -10,7 +10,8 @@ import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { coverageProblem, fenceRingB, phaseChangeProblem } from './fence';
 import { closeSideA } from './closing';
-import { feedPermissionProblem, startsChangeFeeds } from './feed-permissions';
+import { startsChangeFeeds } from './feed-permissions';
+import { carryProblem } from './carry-choice';
 import { raiseReadBarrier } from './read-barrier';
 import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
 import { Placement } from '../../sharding/migration';
@@ -47,8 +48,8 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
       return encode.OK;
     };
     if (startsChangeFeeds(current, next)) {
-      // The change feeds' user must read every key of side A first.
-      return feedPermissionProblem(ctx.pool, next, FENCE_TIMEOUT_MS).then((why) => (why === null ? swap() : encode.error(errors.migrationPhaseRefused(why))));
+      // What the migration's carry needs (the change feeds' user must read every key of side A).
+      return carryProblem(ctx.pool, next, ring.carry.replication ? 'replication' : 'feeds', FENCE_TIMEOUT_MS).then((why) => (why === null ? swap() : encode.error(errors.migrationPhaseRefused(why))));
     }
     if (readsBFirst(current, next)) return toReadNew(ctx, next, swap);
     if (phase !== 'done' || current.phase === 'done') return swap();

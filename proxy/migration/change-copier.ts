@@ -188,7 +188,9 @@ export class ChangeCopier implements MigrationChanges {
 
   /** INFO proxy's lines (copier-report.ts). */
   infoLines(): string[] {
-    return [...feedInfoLines(this.count, this.nodes.size, this.uncovered().length, this.held().length, this.copiers(), this.ring.carry.answerAfterA), ...this.followers.infoLines()];
+    // How A's changes reach B (carry-choice.ts), while a migration is under way.
+    const carry = this.ring.placement.to === null ? [] : [`migration_carry:${this.ring.carry.replication ? 'replication' : 'feeds'}`, `migration_carry_why:${this.ring.carry.why}`];
+    return [...carry, ...feedInfoLines(this.count, this.nodes.size, this.uncovered().length, this.held().length, this.copiers(), this.ring.carry.answerAfterA), ...this.followers.infoLines()];
   }
 
   /**

@@ -92,7 +92,6 @@ export class NodeFollowers {
     if (this.followers.size === 0) return [];
     const list = [...this.followers.entries()];
     return [
-      'migration_carry:replication',
       `migration_follows:${list.map(([a, f]) => `${a}=${f.state}`).join(',')}`,
       `migration_follow_applied:${list.map(([a, f]) => `${a}=${f.applied}`).join(',')}`,
       `migration_follow_lag_bytes:${list.map(([a, f]) => `${a}=${f.lagBytes}`).join(',')}`,

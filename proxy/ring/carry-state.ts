@@ -15,6 +15,8 @@ export class CarryState {
    * its node's applied offset instead of converging.
    */
   replication = false;
+  /** Why this carry (migration/carry-choice.ts), for INFO and `migrate status`. */
+  why = '';
   /** Bumped whenever writes must converge again: a fleet check begun before may not lift that. */
   epoch = 0;
   private inFlight = 0;

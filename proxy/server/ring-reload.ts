@@ -9,7 +9,8 @@ import { coverageProblem, fenceRingB, phaseChangeProblem, sideBFenced } from '..
 import { closeSideA } from '../migration/closing';
 import { fleetOf, raiseFleetReadBarrier, readsBFirst } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
-import { feedPermissionProblem, startsChangeFeeds } from '../migration/feed-permissions';
+import { startsChangeFeeds } from '../migration/feed-permissions';
+import { CarryChoice, carryChangeProblem, carryProblem, chooseCarry } from '../migration/carry-choice';
 import { finishedPlacement } from './finish-reload';
 import { ClusterKeySpace } from '../../sharding/cluster-key-space';
 import type { RingRouter } from '../ring/router';
@@ -108,9 +109,8 @@ function applyPlacementReload(ctx: ProxyContext, current: Config, next: Config):
         ? Placement.forCluster(next.cluster.seeds, topology, next.migration, clusters.ownersFor)
         : null;
   if (placement === null) return;
-  ring.carry.replication = next.migration?.carry === 'replication';
   const before = ring.placement;
-  const problem = phaseChangeProblem(before, placement) ?? coverageProblem(ctx.changes, before, placement);
+  const problem = phaseChangeProblem(before, placement) ?? coverageProblem(ctx.changes, before, placement) ?? carryChangeProblem(ring, before, next.migration?.carry);
   if (problem !== null) throw new Error(`migration.phase: ${problem}`);
   const swap = (): void => {
     ring.swap(placement);
@@ -143,11 +143,20 @@ function applyPlacementReload(ctx: ProxyContext, current: Config, next: Config):
       return;
     }
     if (!startsChangeFeeds(before, placement)) return start();
-    // Into double-write: the change feeds' user must read every key of side A first.
-    void feedPermissionProblem(ctx.pool, placement, FENCE_TIMEOUT_MS).then((problem) => {
-      if (problem === null) return start();
-      log.error({ problem }, `reload: ${placement.phase ?? ''} refused; the migration phase stays ${before.phase ?? 'none'}`);
-    });
+    // Into double-write: a new migration's carry is chosen (migration/carry-choice.ts), then what it needs is checked.
+    const refused = (problem: string): void => log.error({ problem }, `reload: ${placement.phase ?? ''} refused; the migration phase stays ${before.phase ?? 'none'}`);
+    const choosing: Promise<CarryChoice> =
+      before.to === null ? chooseCarry(ctx.pool, placement, next.migration?.carry, FENCE_TIMEOUT_MS) : Promise.resolve({ carry: ring.carry.replication ? 'replication' : 'feeds', why: ring.carry.why });
+    void choosing.then(
+      (choice) =>
+        carryProblem(ctx.pool, placement, choice.carry, FENCE_TIMEOUT_MS).then((problem) => {
+          if (problem !== null) return refused(problem);
+          ring.carry.replication = choice.carry === 'replication';
+          ring.carry.why = choice.why;
+          start();
+        }),
+      (err: unknown) => refused(err instanceof Error ? err.message : String(err)),
+    );
     return;
   }
   // Into done: every proxy stops writing to A (migration/closing.ts), then B is fenced; until then this proxy keeps double-writing.

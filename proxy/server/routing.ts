@@ -14,7 +14,7 @@ import { RingRouter } from '../ring/router';
 import { CLUSTER_RETRY_WINDOW_MS } from './ring-reload';
 import { ringServerFailsFast } from '../ring/fail-fast';
 import { fenceRingB } from '../migration/fence';
-import { checkFeedPermissionsAtStart } from '../migration/feed-permissions';
+import { decideCarryAtStart } from '../migration/carry-choice';
 import { closedSideProblem } from '../migration/closed-side';
 import { ClusterKeySpace } from '../../sharding/cluster-key-space';
 import { NodeEjector } from '../ring/ejector';
@@ -65,8 +65,8 @@ export async function ringRouting(config: Extract<Config, { mode: 'ring' }>, poo
       throw new Error(problem);
     }
   }
-  // Started in double-write or read-new: the change feeds' user must read every key of ring A.
-  await checkFeedPermissionsAtStart(pool, ring.placement, config.backend.commandTimeoutMs);
+  // Started with a migration: its carry (replication where A allows it), then what that carry needs.
+  await decideCarryAtStart(pool, ring, config.migration?.carry, config.backend.commandTimeoutMs);
   // twemproxy's auto_eject_hosts; a migration keeps both rings fixed.
   if (config.ring.autoEjectHosts === true && config.migration === undefined) new NodeEjector(config.ring, ring, pool, (r) => ringAt(r, at));
   // ring.sentinel.readFrom: the replicas the sentinels name, checked as a cluster's are.
@@ -146,7 +146,7 @@ export async function clusterRouting(config: Extract<Config, { mode: 'cluster' }
           throw new Error(problem);
         }
       }
-      if (ring !== null) await checkFeedPermissionsAtStart(pool, ring.placement, config.backend.commandTimeoutMs);
+      if (ring !== null) await decideCarryAtStart(pool, ring, config.migration?.carry, config.backend.commandTimeoutMs);
       await replicaReads?.start();
       // Started in done: side B must refuse late copies from proxies still double-writing.
       if (ring?.placement.phase === 'done') await fenceRingB(pool, ring.placement, config.backend.commandTimeoutMs);

@@ -10,7 +10,7 @@ import { Placement } from '../sharding/migration';
 import { Ring } from '../sharding/ring';
 import { NodeClient } from '../proxy/migration/tools/node-client';
 import { copyMoved } from '../proxy/migration/tools/copy';
-import { followLines, followStates } from '../proxy/migration/tools/follow-status';
+import { followLines, followStates, waitForFullSyncs } from '../proxy/migration/tools/follow-status';
 import { verifyMoved } from '../proxy/migration/tools/verify';
 import { saveVerifyRecord } from '../proxy/migration/tools/verify-record';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
@@ -66,10 +66,15 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
       try {
         const { config, phase } = migratingConfig(opts.config);
         if (phase === 'done') throw new Error('the config says phase done: nothing is double-written any more, so copying now could lose writes');
-        if (config.migration?.carry === 'replication') {
-          // The history is each node's full sync, run by the proxy that follows it: say where it stands.
-          const lines = await withNodes(config, async (nodes, placement) => followLines(await followStates(nodes, placement)));
-          process.stdout.write(`copy: migration.carry is replication: the history is the full sync of each node of side A, run by the proxies that follow them\n${lines.join('\n')}\n`);
+        // The replication carry: the history is each node's full sync, run by the proxy that follows it; wait for them, saying where each stands.
+        const followed = await withNodes(config, async (nodes, placement) => {
+          if ((await nodes.carry(placement)) !== 'replication') return false;
+          process.stdout.write('copy: the migration is carried by replication: the history is the full sync of each node of side A, run by the proxies that follow them; waiting for every one to be restored on side B\n');
+          await waitForFullSyncs(nodes, placement, (lines) => process.stdout.write(`${lines.join('\n')}\n`));
+          return true;
+        });
+        if (followed) {
+          process.stdout.write('copy: every node of side A is followed, its full sync restored on side B\n');
           return;
         }
         const r = await withNodes(config, async (nodes, placement) => {
@@ -210,7 +215,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               lines.push(ring === null ? `  ${n.addr}: ${state}` : `  ${n.name} ${n.addr} weight ${n.weight} points ${n.points}: ${state}`);
             }
           }
-          if (config.migration?.carry === 'replication') lines.push('replication carry (side A followed as replicas):', ...followLines(await followStates(nodes, placement)));
+          if ((await nodes.carry(placement)) === 'replication') lines.push('replication carry (side A followed as replicas):', ...followLines(await followStates(nodes, placement)));
           lines.push(...(await libraryStatusLines(nodes, placement)));
         });
         process.stdout.write(`${lines.join('\n')}\n`);

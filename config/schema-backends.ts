@@ -181,7 +181,7 @@ export const ringSchema = v.pipe(
 export const MIGRATION_PHASES = ['double-write', 'read-new', 'done'] as const;
 export type MigrationPhase = (typeof MIGRATION_PHASES)[number];
 
-export const MIGRATION_CARRIES = ['feeds', 'replication'] as const;
+export const MIGRATION_CARRIES = ['feeds', 'replication', 'auto'] as const;
 export type MigrationCarry = (typeof MIGRATION_CARRIES)[number];
 
 export const migrationSchema = strictObject({
@@ -189,9 +189,10 @@ export const migrationSchema = strictObject({
   phase: oneOf(MIGRATION_PHASES),
   /**
    * How side A's changes reach side B: `feeds` (a change feed per node of A, each changed key
-   * copied with a versioned snapshot) or `replication` (each node of A followed as a replica: its
-   * full-sync snapshot, then its replication stream, applied on B in the node's order). Optional:
-   * absent, `feeds`.
+   * copied with a versioned snapshot), `replication` (each node of A followed as a replica: its
+   * full-sync snapshot, then its replication stream, applied on B in the node's order) or `auto`
+   * (replication where every node of A allows it, else feeds; migration/carry-choice.ts).
+   * Optional: absent, `feeds`.
    */
   carry: v.optional(oneOf(MIGRATION_CARRIES)),
   /**

@@ -18,6 +18,8 @@
 export interface CarriedCount {
   begin(): void;
   end(): void;
+  /** Resolves once no proxy of the fleet reads from B (a reply held for B may go then). */
+  answeredAfterA(): Promise<void>;
 }
 import { ForwardedCommand } from './forward';
 import { ProxyContext } from '../context';
@@ -42,6 +44,8 @@ export class CarriedWrite extends ForwardedCommand {
     shard: number,
     private readonly carried: CarriedCount,
     private readonly waitOnB = false,
+    /** Double-write: a reply held for B also goes once no proxy reads from B (CarriedCount.answeredAfterA). */
+    private readonly releasedWithoutB = false,
   ) {
     super(ctx, owner, payload, shard, false);
     this.onB = new Promise((resolve) => (this.settle = resolve));
@@ -51,7 +55,8 @@ export class CarriedWrite extends ForwardedCommand {
   override complete(frame: Buffer): void {
     const after = this.waitOnB && frame[0] !== 45 ? this.ctx.changes?.after(this.node) ?? null : null;
     if (after === null) return this.finish(frame);
-    void after.then((problem) => this.finish(problem === null ? frame : encode.error(`ERR slotproxy: the write ran on ${this.node} but its copy to side B was not confirmed: ${problem}`)));
+    const held = this.releasedWithoutB ? Promise.race([after, this.carried.answeredAfterA().then(() => null)]) : after;
+    void held.then((problem) => this.finish(problem === null ? frame : encode.error(`ERR slotproxy: the write ran on ${this.node} but its copy to side B was not confirmed: ${problem}`)));
   }
 
   private finish(frame: Buffer): void {

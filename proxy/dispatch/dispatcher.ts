@@ -19,7 +19,7 @@ import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { versionAtLeast } from '../resp/backend-version';
-import { convergingWrite } from '../migration/start';
+import { convergingWrite, writePayload } from '../migration/start';
 import { CarriedWrite } from './carried-write';
 import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migration/after-copy';
 import { isProxyCommand, proxyCommand } from '../migration/admin';
@@ -322,7 +322,7 @@ export class Dispatcher {
       const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
       if (started !== null) {
         if ('hold' in started) return started.hold;
-        const write = session.track(new CarriedWrite(this.ctx, session, raw ?? encode.command(args), shard, started.carry, started.onB === true));
+        const write = session.track(new CarriedWrite(this.ctx, session, writePayload(this.ctx, args, raw), shard, started.carry, started.onB === true, placement.phase === 'double-write'));
         write.start();
         // Read-new: the client's next requests (a read from B) wait until this write is on B.
         return started.onB === true && placement.phase === 'read-new' ? write.onB : undefined;

@@ -86,11 +86,12 @@ function feedsCarry(ctx: ProxyContext, to: string): boolean {
 }
 
 /**
- * The write as sent inside the converging MULTI. An EVALSHA of a script the proxy knows is sent as
- * EVAL of its body: inside MULTI a NOSCRIPT would only show in EXEC's reply, too late to heal (and
- * the same payload is what `done` may run again on B, whose cache may not hold it either).
+ * The write as sent inside the converging MULTI, or to A alone under the replication carry. An
+ * EVALSHA of a script the proxy knows is sent as EVAL of its body: inside MULTI a NOSCRIPT would
+ * only show in EXEC's reply, too late to heal (and the same payload is what `done` may run again on
+ * B, whose cache may not hold it either); a carried write is not a script call that heals either.
  */
-function writePayload(ctx: ProxyContext, args: Buffer[], raw: Buffer | null): Buffer {
+export function writePayload(ctx: ProxyContext, args: Buffer[], raw: Buffer | null): Buffer {
   if (args.length >= 3 && args[0].length === 7 && args[0].toString('latin1').toLowerCase() === 'evalsha') {
     const body = ctx.scripts.get(args[1]);
     if (body !== undefined) return encode.command([EVAL, body, ...args.slice(2)]);

@@ -20,6 +20,7 @@ export class CarryState {
   /** Bumped whenever writes must converge again: a fleet check begun before may not lift that. */
   epoch = 0;
   private inFlight = 0;
+  private released: { promise: Promise<void>; resolve: () => void } | null = null;
   private waiters: (() => void)[] = [];
 
   /** From now on writes converge (answered once B holds them), until the next fleet check says otherwise. */
@@ -30,7 +31,27 @@ export class CarryState {
 
   /** No proxy reads from B (as found by a check begun at `epoch`): writes are answered after A. */
   answerAfterAFrom(epoch: number): void {
-    if (epoch === this.epoch) this.answerAfterA = true;
+    if (epoch !== this.epoch) return;
+    this.answerAfterA = true;
+    const released = this.released;
+    this.released = null;
+    released?.resolve();
+  }
+
+  /**
+   * Resolves once writes are answered after A again (answerAfterAFrom). Under the replication
+   * carry a double-write reply held for B is released by it too: once no proxy of the fleet reads
+   * from B, nothing needs the write on B first (a proxy at start, before its fleet check, would
+   * otherwise hold every write until its followers' full syncs end). Shared by every held write.
+   */
+  answeredAfterA(): Promise<void> {
+    if (this.answerAfterA) return Promise.resolve();
+    if (this.released === null) {
+      let resolve: () => void = () => undefined;
+      const promise = new Promise<void>((r) => (resolve = r));
+      this.released = { promise, resolve };
+    }
+    return this.released.promise;
   }
 
   begin(): void {

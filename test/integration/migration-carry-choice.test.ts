@@ -1,6 +1,7 @@
 // How a migration's changes reach side B is chosen before double-write (migration/carry-choice.ts):
-// the replication carry where every node of side A lets the back-end user follow it, else the
-// change feeds, saying which node refused and why; `migration.carry` forces either. The question
+// with `migration.carry: auto`, the replication carry where every node of side A lets the back-end
+// user follow it, else the change feeds, saying which node refused and why; `replication` and
+// `feeds` force either; unset, the feeds. A reload cannot change the carry of a migration. The question
 // is asked without starting a sync (replication/probe.ts): real redis-servers, real ACL users and a
 // node with PSYNC renamed, as managed services do.
 import Redis from 'ioredis';
@@ -39,7 +40,7 @@ async function grant(...minus: string[]): Promise<void> {
 
 const ringNodes = (count: number): { name: string; addr: string }[] => nodes!.addresses.slice(0, count).map((addr, i) => ({ name: `n${i}`, addr }));
 
-function config(carry?: 'feeds' | 'replication'): Record<string, unknown> {
+function config(carry?: 'feeds' | 'replication' | 'auto'): Record<string, unknown> {
   return {
     listen: '127.0.0.1:0',
     mode: 'ring',
@@ -50,7 +51,7 @@ function config(carry?: 'feeds' | 'replication'): Record<string, unknown> {
   };
 }
 
-async function start(carry?: 'feeds' | 'replication'): Promise<Redis> {
+async function start(carry?: 'feeds' | 'replication' | 'auto'): Promise<Redis> {
   const proxy = await ProxyServer.start(parseConfig(config(carry)));
   proxies.push(proxy);
   const c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
@@ -101,15 +102,21 @@ describe('the probe', () => {
 });
 
 describe('the carry of a migration', () => {
-  test('unset: the replication carry where every node of A allows it', async () => {
+  test('unset: the change feeds', async () => {
     await grant();
     const c = await start();
+    expect(await carryOf(c)).toEqual({ carry: 'feeds', why: 'the default carry' });
+  });
+
+  test('auto: the replication carry where every node of A allows it', async () => {
+    await grant();
+    const c = await start('auto');
     expect(await carryOf(c)).toEqual({ carry: 'replication', why: 'every node of side A can be followed as a replica' });
   });
 
-  test('unset, a user without +psync: the change feeds, naming the node and the refusal', async () => {
+  test('auto, a user without +psync: the change feeds, naming the node and the refusal', async () => {
     await grant('-psync');
-    const c = await start();
+    const c = await start('auto');
     const { carry, why } = await carryOf(c);
     expect(carry).toBe('feeds');
     expect(why).toBe(`${nodes!.addresses[0]} refuses PSYNC: ${nopermText('command', USER, 'psync')}; the change feeds carry instead (migration.carry: feeds)`);
@@ -128,4 +135,18 @@ describe('the carry of a migration', () => {
     const c = await start('feeds');
     expect(await carryOf(c)).toEqual({ carry: 'feeds', why: 'migration.carry: feeds' });
   });
+});
+
+test('a reload naming the other carry of a migration under way is refused, and the migration goes on', async () => {
+  await grant();
+  const proxy = await ProxyServer.start(parseConfig(config('auto')));
+  proxies.push(proxy);
+  const c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
+  clients.push(c);
+  expect(() => proxy.reloadRing(parseConfig(config('feeds')))).toThrow(
+    'migration.phase: migration.carry feeds: the migration under way is carried by replication (every node of side A can be followed as a replica); a carry cannot change during a migration',
+  );
+  expect((await carryOf(c)).carry).toBe('replication');
+  proxy.reloadRing(parseConfig(config('auto')));
+  expect((await carryOf(c)).carry).toBe('replication');
 });

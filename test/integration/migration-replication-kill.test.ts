@@ -102,10 +102,11 @@ test('kill -9 of the following proxy mid-stream: the next one continues with +CO
   expect(info).toMatch(/migration_follow_full_syncs:0\r\n/);
   expect(info).toMatch(/migration_follow_resumes:2\r\n/);
   expect(await differences(placement)).toEqual([]);
-  // migrate copy says the history is the full sync, and where each node's follow stands.
+  // migrate copy says the history is the full sync, waits for every node's, and says where each follow stands.
   const copy = ProxyProcess.run(['migrate', 'copy', '-c', second.file]);
   expect(await copy.exitCode()).toBe(0);
-  expect(copy.out).toContain('copy: migration.carry is replication');
+  expect(copy.out).toContain('copy: the migration is carried by replication: the history is the full sync of each node of side A');
+  expect(copy.out).toContain('copy: every node of side A is followed, its full sync restored on side B');
   for (const a of placement.from.masters()) expect(copy.out).toMatch(new RegExp(`${a}: offset \\d+, online, acknowledged \\d+; applied on B through \\d+ \\(\\d+ bytes behind\\)`));
   second.proxy.child.kill('SIGTERM');
 }, 120_000);

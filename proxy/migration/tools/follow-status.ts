@@ -78,3 +78,31 @@ export function followLines(states: readonly NodeFollowState[]): string[] {
   }
   return lines;
 }
+
+/** How long a node of A may have no follower before `migrate copy` gives up waiting for its full sync. */
+const NO_FOLLOWER_MS = 30_000;
+const WAIT_STEP_MS = 2000;
+
+/**
+ * `migrate copy` under the replication carry: the history is each node's full sync, run by the
+ * proxy that follows it; this waits until every node of A has one restored on B (B's record of
+ * the applied offset exists), printing where each stands as it goes. Throws when a node has had no
+ * follower for NO_FOLLOWER_MS (no proxy runs the migration, or its follower keeps failing).
+ */
+export async function waitForFullSyncs(nodes: NodeClient, placement: Placement, print: (lines: string[]) => void): Promise<NodeFollowState[]> {
+  const unfollowedSince = new Map<string, number>();
+  for (;;) {
+    const states = await followStates(nodes, placement);
+    print(followLines(states));
+    if (states.every((s) => s.applied !== null)) return states;
+    const now = Date.now();
+    for (const s of states) {
+      if (s.applied !== null || s.replicas.length > 0) unfollowedSince.delete(s.node);
+      else if (!unfollowedSince.has(s.node)) unfollowedSince.set(s.node, now);
+      else if (now - (unfollowedSince.get(s.node) ?? now) > NO_FOLLOWER_MS) {
+        throw new Error(`no proxy has followed ${s.node} for ${NO_FOLLOWER_MS / 1000} s: start the proxies with this migration (their logs say why a follow fails)`);
+      }
+    }
+    await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
+  }
+}

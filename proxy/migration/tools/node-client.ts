@@ -7,6 +7,7 @@
  */
 import { Config } from '../../../config/schema';
 import { BackendPool } from '../../backend/pool';
+import { CarryChoice, chooseCarry } from '../carry-choice';
 import { request } from '../../backend/request';
 import { backendTls } from '../../security/tls';
 import { Reply, decodeReply, errorText } from '../../resp/decode-reply';
@@ -44,6 +45,11 @@ export class NodeClient {
     if (config.mode === 'cluster') this.source = topology(config.cluster.seeds);
     const to = config.migration?.to;
     if (to !== undefined && 'cluster' in to) this.target = topology(to.cluster.seeds);
+  }
+
+  /** The carry the proxies choose for this migration (carry-choice.ts), asked of side A's nodes as they ask. */
+  async carry(placement: Placement): Promise<CarryChoice['carry']> {
+    return (await chooseCarry(this.pool, placement, this.config.migration?.carry, this.config.backend.connectTimeoutMs)).carry;
   }
 
   /** Ring nodes given by their Sentinel master name: where the sentinels say those are (start()). */

@@ -17,7 +17,6 @@ import { TestCerts, makeTestCerts } from '../helpers/certs';
 let nodes: StandaloneNodes | undefined;
 let certs: TestCerts;
 let dir = '';
-const clients: Redis[] = [];
 
 /** A ring-migration config (ring A: 2 nodes, ring B: 3) for a proxy on `port`, in `phase`. */
 function config(port: number, phase: string, extra = ''): string {
@@ -64,10 +63,14 @@ async function phasesByWorker(port: number, connections: number, options: { tls?
   const seen = new Map<number, Set<string>>();
   for (let i = 0; i < connections; i++) {
     const c = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, retryStrategy: () => null, disableClientInfo: true, ...options });
-    clients.push(c);
-    const pid = Number(/proxy_process_id:(\d+)/.exec(await c.info('proxy'))?.[1]);
-    const phase = /phase:(\S+)/.exec(String(await c.call('PROXY', 'MIGRATION', 'STATUS')))?.[1] ?? '?';
-    c.disconnect();
+    let pid: number;
+    let phase: string;
+    try {
+      pid = Number(/proxy_process_id:(\d+)/.exec(await c.info('proxy'))?.[1]);
+      phase = /phase:(\S+)/.exec(String(await c.call('PROXY', 'MIGRATION', 'STATUS')))?.[1] ?? '?';
+    } finally {
+      c.disconnect();
+    }
     if (!seen.has(pid)) seen.set(pid, new Set());
     seen.get(pid)!.add(phase);
   }
@@ -81,7 +84,6 @@ beforeAll(async () => {
 }, 60_000);
 
 afterAll(async () => {
-  for (const c of clients) c.disconnect();
   killAllProxies();
   await nodes?.stop();
   fs.rmSync(dir, { recursive: true, force: true });
@@ -107,9 +109,12 @@ test('--workers 2: migrate phase switches every worker, and so does PROXY MIGRAT
     for (const phases of after.values()) expect([...phases]).toEqual(['read-new']);
 
     // One client's switch back reaches the other worker too.
-    const admin = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, disableClientInfo: true });
-    clients.push(admin);
-    expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'double-write')).toBe('OK');
+    const admin = new Redis({ host: '127.0.0.1', port, maxRetriesPerRequest: 0, retryStrategy: () => null, disableClientInfo: true });
+    try {
+      expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'double-write')).toBe('OK');
+    } finally {
+      admin.disconnect();
+    }
     const back = await phasesByWorker(port, 8);
     expect(back.size).toBe(2);
     for (const phases of back.values()) expect([...phases]).toEqual(['double-write']);

@@ -1,7 +1,8 @@
 /**
  * `PROXY MIGRATION PHASE <phase>` and `PROXY MIGRATION STATUS`: the migration switched and read
  * over RESP. A phase set here lasts until the next reload (SIGHUP) or restart, which take the
- * phase from the config file; write the file too when the change must stick.
+ * phase from the config file; write the file too when the change must stick. Under --workers a
+ * switch through one worker switches every worker (cmd/worker-phase.ts).
  */
 import { MIGRATION_PHASES, MigrationPhase } from '../../config/schema';
 import { ProxyContext, WorkerPhaseRelay, WorkerSwitch } from '../context';

@@ -71,7 +71,7 @@ function reply<T>(source: NodeJS.EventEmitter, pick: (m: unknown) => T | undefin
  * the primary), and a switch the primary relays runs here.
  */
 export function relayPhaseSwitches(servers: readonly ProxyServer[]): void {
-  servers.forEach((server, pool) => {
+  const here = servers.map((server, pool) =>
     server.relayPhaseSwitches(async (phase) => {
       const id = nextId++;
       process.send?.({ type: RELAY, id, pool, phase } satisfies PhaseMessage);
@@ -81,15 +81,15 @@ export function relayPhaseSwitches(servers: readonly ProxyServer[]): void {
       }, RELAY_WITHIN_MS, () => null);
       if (outcomes === null) throw new Error(`the primary process did not answer within ${RELAY_WITHIN_MS} ms`);
       return outcomes;
-    });
-  });
+    }),
+  );
   process.on('message', (m: unknown) => {
     if (!isPhaseMessage(m, SWITCH)) return;
-    const server = servers[m.pool];
+    const pool = here[m.pool];
     const outcome = (problem: string | null): void =>
-      void process.send?.({ type: SWITCHED, id: m.id, outcome: { pid: process.pid, id: server?.fleetId ?? '', problem } } satisfies SwitchedMessage);
-    if (server === undefined) return outcome(`no pool ${m.pool} in this worker`);
-    server.switchPhaseHere(m.phase).then(outcome, (err: unknown) => outcome(err instanceof Error ? err.message : String(err)));
+      void process.send?.({ type: SWITCHED, id: m.id, outcome: { pid: process.pid, id: pool?.fleetId() ?? '', problem } } satisfies SwitchedMessage);
+    if (pool === undefined) return outcome(`no pool ${m.pool} in this worker`);
+    pool.switchHere(m.phase).then(outcome, (err: unknown) => outcome(err instanceof Error ? err.message : String(err)));
   });
 }
 

@@ -213,19 +213,13 @@ export class ProxyServer {
     this.registration?.beat();
   }
 
-  /** Its id in the fleet ('' outside ring mode). */
-  get fleetId(): string {
-    return this.registration?.id ?? '';
-  }
-
-  /** `PROXY MIGRATION PHASE` in this process alone (a switch the --workers primary relays): null once switched, else why not. */
-  switchPhaseHere(phase: string): Promise<string | null> {
-    return switchPhaseHere(this.ctx, phase);
-  }
-
-  /** Under --workers: `PROXY MIGRATION PHASE` through this worker switches every worker (cmd/worker-phase.ts). */
-  relayPhaseSwitches(relay: WorkerPhaseRelay): void {
+  /**
+   * Under --workers (cmd/worker-phase.ts): `PROXY MIGRATION PHASE` through this worker goes to every
+   * worker by `relay`; what is returned runs a relayed switch here alone (null once switched, else why not).
+   */
+  relayPhaseSwitches(relay: WorkerPhaseRelay): { switchHere: (phase: string) => Promise<string | null>; fleetId: () => string } {
     this.ctx.switchWorkers = relay;
+    return { switchHere: (phase) => switchPhaseHere(this.ctx, phase), fleetId: () => this.registration?.id ?? '' };
   }
 
   /** The address clients connect to (the real port when the config asked for port 0). */

@@ -19,6 +19,8 @@ import { CLUSTER_COPY_STATE_KEY, READ_COPY_STATE, parseCopyState, readCopyState 
 import { ownersOf } from '../proxy/migration/copy-keys';
 import { ProxyRecord, describeProxies, isBehind, readFleet } from '../proxy/migration/fleet';
 import { switchFleet } from '../proxy/migration/tools/switch-phase';
+import { ProxyTlsFlags, proxyTls } from '../proxy/migration/tools/proxy-tls';
+import { filesNotSaying } from '../proxy/migration/tools/phase-files';
 import { writePhase } from '../config/write-phase';
 import { MIGRATION_PHASES, MigrationPhase } from '../config/schema';
 import { proxiesNotDone, registerFinish } from './migrate-finish';
@@ -143,16 +145,21 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
 
   migrate
     .command('phase <phase>')
-    .description('switch every live proxy of the ring to PHASE over RESP, wait until each reports it, then write it into the config file')
+    .description('switch every live proxy of the fleet to PHASE over RESP (TLS when the config\'s listener has tls:), wait until each reports it, write it into the config file, and name the fleet\'s other config files that do not say it')
     .requiredOption('-c, --config <file>', 'the proxies\' config file')
     .option('--timeout <ms>', 'how long to wait for each proxy', wholeNumber, 10_000)
     .option('--no-write', 'leave the config file as it is')
-    .action(async (phase: string, opts: { config: string; timeout: number; write: boolean }) => {
+    .option('--tls-ca <file>', 'TLS: the CA that signed the proxies\' certificates (default: the config\'s tls.ca, else Node\'s built-in CAs)')
+    .option('--tls-cert <file>', 'TLS: the client certificate to present (default: the config\'s tls.cert, when its listener asks for one)')
+    .option('--tls-key <file>', 'TLS: the key of --tls-cert')
+    .option('--tls-servername <name>', 'TLS: the name the proxies\' certificates carry, also sent as SNI (default: each proxy\'s registered host)')
+    .action(async (phase: string, opts: { config: string; timeout: number; write: boolean } & ProxyTlsFlags) => {
       try {
         if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) throw new Error(`phase must be one of ${MIGRATION_PHASES.join(', ')}`);
         const { config } = migratingConfig(opts.config);
+        const tls = proxyTls(config.tls, opts);
         const outcomes = await withNodes(config, (nodes, placement) =>
-          switchFleet((addr, args) => nodes.call(addr, args), placement.from.masters(), phase as MigrationPhase, { password: config.auth?.password, timeoutMs: opts.timeout }),
+          switchFleet((addr, args) => nodes.call(addr, args), placement.from.masters(), phase as MigrationPhase, { password: config.auth?.password, tls, timeoutMs: opts.timeout }),
         );
         if (outcomes.length === 0) throw new Error('no live proxy is registered on side A');
         for (const o of outcomes) process.stdout.write(`  ${o.proxy.id} ${o.proxy.addr}: ${o.problem ?? phase}\n`);
@@ -164,6 +171,11 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
         // A proxy restarted from now on takes its phase from the file: it must say the same.
         if (opts.write) writePhase(opts.config, phase as MigrationPhase);
         process.stdout.write(`phase: all ${outcomes.length} proxies in ${phase}${opts.write ? `; ${opts.config} says ${phase}` : ''}\n`);
+        const behind = filesNotSaying(outcomes.map((o) => o.proxy), phase);
+        if (behind.length > 0) {
+          process.stdout.write(`phase: config files of the fleet that may not say ${phase} (a proxy reloading or restarting from one goes back to its phase; run slotproxy migrate phase ${phase} -c FILE on its host, or edit it):\n`);
+          for (const line of behind) process.stdout.write(`  ${line}\n`);
+        }
       } catch (err) {
         fail(err);
       }
@@ -184,6 +196,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
             lines.push(`proxies (${fleet.length} live):`);
             for (const p of fleet) {
               lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
+              if (p.config !== '-') lines.push(`    config file: ${p.host}:${p.config}`);
               lines.push(`    refused because the target would refuse it: ${p.targetRefused === '-' ? 'nothing' : p.targetRefused}`);
               if (p.feeds !== '-') lines.push(`    change feeds: ${p.feeds === 'live' ? 'all live' : `${p.feeds} (read-new and done wait until these are re-walked)`}`);
               if (p.feeds !== '-') lines.push(`    copies the changes of: ${p.copies === '-' ? 'no node (other proxies do)' : p.copies}`);

@@ -8,6 +8,7 @@
  *   whose change cannot be applied keeps its running configuration, the other pools reloading.
  * - the others as nutcracker (cmd/signals.ts); the log level is process-wide.
  */
+import path from 'node:path';
 import { ConfigError, ConfigOverrides } from '../config/load';
 import { Config, parseHostPort } from '../config/schema';
 import { ServedConfig, loadServedFile } from '../config/served-file';
@@ -21,6 +22,7 @@ import { settleHeapWhenIdle } from './settle-heap';
 import { answerStatsRequests } from './worker-stats';
 import { isWorkerProcess, superviseWorkers, tellPrimaryServing } from './workers';
 import { answerHttpRequests } from './worker-console';
+import { relayPhaseSwitches } from './worker-phase';
 
 /** What SIGHUP does besides the log file, in its log line. */
 const RELOADING = 'reloading the configuration';
@@ -71,7 +73,7 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
   for (const { pool, config } of served) {
     if (stopping) break;
     const server = await ProxyServer.start(config);
-    server.configFile = file;
+    server.configFile = path.resolve(file);
     running.push({ pool, server });
   }
   // One stats port for every pool (the flags set it alike in each), each pool under its name;
@@ -85,6 +87,7 @@ async function serve(served: ServedConfig[], file: string, overrides: ConfigOver
   // Under --workers the primary serves /metrics and the console, asking the workers (cmd/worker-console.ts).
   const http = running.find((r) => r.server.workerHttp !== null)?.server.workerHttp;
   if (isWorkerProcess() && http != null) answerHttpRequests(http);
+  if (isWorkerProcess()) relayPhaseSwitches(running.map((r) => r.server));
   // Printed once the signals are handled, so whoever waits for it may stop the proxy at once.
   // A worker prints nothing (N workers would print it N times): it tells the primary.
   if (isWorkerProcess()) tellPrimaryServing();

@@ -6,7 +6,8 @@
  * reopen), acting on the last three and SIGHUP's reopen itself too, and replaces a worker that dies.
  * With `metrics` the primary serves /metrics and the console for the whole process group.
  * With `stats` (nutcracker's stats port) the primary serves it, from every worker's counts summed
- * (cmd/worker-stats.ts), once every worker serves.
+ * (cmd/worker-stats.ts), once every worker serves. A migration phase switched over RESP through
+ * one worker is relayed to every serving worker (cmd/worker-phase.ts).
  */
 import cluster, { Worker } from 'node:cluster';
 import { ClientTlsConfig, MetricsConfig, parseHostPort } from '../config/schema';
@@ -16,6 +17,7 @@ import { log } from '../proxy/telemetry/log';
 import { NutcrackerStatsServer } from '../proxy/telemetry/nutcracker-stats';
 import { handleNutcrackerSignals, reopenLogOnSignal, signalReceived } from './signals';
 import { gatherWorkerStats } from './worker-stats';
+import { relayPhaseSwitch } from './worker-phase';
 
 const RESTART_DELAY_MS = 1000;
 /** What a worker sends the primary once all its pools (and its stats answers) are set up. */
@@ -42,8 +44,10 @@ export async function superviseWorkers(count: number, metrics?: MetricsConfig, s
   const serving = new Set<number>();
   let allServing: () => void = () => undefined;
   const ready = new Promise<void>((resolve) => (allServing = resolve));
+  const servingWorkers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && serving.has(w.id) && w.isConnected());
   const fork = (): Worker => {
     const worker = cluster.fork();
+    worker.on('message', (m: { type?: unknown } | null) => relayPhaseSwitch(worker, m, servingWorkers));
     worker.on('message', (m: { type?: unknown } | null) => {
       if (m?.type !== SERVING) return;
       serving.add(worker.id);

@@ -85,6 +85,18 @@ export interface SentinelFollower {
   stop(): void;
 }
 
+/** One worker's answer to a phase switch relayed to every worker of a --workers process group. */
+export interface WorkerSwitch {
+  pid: number;
+  /** Its id in the fleet. */
+  id: string;
+  /** Null once it switched, else why not. */
+  problem: string | null;
+}
+
+/** Switches every worker of the process group, the asking one included, to `phase`. */
+export type WorkerPhaseRelay = (phase: string) => Promise<WorkerSwitch[]>;
+
 export interface ProxyContext {
   /** The back end's kind; a ring migrated into a cluster becomes 'cluster' when its migration finishes (server/finish-reload.ts). */
   mode: 'cluster' | 'ring';
@@ -121,4 +133,9 @@ export interface ProxyContext {
   auth: ClientAuth;
   /** ACL LOG: refusals of every user (kept across reloads, as Redis keeps it across ACL LOAD). */
   readonly aclLog: AclLog;
+  /**
+   * Under --workers (cmd/worker-phase.ts): `PROXY MIGRATION PHASE` through any worker switches
+   * every worker, as one proxy would. Unset in a single process.
+   */
+  switchWorkers?: WorkerPhaseRelay;
 }

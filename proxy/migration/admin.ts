@@ -1,10 +1,11 @@
 /**
  * `PROXY MIGRATION PHASE <phase>` and `PROXY MIGRATION STATUS`: the migration switched and read
  * over RESP. A phase set here lasts until the next reload (SIGHUP) or restart, which take the
- * phase from the config file; write the file too when the change must stick.
+ * phase from the config file; write the file too when the change must stick. Under --workers a
+ * switch through one worker switches every worker (cmd/worker-phase.ts).
  */
 import { MIGRATION_PHASES, MigrationPhase } from '../../config/schema';
-import { ProxyContext } from '../context';
+import { ProxyContext, WorkerPhaseRelay, WorkerSwitch } from '../context';
 import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
@@ -38,24 +39,53 @@ export function proxyCommand(ctx: ProxyContext, args: Buffer[]): Buffer | Promis
     const phase = words[2].toLowerCase();
     if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) return encode.error(USAGE);
     if (!ring.placement.migrating) return encode.error(errors.NO_MIGRATION);
-    const current = ring.placement;
-    const next = current.withPhase(phase as MigrationPhase);
-    const problem = phaseChangeProblem(current, next) ?? coverageProblem(ctx.changes, current, next);
-    if (problem !== null) return encode.error(errors.migrationPhaseRefused(problem));
-    const swap = (): Buffer => {
-      ring.swap(next);
-      log.info({ from: current.phase, to: phase }, 'migration phase switched over RESP');
-      return encode.OK;
-    };
-    if (startsChangeFeeds(current, next)) {
-      // What the migration's carry needs (the change feeds' user must read every key of side A).
-      return carryProblem(ctx.pool, next, ring.carry.replication ? 'replication' : 'feeds', FENCE_TIMEOUT_MS).then((why) => (why === null ? swap() : encode.error(errors.migrationPhaseRefused(why))));
-    }
-    if (readsBFirst(current, next)) return toReadNew(ctx, next, swap);
-    if (phase !== 'done' || current.phase === 'done') return swap();
-    return toDone(ctx, next, swap);
+    return ctx.switchWorkers === undefined ? switchPhase(ctx, phase as MigrationPhase) : switchEveryWorker(ctx.switchWorkers, phase);
   }
   return encode.error(USAGE);
+}
+
+/** The switch in this process alone: null once switched, else why not (a relayed switch, cmd/worker-phase.ts). */
+export async function switchPhaseHere(ctx: ProxyContext, phase: string): Promise<string | null> {
+  if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) return `unknown phase ${phase}`;
+  if (ctx.ring === null || !ctx.ring.placement.migrating) return errors.NO_MIGRATION;
+  return errorText(await switchPhase(ctx, phase as MigrationPhase));
+}
+
+/**
+ * Under --workers every worker is a proxy of the fleet: each runs its own switch (its own checks,
+ * barriers and fence), as separate proxies switched together would; OK once all have switched.
+ */
+async function switchEveryWorker(relay: WorkerPhaseRelay, phase: string): Promise<Buffer> {
+  let outcomes: WorkerSwitch[];
+  try {
+    outcomes = await relay(phase);
+  } catch (err) {
+    return encode.error(errors.migrationPhaseRefused(`cannot reach the other workers of this proxy: ${err instanceof Error ? err.message : String(err)}`));
+  }
+  const refused = outcomes.filter((o) => o.problem !== null);
+  if (refused.length === 0) return encode.OK;
+  const why = refused.map((o) => `worker ${o.pid} (${o.id}): ${o.problem!.replace(/^ERR slotproxy: /, '')}`);
+  return encode.error(errors.migrationPhaseRefused(`${outcomes.length - refused.length} of ${outcomes.length} workers switched; ${why.join('; ')}`));
+}
+
+function switchPhase(ctx: ProxyContext, phase: MigrationPhase): Buffer | Promise<Buffer> {
+  const ring = ctx.ring!;
+  const current = ring.placement;
+  const next = current.withPhase(phase);
+  const problem = phaseChangeProblem(current, next) ?? coverageProblem(ctx.changes, current, next);
+  if (problem !== null) return encode.error(errors.migrationPhaseRefused(problem));
+  const swap = (): Buffer => {
+    ring.swap(next);
+    log.info({ from: current.phase, to: phase }, 'migration phase switched over RESP');
+    return encode.OK;
+  };
+  if (startsChangeFeeds(current, next)) {
+    // The change feeds' user must read every key of side A first.
+    return carryProblem(ctx.pool, next, ctx.ring?.carry.replication === true ? 'replication' : 'feeds', FENCE_TIMEOUT_MS).then((why) => (why === null ? swap() : encode.error(errors.migrationPhaseRefused(why))));
+  }
+  if (readsBFirst(current, next)) return toReadNew(ctx, next, swap);
+  if (phase !== 'done' || current.phase === 'done') return swap();
+  return toDone(ctx, next, swap);
 }
 
 /** True when `next` reads from side B and `current` did not: the fleet's read barrier comes first. */

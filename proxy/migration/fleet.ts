@@ -1,10 +1,10 @@
 /**
  * Proxies of one ring that know of each other, so a migration does not depend on an operator
  * switching each one by hand in the right order. Every proxy in ring mode holds a connection to
- * every node of side A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version|refused|feeds|copies|to`:
+ * every node of side A named after itself (CLIENT SETNAME `slotproxy-fleet|id|phase|addr|pid|version|refused|feeds|copies|to|host|config`:
  * what the target's rules refused through it, target-refusals.ts, the state of its change
- * feeds, change-copier.ts, the nodes whose copier it holds, copier-lease.ts, and which side B it
- * migrates to, side-fingerprint.ts),
+ * feeds, change-copier.ts, the nodes whose copier it holds, copier-lease.ts, which side B it
+ * migrates to, side-fingerprint.ts, and the host and config file it runs from, for `migrate phase`),
  * renamed at each heartbeat. The fleet is what `CLIENT LIST` on ring A's nodes shows: a proxy that
  * dies loses its connections (or, if its host vanished, stops renewing them and is idle too long).
  * Nothing is written into the keyspace, so clients see no key and no keyspace event of it.
@@ -36,6 +36,10 @@ export interface ProxyRecord {
   copies: string;
   /** Side B's fingerprint (side-fingerprint.ts), `-` without a migration. */
   to: string;
+  /** The host name of the machine it runs on (`-` when registered by an older slotproxy). */
+  host: string;
+  /** The absolute path of the config file it was started from, on `host` (`-` when unknown). */
+  config: string;
 }
 
 /** ProxyRecord.copies of a list of nodes. */
@@ -45,7 +49,21 @@ export function copiesField(nodes: readonly string[]): string {
 
 /** The connection name that carries `r` (Redis allows no spaces or special characters in names). */
 export function connectionName(r: ProxyRecord): string {
-  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version, r.targetRefused, r.feeds, r.copies, r.to].join('|');
+  return [NAME_PREFIX, r.id, r.phase, r.addr, String(r.pid), r.version, r.targetRefused, r.feeds, r.copies, r.to, r.host, pathField(r.config)].join('|');
+}
+
+/** A path as a name may carry it: percent-encoded (spaces, `|`, `%` and non-ASCII), `-` for none. */
+function pathField(file: string): string {
+  return file === '' || file === '-' ? '-' : encodeURI(file).replace(/\|/g, '%7C');
+}
+
+function pathOfField(field: string | undefined): string {
+  if (field === undefined || field === '-') return '-';
+  try {
+    return decodeURI(field);
+  } catch {
+    return field;
+  }
 }
 
 /** True when `phase` comes before `other` in a migration. */
@@ -59,9 +77,9 @@ export function parseClientList(text: string): ProxyRecord[] {
   for (const line of text.split('\n')) {
     const name = / name=(\S*)/.exec(line)?.[1] ?? '';
     const idle = Number(/ idle=(\d+)/.exec(line)?.[1] ?? Infinity);
-    const [prefix, id, phase, addr, pid, version, targetRefused, feeds, copies, to] = name.split('|');
+    const [prefix, id, phase, addr, pid, version, targetRefused, feeds, copies, to, host, config] = name.split('|');
     if (prefix !== NAME_PREFIX || idle > FLEET_STALE_SECONDS || !PHASE_ORDER.includes(phase as FleetPhase) || addr === undefined) continue;
-    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '', targetRefused: targetRefused ?? '-', feeds: feeds ?? '-', copies: copies ?? '-', to: to ?? '-' });
+    out.push({ id, phase: phase as FleetPhase, addr, pid: Number(pid) || 0, version: version ?? '', targetRefused: targetRefused ?? '-', feeds: feeds ?? '-', copies: copies ?? '-', to: to ?? '-', host: host ?? '-', config: pathOfField(config) });
   }
   return out;
 }

@@ -36,6 +36,8 @@ export class FleetRegistration {
     /** The nodes of side A whose copier it holds (ProxyRecord.copies). */
     private readonly copies: () => string[] = () => [],
     readonly id: string = newFleetId(),
+    /** The config file it runs from, absolute (ProxyRecord.config), once known. */
+    private readonly configFile: () => string | null = () => null,
   ) {}
 
   start(): void {
@@ -67,7 +69,7 @@ export class FleetRegistration {
 
   record(): ProxyRecord {
     const host = this.listen.host === '0.0.0.0' || this.listen.host === '::' ? os.hostname() : this.listen.host;
-    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals), feeds: this.feeds(), copies: copiesField(this.copies()), to: sideFingerprint(this.ring.placement.to) };
+    return { id: this.id, addr: `${host}:${this.listen.port}`, phase: this.ring.placement.phase ?? 'none', pid: process.pid, version: this.version, targetRefused: targetRefusalSummary(this.targetRefusals), feeds: this.feeds(), copies: copiesField(this.copies()), to: sideFingerprint(this.ring.placement.to), host: os.hostname(), config: this.configFile() ?? '-' };
   }
 
   /** Ring A's nodes: where every proxy of the ring and every `migrate` command look. */

@@ -13,7 +13,7 @@ import { Config, LimitsConfig, parseHostPort } from '../../config/schema';
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';
 import { CommandTable } from '../commands/table';
-import { ProxyContext } from '../context';
+import { ProxyContext, WorkerPhaseRelay } from '../context';
 import { Dispatcher } from '../dispatch/dispatcher';
 import { Session, SessionHost } from './session';
 import { ClientList } from '../client/client-list';
@@ -45,7 +45,7 @@ import { carryToTarget } from '../migration/carry';
 import { ChangeCopier } from '../migration/change-copier';
 import { proxyInfoSection } from './info-section';
 import { coverStartGap } from '../migration/start-gap';
-import { raiseFleetReadBarrier } from '../migration/admin';
+import { raiseFleetReadBarrier, switchPhaseHere } from '../migration/admin';
 import { ClientCaching } from '../tracking/client-caching';
 import { readNodes, watchPlacement } from './caching-watch';
 import { clusterRouting, ringRouting } from './routing';
@@ -67,8 +67,7 @@ export class ProxyServer {
   workerHttp: WorkerHttp | null = null;
   /** The console's samples and events (proxy/console/), while it is served. */
   private consoleRecorder: ConsoleRecorder | null = null;
-  /** The file this proxy was started from, shown by the console (cmd/serve.ts sets it). */
-  configFile: string | null = null;
+  private file: string | null = null;
   /** Puts the config's scripts on every master, now and whenever one lacks them. */
   private preloader: ScriptPreloader | null = null;
   private registration: FleetRegistration | null = null;
@@ -193,7 +192,7 @@ export class ProxyServer {
     await server.listen();
     if (ctx.ring !== null) {
       // Ring mode: other proxies of the ring and the `migrate` commands can see this one.
-      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals, () => ctx.changes?.summary() ?? '-', () => ctx.changes?.held() ?? [], leaseId);
+      server.registration = new FleetRegistration(ctx.pool, ctx.ring, server.address, VERSION, ctx.stats.targetRefusals, () => ctx.changes?.summary() ?? '-', () => ctx.changes?.held() ?? [], leaseId, () => server.configFile);
       server.registration.start();
       fleetId.id = server.registration.id;
       // The nodes it copies are named in its registration as soon as that changes (migration/copier-lease.ts).
@@ -201,6 +200,25 @@ export class ProxyServer {
       if (ctx.changes instanceof ChangeCopier) ctx.changes.onHeldChange = () => registration.beat();
     }
     return server;
+  }
+
+  /** The file this proxy was started from, absolute (cmd/serve.ts sets it): shown by the console, named in its fleet record. */
+  get configFile(): string | null {
+    return this.file;
+  }
+
+  set configFile(file: string | null) {
+    this.file = file;
+    this.registration?.beat();
+  }
+
+  /**
+   * Under --workers (cmd/worker-phase.ts): `PROXY MIGRATION PHASE` through this worker goes to every
+   * worker by `relay`; what is returned runs a relayed switch here alone (null once switched, else why not).
+   */
+  relayPhaseSwitches(relay: WorkerPhaseRelay): { switchHere: (phase: string) => Promise<string | null>; fleetId: () => string } {
+    this.ctx.switchWorkers = relay;
+    return { switchHere: (phase) => switchPhaseHere(this.ctx, phase), fleetId: () => this.registration?.id ?? '' };
   }
 
   /** The address clients connect to (the real port when the config asked for port 0). */

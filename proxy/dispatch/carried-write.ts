@@ -52,6 +52,11 @@ export class CarriedWrite extends ForwardedCommand {
     carried.begin();
   }
 
+  /** A carried write goes to side A in every phase (read-new included): A's stream carries it to B. */
+  protected override nodeOf(shard: number): string | null {
+    return this.ctx.ring?.placement.writeAddress(shard) ?? super.nodeOf(shard);
+  }
+
   override complete(frame: Buffer): void {
     const after = this.waitOnB && frame[0] !== 45 ? this.ctx.changes?.after(this.node) ?? null : null;
     if (after === null) return this.finish(frame);

@@ -112,13 +112,18 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
     super(owner);
   }
 
+  /** Where the command of `shard` goes: where its reads go (a migration's read-new: side B). */
+  protected nodeOf(shard: number): string | null {
+    return this.ctx.router.nodeOf(shard);
+  }
+
   /** The node the command went to last (after redirects). */
   get node(): string {
     return this.address;
   }
 
   start(): void {
-    const address = this.shard === ANY_MASTER ? this.anyMaster() : this.ctx.router.nodeOf(this.shard);
+    const address = this.shard === ANY_MASTER ? this.anyMaster() : this.nodeOf(this.shard);
     if (address === null) {
       this.retry(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED);
       return;

@@ -9,8 +9,8 @@ import { Config } from '../config/schema';
 import { Placement } from '../sharding/migration';
 import { Ring } from '../sharding/ring';
 import { NodeClient } from '../proxy/migration/tools/node-client';
-import { copyMoved } from '../proxy/migration/tools/copy';
-import { followLines, followStates, waitForFullSyncs } from '../proxy/migration/tools/follow-status';
+import { followLines, followStates } from '../proxy/migration/tools/follow-status';
+import { copyHistory } from '../proxy/migration/tools/copy-history';
 import { verifyMoved } from '../proxy/migration/tools/verify';
 import { saveVerifyRecord } from '../proxy/migration/tools/verify-record';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
@@ -68,23 +68,20 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
       try {
         const { config, phase } = migratingConfig(opts.config);
         if (phase === 'done') throw new Error('the config says phase done: nothing is double-written any more, so copying now could lose writes');
-        // The replication carry: the history is each node's full sync, run by the proxy that follows it; wait for them, saying where each stands.
-        const followed = await withNodes(config, async (nodes, placement) => {
-          if ((await nodes.carry(placement)) !== 'replication') return false;
-          process.stdout.write('copy: the migration is carried by replication: the history is the full sync of each node of side A, run by the proxies that follow them; waiting for every one to be restored on side B\n');
-          await waitForFullSyncs(nodes, placement, (lines) => process.stdout.write(`${lines.join('\n')}\n`));
-          return true;
-        });
-        if (followed) {
-          process.stdout.write('copy: every node of side A is followed, its full sync restored on side B\n');
-          return;
-        }
         const r = await withNodes(config, async (nodes, placement) => {
           // A proxy that does not double-write yet would write keys the copy has already passed.
           const early = (await fleetOf(nodes, placement)).filter((p) => isBehind(p.phase, 'double-write'));
           if (early.length > 0) throw new Error(`refused: live proxies are not double-writing yet: ${describeProxies(early)}; switch them first (slotproxy migrate phase double-write -c FILE)`);
-          return copyMoved(nodes, placement, { rate: opts.rate, batch: Math.max(1, opts.batch), restart: opts.restart === true, progress: true });
+          // Under the replication carry the history is each node's full sync, run by the proxy that follows it: waited for, saying where each stands.
+          const print = (lines: string[]): void => void process.stdout.write(`${lines.join('\n')}\n`);
+          return copyHistory(nodes, placement, { rate: opts.rate, batch: Math.max(1, opts.batch), restart: opts.restart === true, progress: true }, print, () =>
+            process.stdout.write('copy: the migration is carried by replication: the history is the full sync of each node of side A, run by the proxies that follow them; waiting for every one to be restored on side B\n'),
+          );
         });
+        if (r.carry === 'replication') {
+          process.stdout.write('copy: every node of side A is followed, its full sync restored on side B\n');
+          return;
+        }
         process.stdout.write(`copy: ${r.scanned} keys scanned, ${r.copied} copied, ${r.skippedNewer} already newer in side B, ${r.seconds.toFixed(1)} s (${Math.round(r.scanned / Math.max(r.seconds, 0.001))} keys/s)\n`);
       } catch (err) {
         fail(err);

@@ -12,7 +12,7 @@ import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { Placement } from '../../sharding/migration';
 import { ownerOfKey } from '../../sharding/key-space';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
-import { copyMoved } from '../../proxy/migration/tools/copy';
+import { copyHistory } from '../../proxy/migration/tools/copy-history';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { saveVerifyRecord } from '../../proxy/migration/tools/verify-record';
 import type { ConsoleState } from '../../proxy/console/state';
@@ -282,7 +282,7 @@ describe('a ring migration from double-write to done', () => {
       await until('two change feeds', async () => (await page.locator('#feeds tbody tr').count()) === 2);
 
       // A copy slow enough to be watched: its progress moves on the page, then it is done.
-      const copy = copyMoved(direct, placement, { rate: 1000, batch: 100, restart: true, progress: false });
+      const copy = copyHistory(direct, placement, { rate: 1000, batch: 100, restart: true, progress: false });
       const copiedOnPage = async (): Promise<number> => Number(await page.getAttribute('#copy-text', 'data-copied'));
       const copyingPast = (n: number) => async (): Promise<boolean> => (await copiedOnPage()) > n && (await page.getAttribute('#copy-text', 'data-done')) === 'false';
       await until('the copy under way', copyingPast(0));

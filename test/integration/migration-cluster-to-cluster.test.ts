@@ -13,7 +13,7 @@ import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { manualFailover } from '../helpers/cluster';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
-import { copyMoved } from '../../proxy/migration/tools/copy';
+import { copyHistory } from '../../proxy/migration/tools/copy-history';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { setLogLevel } from '../../proxy/telemetry/log';
@@ -101,7 +101,7 @@ test('cluster of 3 into another cluster of 3 under load, with failovers on both 
       expected,
       // A source master fails over while every write is double-written, a target master during the copy.
       beforeCopy: () => manualFailover(source!, 100),
-      copy: () => copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
+      copy: () => copyHistory(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
       alongsideCopy: () => manualFailover(target!, 200),
       verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
     });
@@ -161,7 +161,7 @@ test('cluster of 3 into a ring of 2, one proxy process switched by SIGHUP, back 
 
     load.start();
     await sleep(300);
-    const copied = await copyMoved(direct, placement, { rate: 0, batch: 200, restart: true, progress: false });
+    const copied = await copyHistory(direct, placement, { rate: 0, batch: 200, restart: true, progress: false });
     await reload('read-new');
     await sleep(300);
     await reload('double-write');

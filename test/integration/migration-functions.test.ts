@@ -16,7 +16,7 @@ import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
-import { copyMoved } from '../../proxy/migration/tools/copy';
+import { copyHistory } from '../../proxy/migration/tools/copy-history';
 import { sha1 } from '../../proxy/scripts/store';
 import { setLogLevel } from '../../proxy/telemetry/log';
 import { BIN, tempDir } from '../helpers/cli';
@@ -197,7 +197,7 @@ test('ring of 2 into a cluster of 3: libraries and scripts before and during, ev
   const direct = new NodeClient(parseConfig({ listen: '127.0.0.1:0', ...migrating('double-write') }));
   try {
     await direct.start();
-    await copyMoved(direct, direct.placement(), { rate: 0, batch: 200, restart: true, progress: false });
+    await copyHistory(direct, direct.placement(), { rate: 0, batch: 200, restart: true, progress: false });
   } finally {
     direct.close();
   }
@@ -253,7 +253,7 @@ test('cluster of 3 into another: libraries copied at start, followed during, eve
   const direct = new NodeClient(config);
   try {
     await direct.start();
-    await copyMoved(direct, direct.placement(), { rate: 0, batch: 200, restart: true, progress: false });
+    await copyHistory(direct, direct.placement(), { rate: 0, batch: 200, restart: true, progress: false });
   } finally {
     direct.close();
   }

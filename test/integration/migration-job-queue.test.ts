@@ -18,7 +18,7 @@ import { parseConfig } from '../../config/load';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
-import { copyMoved } from '../../proxy/migration/tools/copy';
+import { copyHistory } from '../../proxy/migration/tools/copy-history';
 import { KeySpace, ownerOfKey } from '../../sharding/key-space';
 import { setLogLevel } from '../../proxy/telemetry/log';
 
@@ -405,7 +405,7 @@ async function walk(sides: Sides, seed: number): Promise<void> {
     producers.start();
     await producers.untilAdded(200);
     ledger.phase = 'double-write, during the copy';
-    const copied = await copyMoved(direct, placement, { rate: 0, batch: 100, restart: false, progress: false });
+    const copied = await copyHistory(direct, placement, { rate: 0, batch: 100, restart: false, progress: false });
     ledger.phase = 'double-write, after the copy';
     await producers.untilAdded(300);
     await producers.pause();

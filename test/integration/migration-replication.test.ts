@@ -15,6 +15,7 @@ import { eventually } from '../helpers/eventually';
 import { NodeClients } from '../helpers/node-clients';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { parseConfig } from '../../config/load';
+import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 
 const grow = useRingGrow();
 
@@ -277,6 +278,11 @@ test('done: once B takes writes, an expiry on A does not delete the key B holds'
   expect(Number(await a.call('WAIT', '0', '100'))).toBe(0);
   expect(await open(t.to).get(key)).toBe('new');
   expect(await c.get(key)).toBe('new');
+  // migrate cleanup leaves none of the follow's records (the applied offsets) on B.
+  await proxy?.close(200);
+  proxy = null;
+  await cleanupMoved(layout as NodeClient, placement, { batch: 100, progress: false });
+  for (const b of placement.to?.masters() ?? []) expect(await open(b).keys('__slotproxy:*')).toEqual([]);
 }, 60_000);
 
 function placementOf(cfg: RingModeConfig): Placement {

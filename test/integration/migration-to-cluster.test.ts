@@ -13,7 +13,7 @@ import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { manualFailover } from '../helpers/cluster';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
-import { copyMoved } from '../../proxy/migration/tools/copy';
+import { copyHistory } from '../../proxy/migration/tools/copy-history';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { Expected, GROUPS, MixedLoad, checkState, keyOf, seed, walkPhases } from './migration-load';
@@ -92,7 +92,7 @@ test('ring of 2 into a cluster of 3 masters under load, with two proxies and a f
       load,
       expected,
       // The copy runs while a master of the target cluster fails over to its replica.
-      copy: () => copyMoved(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
+      copy: () => copyHistory(direct, placement, { rate: 1500, batch: 100, restart: false, progress: false }),
       alongsideCopy: () => manualFailover(cluster!, 0),
       verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
     });

@@ -13,7 +13,7 @@ import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { ownerOfKey } from '../../sharding/key-space';
 import { Placement } from '../../sharding/migration';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
-import { copyMoved } from '../../proxy/migration/tools/copy';
+import { copyHistory } from '../../proxy/migration/tools/copy-history';
 import { readState } from '../../proxy/migration/tools/key-state';
 import { RING_BOOKKEEPING, snapshotCommand } from '../../proxy/migration/converge';
 import { VerifyResult, verifyMoved } from '../../proxy/migration/tools/verify';
@@ -168,7 +168,7 @@ async function verifyUnderLoad(raw: Record<string, unknown>, label: string): Pro
   const verify = (recheck?: number): Promise<VerifyResult> =>
     verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false, recheck });
   try {
-    const copied = await copyMoved(direct, placement, { rate: 0, batch: 100, restart: true, progress: false });
+    const copied = await copyHistory(direct, placement, { rate: 0, batch: 100, restart: true, progress: false });
     expect(copied.copied).toBeGreaterThan(0);
     load.start();
     await new Promise((r) => setTimeout(r, 300));
@@ -227,7 +227,7 @@ async function verifyAfterDone(raw: Record<string, unknown>, label: string, fenc
   // The config file still says double-write: verify learns that A is closed from B's fence.
   const verify = (): Promise<VerifyResult> => verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false });
   try {
-    expect((await copyMoved(direct, placement, { rate: 0, batch: 100, restart: true, progress: false })).copied).toBeGreaterThan(0);
+    expect((await copyHistory(direct, placement, { rate: 0, batch: 100, restart: true, progress: false })).copied).toBeGreaterThan(0);
     load.start(false);
     await new Promise((r) => setTimeout(r, 300));
     expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');

@@ -10,7 +10,7 @@ import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { Placement } from '../../sharding/migration';
 import { ownerOfKey } from '../../sharding/key-space';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
-import { copyMoved } from '../../proxy/migration/tools/copy';
+import { copyHistory } from '../../proxy/migration/tools/copy-history';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { isBookkeepingKey } from '../../proxy/migration/converge';
@@ -92,7 +92,7 @@ async function runMigration(from: number, to: number): Promise<void> {
       admins: [admins[0], admins[1]],
       load,
       expected,
-      copy: () => copyMoved(direct, placement, { rate: 0, batch: 200, restart: false, progress: false }),
+      copy: () => copyHistory(direct, placement, { rate: 0, batch: 200, restart: false, progress: false }),
       verify: () => verifyMoved(direct, placement.withPhase('read-new'), { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false }),
     });
 
@@ -156,7 +156,7 @@ test('a ring B node down during double-write: writes to keys moving there get a 
     } finally {
       await newNode.restart();
     }
-    const copied = await copyMoved(direct, placement, { rate: 0, batch: 100, restart: true, progress: false });
+    const copied = await copyHistory(direct, placement, { rate: 0, batch: 100, restart: true, progress: false });
     expect(copied.copied).toBeGreaterThan(0);
     const verified = await verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false });
     expect(verified.examples).toEqual([]);

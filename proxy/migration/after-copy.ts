@@ -39,8 +39,11 @@ export function execWaitsForB(ctx: ProxyContext, writes: boolean, undeclared: bo
  * write whose copy failed).
  */
 export async function afterCopy(ctx: ProxyContext, address: string, frame: Buffer): Promise<Buffer> {
-  const wait = ctx.changes?.after(address) ?? null;
-  if (wait === null) return frame;
+  const after = ctx.changes?.after(address) ?? null;
+  if (after === null) return frame;
+  // The replication carry in double-write: the reply also goes once no proxy reads from B (as a carried write's).
+  const carry = ctx.ring?.carry;
+  const wait = carry?.replication === true && ctx.ring?.placement.phase === 'double-write' ? Promise.race([after, carry.answeredAfterA().then(() => null)]) : after;
   const problem = await wait;
   if (problem === null) return frame;
   ctx.stats.backendErrors++;

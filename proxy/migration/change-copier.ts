@@ -89,7 +89,7 @@ export class ChangeCopier implements MigrationChanges {
     readonly leaseId: string = selfId() || `slotproxy-${process.pid}`,
   ) {
     this.reading = new ReadBarrierWatch(ctx, ring, this, (placement) => fleetOf(ctx, placement));
-    this.closing = new ClosingWatch(ctx, ring, { settle: () => this.settle(), selfId: () => this.selfId(), closed: (acked) => this.followers.freeze(acked) });
+    this.closing = new ClosingWatch(ctx, ring, { settle: () => this.settle(), selfId: () => this.selfId() });
     this.keyCopy = new FeedKeyCopy(ctx, ring, this.count, (node, t, err) => this.failed(node, t, err));
     this.followers = new NodeFollowers(ctx, () => ring.placement);
     this.leases = new CopierLeases(

@@ -88,11 +88,6 @@ export async function closeSideA(ctx: ProxyContext, placement: Placement, selfId
 export interface ClosingFeeds {
   settle(): Promise<string[]>;
   selfId(): string;
-  /**
-   * This proxy acknowledged a closing (true: from now on B may take writes, so what A's stream
-   * says after this, an expiry's DEL say, must not reach B) or the closing is gone (false).
-   */
-  closed?(acknowledged: boolean): void;
 }
 
 /** Step 2, for every proxy: the closing hash changed (its change feed named it). */
@@ -124,7 +119,6 @@ export class ClosingWatch {
       const [by, acked] = Array.isArray(state) ? state : [null, null];
       if (by === null || by === undefined) {
         if (this.holding) log.info('migration: side A is no longer closing; writes go on');
-        if (this.holding) this.feeds.closed?.(false);
         this.holding = false;
         this.ring.releaseWrites();
         return;
@@ -139,7 +133,6 @@ export class ClosingWatch {
       await this.ring.carry.drained();
       await this.feeds.settle();
       await closingCall(this.ctx, placement, (key) => ['EVAL', ACK_SCRIPT, '1', key, id], this.ctx.forward.retryWindowMs);
-      this.feeds.closed?.(true);
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'migration: cannot read or acknowledge side A\'s closing');
     }

@@ -18,19 +18,25 @@ import { slotTag } from '../../sharding/slot-tags';
 import { SLOT_COUNT } from '../../sharding/slot';
 import { migrationScript } from './side-request';
 import { decodeReply } from '../resp/decode-reply';
-import { BOOKKEEPING_PREFIX } from './converge';
+import { BOOKKEEPING_PREFIX, FENCE_KEY, inSlot } from './converge';
 import { sha1 } from '../scripts/store';
+import { log } from '../telemetry/log';
 
 /** The hash, per node of B, holding each followed node of A's last applied offset. */
 export const APPLIED_KEY = `${BOOKKEEPING_PREFIX}applied`;
 
 /**
- * ARGV: record key, field, value, then per command its argument count and its arguments.
- * Answers the 0-based indexes of the commands that failed, each followed by its error.
+ * ARGV: record key, field, value, B's fence key (fence.ts), then per command its argument count
+ * and its arguments. Answers the 0-based indexes of the commands that failed, each followed by its
+ * error; or {-1} when B is fenced: a proxy switches to done, so B takes writes of its own and
+ * nothing more of A's stream may land there (an expiry on A must not delete a key B renewed).
  */
 export const APPLY_STREAM_SCRIPT = `#!lua flags=allow-cross-slot-keys
+if redis.call('EXISTS', ARGV[4]) == 1 then
+  return {-1}
+end
 local failed = {}
-local i = 4
+local i = 5
 local n = 0
 while i <= #ARGV do
   local count = tonumber(ARGV[i])
@@ -61,6 +67,9 @@ export class FollowApplier {
   private scheduled = false;
   private closed = false;
   private recordKey: string | null = null;
+  private fenceKey: string | null = null;
+  /** Commands of A's stream that arrived once B was fenced for done (not applied). */
+  afterFence = 0;
   /** The offset this node's record says (as far as this follower wrote it). */
   private recorded = -1;
 
@@ -119,7 +128,8 @@ export class FollowApplier {
 
   private async send(batch: AppliedPart[], through = batch[batch.length - 1].end): Promise<void> {
     this.recordKey ??= recordKeyOf(this.address, this.owners);
-    const argv: Buffer[] = [Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${through}`)];
+    this.fenceKey ??= fenceKeyOf(this.address, this.owners);
+    const argv: Buffer[] = [Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${through}`), Buffer.from(this.fenceKey)];
     for (const part of batch) {
       argv.push(Buffer.from(String(part.args.length)));
       for (const a of part.args) argv.push(a);
@@ -129,10 +139,19 @@ export class FollowApplier {
       const frame = await migrationScript(this.ctx, null, this.address, (bySha) => (bySha ? ['EVALSHA', APPLY_STREAM_SHA, '0', ...argv] : ['EVAL', APPLY_STREAM_SCRIPT, '0', ...argv]), LANE);
       const reply = decodeReply(frame);
       if (!Array.isArray(reply)) throw new Error(reply instanceof Error ? reply.message : 'unexpected reply to the apply script');
+      if (reply.length === 1 && Number(reply[0]) === -1) {
+        // Fenced for done: these commands are past what B takes from A; counted, never applied.
+        if (this.afterFence === 0 && batch.length > 0) log.info({ node: this.address, source: this.source }, 'migration: side B is fenced for done; the rest of side A\'s stream is not applied there');
+        this.afterFence += batch.length;
+        this.recorded = Math.max(this.recorded, through);
+        for (const p of batch) p.done(null);
+        return;
+      }
       failed = new Map();
       for (let i = 0; i + 1 < reply.length; i += 2) failed.set(Number(reply[i]), String(reply[i + 1]));
     } catch (err) {
       this.recordKey = null; // a reshard of B may have moved it
+      this.fenceKey = null;
       const why = `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
       for (const p of batch) p.done(why);
       return;
@@ -144,7 +163,18 @@ export class FollowApplier {
 
 /** The record's key on node `address` of B: in a cluster, tagged for the lowest slot the node serves. */
 export function recordKeyOf(address: string, owners: SlotOwners | null): string {
-  if (owners === null) return APPLIED_KEY;
-  for (let slot = 0; slot < SLOT_COUNT; slot++) if (owners.ownerOf(slot) === address) return `${APPLIED_KEY}:{${slotTag(slot)}}`;
-  return APPLIED_KEY;
+  const slot = firstSlotOf(address, owners);
+  return slot === null ? APPLIED_KEY : `${APPLIED_KEY}:{${slotTag(slot)}}`;
+}
+
+/** B's fence (fence.ts) as node `address` holds it: in a cluster, in the slot of its record. */
+export function fenceKeyOf(address: string, owners: SlotOwners | null): string {
+  const slot = firstSlotOf(address, owners);
+  return slot === null ? FENCE_KEY : inSlot(FENCE_KEY, slot);
+}
+
+function firstSlotOf(address: string, owners: SlotOwners | null): number | null {
+  if (owners === null) return null;
+  for (let slot = 0; slot < SLOT_COUNT; slot++) if (owners.ownerOf(slot) === address) return slot;
+  return null;
 }

@@ -21,7 +21,6 @@ export class NodeFollowers {
   private readonly followers = new Map<string, NodeFollower>();
   /** The offset read for the barriers of this turn, per node. */
   private readonly offsets = new Map<string, Promise<number>>();
-  private frozen = false;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -34,15 +33,8 @@ export class NodeFollowers {
     if (mine && f === undefined) {
       const follower = new NodeFollower(this.ctx, address, this.placement, DEFAULT_FOLLOW_OPTIONS);
       this.followers.set(address, follower);
-      follower.freeze(this.frozen);
       follower.start();
     } else if (!mine && f !== undefined) this.stop(address);
-  }
-
-  /** Side A closed for done (true): the followers apply nothing more; the closing withdrawn (false): they go on. */
-  freeze(frozen: boolean): void {
-    this.frozen = frozen;
-    for (const f of this.followers.values()) f.freeze(frozen);
   }
 
   stop(address: string): void {

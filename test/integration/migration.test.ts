@@ -33,13 +33,13 @@ function ringNodes(count: number): { name: string; addr: string; weight: number 
   return nodes!.addresses.slice(0, count).map((addr, i) => ({ name: NAMES[i], addr, weight: 1 }));
 }
 
-function migrationConfig(from: number, to: number): RingModeConfig {
+function migrationConfig(from: number, to: number, carry?: 'replication'): RingModeConfig {
   const cfg = parseConfig({
     listen: '127.0.0.1:0',
     mode: 'ring',
     ring: { hash: 'md5', nodes: ringNodes(from) },
-    migration: { phase: 'double-write', to: { nodes: ringNodes(to) } },
-    log: { level: 'silent' },
+    migration: { phase: 'double-write', ...(carry === undefined ? {} : { carry }), to: { nodes: ringNodes(to) } },
+    log: { level: process.env.MIG_LOG === undefined ? 'silent' : 'info' },
   });
   if (cfg.mode !== 'ring') throw new Error('expected a ring config');
   return cfg;
@@ -55,9 +55,9 @@ async function phase(admins: Redis[], name: string): Promise<void> {
   for (const a of admins) expect(await a.call('PROXY', 'MIGRATION', 'PHASE', name)).toBe('OK');
 }
 
-async function runMigration(from: number, to: number): Promise<void> {
+async function runMigration(from: number, to: number, carry?: 'replication'): Promise<void> {
   await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
-  const config = migrationConfig(from, to);
+  const config = migrationConfig(from, to, carry);
   const placement = Placement.fromConfig(config.ring, config.migration);
   const direct = new NodeClient(config);
   const proxies: ProxyServer[] = [];
@@ -112,7 +112,7 @@ async function runMigration(from: number, to: number): Promise<void> {
     const liveKeys = seeded - expected.deleted.size + queues;
     expect(await admins[0].dbsize()).toBe(liveKeys);
     console.log(
-      `migration ${from} -> ${to}: ${seeded} keys before, ${expected.ops} acknowledged operations by ${loadClients.length} clients ` +
+      `migration ${from} -> ${to} (${carry ?? 'feeds'}): ${seeded} keys before, ${expected.ops} acknowledged operations by ${loadClients.length} clients ` +
         `through 2 proxies, copy scanned ${copied.scanned} and copied ${copied.copied} (${copied.skippedNewer} already newer), ` +
         `verify compared ${verified.compared} moved keys, ${verified.differing} differ; cleanup deleted ${cleaned.deleted}; ` +
         `${expected.ackedJobs.size} jobs pushed, ${expected.poppedJobs.length} popped by BLPOP, none lost or twice`,
@@ -131,6 +131,15 @@ test('grow a ring from 2 to 3 nodes under load, with two proxies', async () => {
 
 test('shrink a ring from 3 to 2 nodes under load, with two proxies', async () => {
   await runMigration(3, 2);
+}, 90_000);
+
+// The same walks on the replication carry: the copy is each node's full sync, every write goes to A.
+test('grow a ring from 2 to 3 nodes under load, with two proxies, side A followed as a replica', async () => {
+  await runMigration(2, 3, 'replication');
+}, 90_000);
+
+test('shrink a ring from 3 to 2 nodes under load, with two proxies, side A followed as a replica', async () => {
+  await runMigration(3, 2, 'replication');
 }, 90_000);
 
 test('a ring B node down during double-write: writes to keys moving there get a clear error, others work; copy repairs', async () => {

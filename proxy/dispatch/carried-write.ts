@@ -31,9 +31,9 @@ import * as encode from '../resp/encode';
  */
 export class CarriedWrite extends ForwardedCommand {
   private counted = true;
-  private settle: () => void = () => undefined;
-  /** Resolves once the reply is given (with waitOnB: once the write is on B, or why not was said). */
-  readonly onB: Promise<void>;
+  private settled = false;
+  private settle: (() => void) | null = null;
+  private waited: Promise<void> | null = null;
 
   constructor(
     ctx: ProxyContext,
@@ -44,8 +44,16 @@ export class CarriedWrite extends ForwardedCommand {
     private readonly waitOnB = false,
   ) {
     super(ctx, owner, payload, shard, false);
-    this.onB = new Promise((resolve) => (this.settle = resolve));
     carried.begin();
+  }
+
+  /**
+   * Resolves once the reply is given (with waitOnB: once the write is on B, or why not was said).
+   * Made when asked: only a read-new client's next requests wait for it, not every write.
+   */
+  get onB(): Promise<void> {
+    this.waited ??= this.settled ? Promise.resolve() : new Promise((resolve) => (this.settle = resolve));
+    return this.waited;
   }
 
   override complete(frame: Buffer): void {
@@ -56,7 +64,8 @@ export class CarriedWrite extends ForwardedCommand {
 
   private finish(frame: Buffer): void {
     super.complete(frame);
-    this.settle();
+    this.settled = true;
+    this.settle?.();
     if (!this.counted) return;
     this.counted = false;
     this.carried.end();

@@ -4,6 +4,8 @@
 //   copy    : `slotproxy migrate copy` (the versioned copy of the change-feed carry)
 //   follow  : the replication carry's full sync (a proxy with migration.carry: replication, from
 //             its start until every node's snapshot is restored on B)
+//   floor   : bench/follow-floor.ts on every node of A at once (PSYNC, each entry RESTOREd as the
+//             link reads it, nothing else): the least the replication carry's full sync costs
 // Run: `npm run build && node dist/bench/history-copy.js [--keys 300000]`; prints a Markdown table.
 import Redis from 'ioredis';
 import { StandaloneNodes } from '../cmd/sandbox/standalone-nodes';
@@ -15,6 +17,7 @@ import { setLogLevel } from '../proxy/telemetry/log';
 import { ringConfig, followsLive } from './migration';
 import { ownerOfKey } from '../sharding/key-space';
 import { sendCommand } from '../cmd/sandbox/resp-client';
+import { FloorFollower } from './follow-floor';
 
 function arg(name: string, fallback: number): number {
   const i = process.argv.indexOf(name);
@@ -113,6 +116,18 @@ async function main(): Promise<void> {
     await proxy.close(500);
     rows.push(`| replication full sync (PSYNC to every snapshot restored, nodes in parallel) | ${naive} | ${syncS.toFixed(2)} | ${Math.round(naive / syncS)} | ${(naive / syncS / (naive / naiveS)).toFixed(2)}x |`);
     rows.push(`| the same, from the proxy's start (fleet registration, copier leases first) | ${naive} | ${followS.toFixed(2)} | ${Math.round(naive / followS)} | ${(naive / followS / (naive / naiveS)).toFixed(2)}x |`);
+
+    await flushB();
+    t0 = performance.now();
+    const floors = [a, b].map((n) => new FloorFollower(n, to));
+    await Promise.all(floors.map((f) => f.caughtUp()));
+    const floorWallS = (performance.now() - t0) / 1000;
+    const floorS = Math.max(...floors.map((f) => f.snapshotMs)) / 1000;
+    const floorKeys = floors.reduce((n, f) => n + f.restored, 0);
+    for (const f of floors) f.close();
+    if (floorKeys !== naive) throw new Error(`the floor restored ${floorKeys} keys, the naive copy ${naive}`);
+    rows.push(`| floor full sync (bench/follow-floor.ts: PSYNC to every entry RESTOREd, no spool, nodes in parallel) | ${floorKeys} | ${floorS.toFixed(2)} | ${Math.round(floorKeys / floorS)} | ${(floorKeys / floorS / (naive / naiveS)).toFixed(2)}x |`);
+    rows.push(`| the same, from the followers' start | ${floorKeys} | ${floorWallS.toFixed(2)} | ${Math.round(floorKeys / floorWallS)} | ${(floorKeys / floorWallS / (naive / naiveS)).toFixed(2)}x |`);
   } finally {
     await cluster.stop();
     await nodes.stop();

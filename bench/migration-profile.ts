@@ -10,6 +10,9 @@
 // `floor-cluster-feed`, and `floor-ring-feed-versions`, `floor-cluster-feed-versions`: the feed's
 // copies ordered by versions, one script per turn on each side) run bench/mux-floor.ts in
 // a child process: the least a double-write costs on our connection model (ratios against `floor`).
+// `ring-floor-follow`, `cluster-floor-follow`: slotproxy without a migration, beside it in this
+// process bench/follow-floor.ts following both nodes of A into B: the least the replication carry
+// (`ring-replication`, `cluster-replication`) costs (ratios against `none`, as the carry's).
 // `--proxies N` starts N-1 more proxies of the same config beside the measured one (in this process,
 // so their CPU counts too): a fleet whose other proxies hold change feeds while the load goes
 // through one (issue 37 item 3: one copier per node of A for the fleet, copier-lease.ts).
@@ -26,6 +29,8 @@ import { treeStats } from './process-stats';
 import { answeringAfterA, followsLive, ringConfig } from './migration';
 import { startProxy } from './targets';
 import path from 'node:path';
+import { NodeClient } from '../proxy/migration/tools/node-client';
+import { FloorFollower } from './follow-floor';
 
 function arg(name: string, fallback: string): string {
   const i = process.argv.indexOf(name);
@@ -95,7 +100,7 @@ async function main(): Promise<void> {
     for (const g of groups) g.pids = await Promise.all(g.nodes.map(pid));
     const all = [...nodes.nodes, ...cluster.masters];
     const seed = cluster.masters[0].address;
-    const targets: [string, RingModeConfig | string[]][] = [
+    const targets: [string, Target][] = [
       ['none', ringConfig([a, b], null)],
       ['ring', ringConfig([a, b], { nodes: [a, b, c] })],
       ['cluster', ringConfig([a, b], { cluster: seed })],
@@ -103,6 +108,8 @@ async function main(): Promise<void> {
       ['ring-replication', ringConfig([a, b], { nodes: [a, b, c] }, 'double-write', 'replication')],
       ['cluster-replication', ringConfig([a, b], { cluster: seed }, 'double-write', 'replication')],
       ['ring-replication-read-new', ringConfig([a, b], { nodes: [a, b, c] }, 'read-new', 'replication')],
+      ['ring-floor-follow', { plain: ringConfig([a, b], null), follow: ringConfig([a, b], { nodes: [a, b, c] }) }],
+      ['cluster-floor-follow', { plain: ringConfig([a, b], null), follow: ringConfig([a, b], { cluster: seed }) }],
       ['cluster-replication-read-new', ringConfig([a, b], { cluster: seed }, 'read-new', 'replication')],
       ['cluster-read-new', ringConfig([a, b], { cluster: seed }, 'read-new')],
       ['floor', [a, b]],
@@ -129,9 +136,9 @@ async function main(): Promise<void> {
               const self0 = proxy.cpuSeconds();
               const rps = await load(proxy.port, test, n, pipeline);
               // The replication carry's lag counts: B must have caught up before the next round.
-              if (target.includes('replication')) {
+              if (target.includes('replication') || target.includes('follow')) {
                 const t0 = Date.now();
-                await followsLive(proxy.port, true);
+                await proxy.caughtUp();
                 if (Date.now() - t0 > 50) process.stderr.write(`${target} -P ${pipeline} ${test}: side B caught up ${Date.now() - t0} ms after the load\n`);
               }
               const cpu = new Map<string, number>([['proxy', ((proxy.cpuSeconds() - self0) * 1e6) / n]]);
@@ -163,7 +170,7 @@ async function main(): Promise<void> {
         out.push(`### -P ${pipeline} ${test.toUpperCase()}`, '');
         out.push('| Target | ops/s | ratio | CPU µs/request: proxy | ring a, b | ring c | cluster | total |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
         const baseOf = (target: string): number =>
-          median(samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === (target.startsWith('floor') ? 'floor' : 'none')).map((s) => s.rps));
+          median(samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === (target.startsWith('floor-') || target === 'floor' ? 'floor' : 'none')).map((s) => s.rps));
         for (const [target] of targets) {
           const base = baseOf(target);
           const mine = samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === target);
@@ -194,23 +201,58 @@ async function main(): Promise<void> {
   }
 }
 
-/** A target of the run: slotproxy in this process (a config), or the floor in a child (its arguments after PORT). */
-async function startTarget(target: RingModeConfig | string[], fleet: number): Promise<{ port: number; cpuSeconds(): number; close(): Promise<void> }> {
+/**
+ * A target of the run: slotproxy in this process (a config), the floor in a child (its arguments
+ * after PORT), or slotproxy without a migration in this process with bench/follow-floor.ts
+ * following every node of its A into B (`follow`: the config whose migration.to is that B).
+ */
+type Target = RingModeConfig | string[] | { plain: RingModeConfig; follow: RingModeConfig };
+
+interface Running {
+  port: number;
+  cpuSeconds(): number;
+  /** Side B holds everything side A's nodes wrote (the replication carry and its floor). */
+  caughtUp(): Promise<void>;
+  close(): Promise<void>;
+}
+
+const selfCpu = (): number => {
+  const u = process.cpuUsage();
+  return (u.user + u.system) / 1e6;
+};
+
+async function startTarget(target: Target, fleet: number): Promise<Running> {
+  if ('plain' in target) {
+    const layout = new NodeClient(target.follow);
+    await layout.start();
+    const to = layout.placement().to;
+    layout.close();
+    if (to === null) throw new Error('no side B');
+    const proxy = await ProxyServer.start(target.plain);
+    const followers = target.plain.ring.nodes.map((n) => new FloorFollower(n.addr ?? '', to));
+    await Promise.all(followers.map((f) => f.caughtUp()));
+    return {
+      port: proxy.address.port,
+      cpuSeconds: selfCpu,
+      caughtUp: async () => void (await Promise.all(followers.map((f) => f.caughtUp()))),
+      close: async () => {
+        for (const f of followers) f.close();
+        await proxy.close(500);
+      },
+    };
+  }
   if (!Array.isArray(target)) {
     const proxy = await ProxyServer.start(target);
     const others: ProxyServer[] = [];
     for (let i = 1; i < fleet; i++) others.push(await ProxyServer.start(target));
     if (target.migration?.carry === 'replication') await followsLive(proxy.address.port);
     if (target.migration?.phase === 'double-write') await answeringAfterA(proxy.address.port);
-    const cpu = (): number => {
-      const u = process.cpuUsage();
-      return (u.user + u.system) / 1e6;
-    };
-    return { port: proxy.address.port, cpuSeconds: cpu, close: async () => void (await Promise.all([proxy, ...others].map((p) => p.close(500)))) };
+    const port = proxy.address.port;
+    return { port, cpuSeconds: selfCpu, caughtUp: () => followsLive(port, true), close: async () => void (await Promise.all([proxy, ...others].map((p) => p.close(500)))) };
   }
   const script = path.join(__dirname, 'mux-floor.js');
   const { proc, port } = await startProxy('mux-floor', async (p) => ({ bin: process.execPath, args: [script, String(p), ...target] }), async () => '');
-  return { port, cpuSeconds: () => treeStats(proc.pid).cpuSeconds, close: async () => void (await proc.stop()) };
+  return { port, cpuSeconds: () => treeStats(proc.pid).cpuSeconds, caughtUp: async () => undefined, close: async () => void (await proc.stop()) };
 }
 
 main().then(

@@ -33,9 +33,9 @@ import * as encode from '../resp/encode';
  */
 export class CarriedWrite extends ForwardedCommand {
   private counted = true;
-  private settle: () => void = () => undefined;
-  /** Resolves once the reply is given (with waitOnB: once the write is on B, or why not was said). */
-  readonly onB: Promise<void>;
+  private settled = false;
+  private settle: (() => void) | null = null;
+  private waited: Promise<void> | null = null;
 
   constructor(
     ctx: ProxyContext,
@@ -48,13 +48,21 @@ export class CarriedWrite extends ForwardedCommand {
     private readonly releasedWithoutB = false,
   ) {
     super(ctx, owner, payload, shard, false);
-    this.onB = new Promise((resolve) => (this.settle = resolve));
     carried.begin();
   }
 
   /** A carried write goes to side A in every phase (read-new included): A's stream carries it to B. */
   protected override nodeOf(shard: number): string | null {
     return this.ctx.ring?.placement.writeAddress(shard) ?? super.nodeOf(shard);
+  }
+
+  /**
+   * Resolves once the reply is given (with waitOnB: once the write is on B, or why not was said).
+   * Made when asked: only a read-new client's next requests wait for it, not every write.
+   */
+  get onB(): Promise<void> {
+    this.waited ??= this.settled ? Promise.resolve() : new Promise((resolve) => (this.settle = resolve));
+    return this.waited;
   }
 
   override complete(frame: Buffer): void {
@@ -66,7 +74,8 @@ export class CarriedWrite extends ForwardedCommand {
 
   private finish(frame: Buffer): void {
     super.complete(frame);
-    this.settle();
+    this.settled = true;
+    this.settle?.();
     if (!this.counted) return;
     this.counted = false;
     this.carried.end();

@@ -51,6 +51,13 @@ end
 redis.call('HSET', ARGV[1], ARGV[2], ARGV[3])
 return failed`;
 const APPLY_STREAM_SHA = sha1(Buffer.from(APPLY_STREAM_SCRIPT));
+const EVALSHA = Buffer.from('EVALSHA');
+const EVAL = Buffer.from('EVAL');
+const SHA = Buffer.from(APPLY_STREAM_SHA);
+const BODY = Buffer.from(APPLY_STREAM_SCRIPT);
+const NO_KEYS = Buffer.from('0');
+/** Argument counts as bulk strings, made once (a batch holds one per command). */
+const COUNTS = Array.from({ length: 64 }, (_, n) => Buffer.from(String(n)));
 
 export interface AppliedPart {
   args: Buffer[];
@@ -129,14 +136,17 @@ export class FollowApplier {
   private async send(batch: AppliedPart[], through = batch[batch.length - 1].end): Promise<void> {
     this.recordKey ??= recordKeyOf(this.address, this.owners);
     this.fenceKey ??= fenceKeyOf(this.address, this.owners);
-    const argv: Buffer[] = [Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${through}`), Buffer.from(this.fenceKey)];
+    // The command by SHA1, built once; by body only where the node lacks the script.
+    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${through}`), Buffer.from(this.fenceKey)];
     for (const part of batch) {
-      argv.push(Buffer.from(String(part.args.length)));
-      for (const a of part.args) argv.push(a);
+      const n = part.args.length;
+      bySha.push(n < COUNTS.length ? COUNTS[n] : Buffer.from(String(n)));
+      for (const a of part.args) bySha.push(a);
     }
     let failed: Map<number, string>;
     try {
-      const frame = await migrationScript(this.ctx, null, this.address, (bySha) => (bySha ? ['EVALSHA', APPLY_STREAM_SHA, '0', ...argv] : ['EVAL', APPLY_STREAM_SCRIPT, '0', ...argv]), LANE);
+      const byBody = (): Buffer[] => [EVAL, BODY, ...bySha.slice(2)];
+      const frame = await migrationScript(this.ctx, null, this.address, (sha) => (sha ? bySha : byBody()), LANE);
       const reply = decodeReply(frame);
       if (!Array.isArray(reply)) throw new Error(reply instanceof Error ? reply.message : 'unexpected reply to the apply script');
       if (reply.length === 1 && Number(reply[0]) === -1) {

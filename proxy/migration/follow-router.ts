@@ -56,7 +56,9 @@ export class FollowRouter {
 
   route(args: Buffer[]): Routed {
     if (args.length === 0) return { kind: 'stop', reason: 'an empty command in the replication stream' };
-    const name = args[0].toString('latin1').toLowerCase();
+    // The table's entry names the command without a string made per command (the hot path).
+    const found = this.table.lookup(args[0]);
+    const name = found?.name ?? args[0].toString('latin1').toLowerCase();
     if (name === 'replconf' && args.length > 1 && args[1].toString('latin1').toLowerCase() === 'getack') return { kind: 'getack' };
     if (SKIPPED.has(name)) return { kind: 'skip' };
     if (name === 'select') {
@@ -66,7 +68,7 @@ export class FollowRouter {
     if (name === 'function') return { kind: 'every-master', args: functionOnB(args) };
     const renamed = RENAMED.get(name);
     if (renamed !== undefined) args = [Buffer.from(renamed), ...args.slice(1)];
-    const info = this.table.lookup(args[0]);
+    const info = renamed === undefined ? found : this.table.lookup(args[0]);
     if (info === undefined) return { kind: 'stop', reason: `the command ${name} is not in the back end's command table` };
     const positions = keyPositions(info, args);
     if (positions === null) return { kind: 'stop', reason: `the keys of ${name} cannot be found without the node (COMMAND GETKEYS)` };

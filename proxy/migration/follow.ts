@@ -291,7 +291,9 @@ export class NodeFollower {
         const cmd = this.commands.peek() as StreamCommand;
         const routed = this.router().route(cmd.args);
         try {
-          await this.run(cmd, routed);
+          // Most commands are handed on at once: only those that wait for A or B suspend the loop.
+          const waiting = this.run(cmd, routed);
+          if (waiting !== undefined) await waiting;
         } catch (err) {
           // Side A or B did not answer (a node restarting): the same command again shortly, nothing skipped.
           if (this.stopped) return;
@@ -307,34 +309,36 @@ export class NodeFollower {
     }
   }
 
-  private async run(cmd: StreamCommand, routed: Routed): Promise<void> {
+  /** Undefined once the command is handed on; a promise when it waits for A or for every node of B first. */
+  private run(cmd: StreamCommand, routed: Routed): Promise<void> | undefined {
     switch (routed.kind) {
       case 'skip':
         this.ticket(cmd.end, []);
-        break;
+        return undefined;
       case 'getack':
         this.ticket(cmd.end, []);
         this.ackWanted = cmd.end;
-        break;
+        return undefined;
       case 'apply':
         this.ticket(cmd.end, routed.parts);
-        break;
+        return undefined;
       case 'resnapshot':
-        await this.carryResult(cmd.end, routed.keys);
-        break;
+        return this.carryResult(cmd.end, routed.keys);
       case 'flush':
-        await this.drained();
-        await this.removeMovingKeys();
-        this.ticket(cmd.end, []);
-        break;
+        return (async () => {
+          await this.drained();
+          await this.removeMovingKeys();
+          this.ticket(cmd.end, []);
+        })();
       case 'every-master':
-        await this.drained();
-        await this.everyMaster(routed.args);
-        this.ticket(cmd.end, []);
-        break;
+        return (async () => {
+          await this.drained();
+          await this.everyMaster(routed.args);
+          this.ticket(cmd.end, []);
+        })();
       case 'stop':
         this.fail(routed.reason);
-        break;
+        return undefined;
     }
   }
 
@@ -354,7 +358,7 @@ export class NodeFollower {
     this.lastEnd = Math.max(this.lastEnd, end);
     for (const part of parts) {
       if ((this.floors.get(part.to) ?? -1) >= end) continue;
-      if (part.keys.length > 0 && part.keys.every((k) => (this.skipUntil.get(k.toString('latin1')) ?? -1) >= end)) continue;
+      if (this.skipUntil.size > 0 && part.keys.length > 0 && part.keys.every((k) => (this.skipUntil.get(k.toString('latin1')) ?? -1) >= end)) continue;
       ticket.open++;
       this.applierOf(part.to).push({
         args: part.args,

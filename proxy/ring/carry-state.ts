@@ -15,6 +15,8 @@ export class CarryState {
    * its node's applied offset instead of converging.
    */
   replication = false;
+  /** migration.spool: where a follow's snapshot and stream wait for side B, and how much of the stream (null: the defaults). */
+  spool: { dir?: string; maxBytes: number } | null = null;
   /** Bumped whenever writes must converge again: a fleet check begun before may not lift that. */
   epoch = 0;
   private inFlight = 0;

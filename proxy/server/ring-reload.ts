@@ -109,6 +109,7 @@ function applyPlacementReload(ctx: ProxyContext, current: Config, next: Config):
         : null;
   if (placement === null) return;
   ring.carry.replication = next.migration?.carry === 'replication';
+  ring.carry.spool = next.migration?.spool ?? null;
   const before = ring.placement;
   const problem = phaseChangeProblem(before, placement) ?? coverageProblem(ctx.changes, before, placement);
   if (problem !== null) throw new Error(`migration.phase: ${problem}`);

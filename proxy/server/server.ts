@@ -163,6 +163,7 @@ export class ProxyServer {
     const leaseId = newFleetId();
     if (ctx.ring !== null) {
       ctx.ring.carry.replication = config.migration?.carry === 'replication';
+      ctx.ring.carry.spool = config.migration?.spool ?? null;
       // A migration's change feeds are up before the proxy serves it.
       const changes = new ChangeCopier(ctx, ctx.ring, () => fleetId.id, leaseId);
       ctx.changes = changes;

@@ -34,7 +34,8 @@ function open(addr: string): Redis {
 function setup(maxBytes: number): { config: Record<string, unknown>; placement: Placement; slow: string } {
   const cfg = grow.config();
   const to = (cfg.migration?.to as { nodes: unknown[] }).nodes;
-  const config = { mode: 'ring', ring: { hash: 'md5', nodes: cfg.ring.nodes }, migration: { phase: 'double-write', carry: 'replication', spool: { dir: spoolDir, maxBytes }, to: { nodes: to } } };
+  // B's pause is no command timeout here: each batch waits for B, as it would for a slow B.
+  const config = { mode: 'ring', ring: { hash: 'md5', nodes: cfg.ring.nodes }, backend: { commandTimeoutMs: 120_000 }, migration: { phase: 'double-write', carry: 'replication', spool: { dir: spoolDir, maxBytes }, to: { nodes: to } } };
   const placement = Placement.fromConfig(cfg.ring, cfg.migration);
   const slow = (placement.to?.masters() ?? []).find((b) => !placement.from.masters().includes(b)) as string;
   return { config, placement, slow };

@@ -1,10 +1,11 @@
 // The replication carry into a slow side B (real slotproxy processes, a ring grown 2 -> 3 over real
-// redis-servers, B's new node held by CLIENT PAUSE WRITE while ~20 MB per node are written straight
+// redis-servers, B's new node held by CLIENT PAUSE WRITE while ~30 MB per node are written straight
 // on A): the follower reads its links at full speed and keeps what B has not taken in its spool
-// file, so A's small client-output-buffer-limit for replicas never cuts the link (no second full
+// file, so an 8 MB client-output-buffer-limit for replicas on A never cuts the link (no second full
 // sync, no resume), the spool grows then drains, and B ends exact (DUMP of every moving key). With
 // a spool too small, the follower stops reading and A holds the stream in its replica's output
-// buffer, as for a slow replica; the link survives all the same.
+// buffer (more than those 8 MB), as for a slow replica; under A's default limit the link survives,
+// under a 1 MB one A cuts it and a new full sync makes B exact again.
 import fs from 'node:fs';
 import Redis from 'ioredis';
 import { useRingGrow } from '../helpers/ring-grow';
@@ -125,17 +126,20 @@ async function fullSyncsOn(placement: Placement): Promise<number[]> {
   return Promise.all(placement.from.masters().map(async (a) => stat(String(await open(a).info('stats')), 'sync_full')));
 }
 
-test('a slow side B: the follower spools the stream, A\'s 1 MB replica buffer limit never cuts the link, and B ends exact', async () => {
+/** A replica limit a replica that keeps up survives on a loaded machine, far below what B falls behind by. */
+const REPLICA_LIMIT = 8 * 1024 * 1024;
+
+test('a slow side B: the follower spools the stream, A\'s 8 MB replica buffer limit never cuts the link, and B ends exact', async () => {
   const { config, placement, slow } = setup(512 * 1024 * 1024);
-  for (const a of placement.from.masters()) await open(a).call('CONFIG', 'SET', 'client-output-buffer-limit', 'replica 1mb 0 0');
+  for (const a of placement.from.masters()) await open(a).call('CONFIG', 'SET', 'client-output-buffer-limit', `replica ${REPLICA_LIMIT} 0 0`);
   const { proxy, port } = await startProxyProcess(config, dir);
   await caughtUp(port, placement);
   expect(await fullSyncsOn(placement)).toEqual([1, 1]);
 
   await open(slow).call('CLIENT', 'PAUSE', '60000', 'WRITE');
-  await writeOnA(placement, 60);
-  // ~20 MB per node: beyond what the follower holds in memory, so the rest waits in its spool.
-  const during = await eventually(() => proxyInfo(port), (t) => [...perNode(t, 'migration_follow_spool_bytes').values()].filter((n) => n > 4_000_000).length === 2, 30_000);
+  await writeOnA(placement, 90);
+  // ~30 MB per node: beyond what the follower holds in memory (4 MiB) and A's limit, so the rest waits in its spool.
+  const during = await eventually(() => proxyInfo(port), (t) => [...perNode(t, 'migration_follow_spool_bytes').values()].filter((n) => n > REPLICA_LIMIT).length === 2, 30_000);
   expect(fs.readdirSync(spoolDir)).toEqual([]); // unlinked once opened: nothing is left behind, even by kill -9
   await open(slow).call('CLIENT', 'UNPAUSE');
 
@@ -157,11 +161,11 @@ test('a spool too small for a slow side B: the follower stops reading the link, 
   await caughtUp(port, placement);
 
   await open(slow).call('CLIENT', 'PAUSE', '60000', 'WRITE');
-  await writeOnA(placement, 60);
+  await writeOnA(placement, 90);
   await proxy.waitForLog(/stream spool is full/, 30_000, 2);
   const held = await Promise.all(placement.from.masters().map(async (a) => Number(/ omem=(\d+)/.exec(String(await open(a).call('CLIENT', 'LIST', 'TYPE', 'replica')))?.[1])));
-  // What the follower does not read waits on A, in its replica's output buffer (more than the first test's limit).
-  for (const omem of held) expect(omem).toBeGreaterThan(1024 * 1024);
+  // What the follower does not read waits on A, in its replica's output buffer: more than the first test's limit would let it.
+  for (const omem of held) expect(omem).toBeGreaterThan(REPLICA_LIMIT);
   const full = await proxyInfo(port);
   for (const n of perNode(full, 'migration_follow_spool_full').values()) expect(n).toBeGreaterThanOrEqual(1);
   for (const n of perNode(full, 'migration_follow_spool_bytes').values()) expect(n).toBeGreaterThanOrEqual(1024 * 1024);
@@ -185,14 +189,15 @@ test('a spool too small and A\'s 1 MB replica buffer limit: A cuts the link as i
   await caughtUp(port, placement);
 
   await open(slow).call('CLIENT', 'PAUSE', '60000', 'WRITE');
-  await writeOnA(placement, 60);
+  await writeOnA(placement, 90);
   await proxy.waitForLog(/replication link to a node of side A lost/, 30_000, 2);
   await open(slow).call('CLIENT', 'UNPAUSE');
 
   const info = await caughtUp(port, placement);
   expect([...perNode(info, 'migration_follow_spool_bytes').values()]).toEqual([0, 0]);
-  expect(info).toMatch(/migration_follow_full_syncs:4\r\n/);
-  expect(await fullSyncsOn(placement)).toEqual([2, 2]);
+  // At least one more full sync per node (more when A cuts a full sync too, its writes still coming).
+  expect(stat(info, 'migration_follow_full_syncs')).toBeGreaterThanOrEqual(4);
+  for (const n of await fullSyncsOn(placement)) expect(n).toBeGreaterThanOrEqual(2);
   expect(await differences(placement)).toEqual([]);
   proxy.kill('SIGTERM');
 }, 180_000);

@@ -14,6 +14,7 @@ import { ownerOfKey } from '../../sharding/key-space';
 import { killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
 import { NodeClients } from '../helpers/node-clients';
+import { freePort } from '../../cmd/sandbox/ports';
 
 const grow = useRingGrow();
 const nodeClients = new NodeClients();
@@ -157,7 +158,8 @@ test('a slow side B: the follower spools the stream, A\'s 8 MB replica buffer li
 
 test('a spool too small for a slow side B: the follower stops reading the link, A holds the stream as for a slow replica, and B ends exact', async () => {
   const { config, placement, slow } = setup(1024 * 1024);
-  const { proxy, port } = await startProxyProcess(config, dir);
+  const metricsPort = await freePort();
+  const { proxy, port } = await startProxyProcess({ ...config, metrics: { listen: `127.0.0.1:${metricsPort}` } }, dir);
   await caughtUp(port, placement);
 
   await open(slow).call('CLIENT', 'PAUSE', '60000', 'WRITE');
@@ -169,6 +171,11 @@ test('a spool too small for a slow side B: the follower stops reading the link, 
   const full = await proxyInfo(port);
   for (const n of perNode(full, 'migration_follow_spool_full').values()) expect(n).toBeGreaterThanOrEqual(1);
   for (const n of perNode(full, 'migration_follow_spool_bytes').values()) expect(n).toBeGreaterThanOrEqual(1024 * 1024);
+  const metrics = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  for (const a of placement.from.masters()) {
+    expect(Number(new RegExp(`slotproxy_migration_follow_spool_full_total\\{node="${a}"\\} (\\d+)`).exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
+    expect(Number(new RegExp(`slotproxy_migration_follow_spool_bytes\\{node="${a}"\\} (\\d+)`).exec(metrics)?.[1])).toBeGreaterThanOrEqual(1024 * 1024);
+  }
   await open(slow).call('CLIENT', 'UNPAUSE');
 
   const info = await caughtUp(port, placement);

@@ -43,7 +43,7 @@ import { BulkRestore } from './follow-restore';
 import { tooSoon } from './follow-expiry';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
-import { StreamSpool } from './follow-spool';
+import { StreamIntake } from './follow-spool';
 
 export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
 
@@ -56,11 +56,6 @@ export interface FollowOptions {
 }
 
 export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
-
-/** Stream bytes parsed and not yet on B, held in memory; beyond them the link's bytes go to the spool. */
-const MEMORY_BYTES = 4 * 1024 * 1024;
-/** Bytes taken from the spool at a time. */
-const TAKE_BYTES = 256 * 1024;
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
@@ -103,12 +98,8 @@ export class NodeFollower {
   private commands = new Queue<StreamCommand>();
   /** The end of the last command parsed: what is parsed and not applied is held in memory. */
   private parsedThrough = -1;
-  private readonly spool: StreamSpool;
-  /** The link is not read while the spool is full. */
-  private linkPaused = false;
-  private pausedAt = 0;
-  /** Times the spool filled and the link stopped being read. */
-  spoolFulls = 0;
+  /** Where the link's stream bytes wait while B is behind (its spool's bytes and fulls show in INFO). */
+  readonly intake: StreamIntake;
   private processing = false;
   /** Set while the snapshot is restored: the stream waits behind it. */
   private loading = false;
@@ -131,7 +122,12 @@ export class NodeFollower {
     private readonly placement: () => Placement,
     private readonly options: FollowOptions = DEFAULT_FOLLOW_OPTIONS,
   ) {
-    this.spool = new StreamSpool(this.spoolFile('stream'), options.spoolBytes);
+    this.intake = new StreamIntake(this.spoolFile('stream'), options.spoolBytes, source, {
+      inMemory: () => this.parsedThrough - this.applied,
+      parse: (chunk, first) => this.parse(chunk, first),
+      taking: () => !this.stopped && this.state !== 'failed',
+      fail: (reason) => this.fail(reason),
+    });
   }
 
   start(): void {
@@ -145,9 +141,9 @@ export class NodeFollower {
   stop(reason = 'the follow ended'): void {
     if (this.stopped) return;
     this.missedAfterClose = this.frozen ? this.commands.length : 0;
-    if (this.missedAfterClose > 0 || (this.frozen && this.spool.bytes > 0)) log.warn({ node: this.source, commands: this.missedAfterClose, spooledBytes: this.spool.bytes }, 'migration: commands of side A\'s stream after it closed for done were not applied on side B');
+    if (this.missedAfterClose > 0 || (this.frozen && this.intake.spooled > 0)) log.warn({ node: this.source, commands: this.missedAfterClose, spooledBytes: this.intake.spooled }, 'migration: commands of side A\'s stream after it closed for done were not applied on side B');
     this.stopped = true;
-    this.spool.close();
+    this.intake.close();
     this.state = 'stopped';
     if (this.ackTimer !== null) clearInterval(this.ackTimer);
     this.link?.close(reason);
@@ -171,11 +167,6 @@ export class NodeFollower {
     return Math.max(0, this.received - this.applied);
   }
 
-  /** Bytes of the stream waiting in the spool file. */
-  get spoolBytes(): number {
-    return this.spool.bytes;
-  }
-
   /** Resolves once every command through `offset` is on B (or the follow stopped). */
   appliedThrough(offset: number): Promise<void> {
     if (this.applied >= offset || this.stopped) return Promise.resolve();
@@ -194,8 +185,7 @@ export class NodeFollower {
     const opts = this.ctx.pool.linkOptions();
     this.stream = new StreamReader();
     this.commands = new Queue();
-    this.spool.clear();
-    this.linkPaused = false;
+    this.intake.reset();
     let spool: { file: string; fd: number } | null = null;
     const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, {
       fullSync: (replid, offset) => {
@@ -280,7 +270,7 @@ export class NodeFollower {
     // Resumed once what was received is applied, so the records say where to continue.
     const again = (): void => {
       if (this.stopped) return;
-      if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0 || this.spool.bytes > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
+      if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0 || this.intake.spooled > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
       void this.connect();
     };
     this.losses++;
@@ -297,10 +287,8 @@ export class NodeFollower {
 
   private heard(link: ReplicationLink, chunk: Buffer, first: number): void {
     this.received = first + chunk.length - 1;
-    // Once bytes are spooled, all later ones are too, until the spool is taken in: order holds.
-    if (this.spool.bytes > 0 || this.parsedThrough - this.applied >= MEMORY_BYTES) return this.spooled(link, chunk, first);
-    this.parse(chunk, first);
-    if (!this.loading) void this.process();
+    // Straight on while B is within MEMORY_BYTES; else into the spool (follow-spool.ts).
+    if (this.intake.heard(link, chunk, first) && !this.loading) void this.process();
   }
 
   private parse(chunk: Buffer, first: number): void {
@@ -314,49 +302,9 @@ export class NodeFollower {
     if (cmds.length > 0) this.parsedThrough = cmds[cmds.length - 1].end;
   }
 
-  /** B is behind by more than MEMORY_BYTES: the bytes wait in the spool; a full spool stops reading the link. */
-  private spooled(link: ReplicationLink, chunk: Buffer, first: number): void {
-    try {
-      this.spool.append(chunk, first);
-    } catch (err) {
-      // What is not applied comes again from A: the resume starts at B's recorded offsets.
-      this.spool.clear();
-      return link.close(`cannot spool the stream in ${this.options.spoolDir}: ${err instanceof Error ? err.message : String(err)}`);
-    }
-    if (!this.spool.full || this.linkPaused) return;
-    this.linkPaused = true;
-    this.pausedAt = performance.now();
-    this.spoolFulls++;
-    link.pause();
-    log.warn({ node: this.source, spooledBytes: this.spool.bytes, lagBytes: this.lagBytes }, 'migration: the follow\'s stream spool is full (side B is slow); the link is not read until side B catches up, and side A holds the stream as for a slow replica');
-  }
-
-  /** Spooled bytes taken in while B is within MEMORY_BYTES; the link read again once there is room. */
-  private takeSpooled(): void {
-    if (this.spool.bytes === 0 && !this.linkPaused) return;
-    while (this.spool.bytes > 0 && this.parsedThrough - this.applied < MEMORY_BYTES && !this.stopped && this.state !== 'failed') {
-      let taken;
-      try {
-        taken = this.spool.take(TAKE_BYTES);
-      } catch (err) {
-        this.spool.clear();
-        return this.fail(`the stream spool cannot be read: ${err instanceof Error ? err.message : String(err)}`);
-      }
-      if (taken === null) break;
-      this.parse(taken.chunk, taken.first);
-    }
-    if (this.linkPaused && !this.spool.full) {
-      this.linkPaused = false;
-      this.link?.resume();
-      log.info({ node: this.source, pausedMs: Math.round(performance.now() - this.pausedAt), spooledBytes: this.spool.bytes }, 'migration: the follow\'s stream spool has room again; the link is read again');
-    }
-    if (this.commands.length > 0 && !this.loading) void this.process();
-  }
-
   private spoolFile(kind: 'rdb' | 'stream'): string {
     return path.join(this.options.spoolDir, `slotproxy-follow-${process.pid}-${this.source.replace(/[^0-9a-zA-Z]/g, '_')}.${kind}`);
   }
-
   /** The stream's commands in order; a command that needs A or every node of B first waits for it. */
   private async process(): Promise<void> {
     if (this.processing) return;
@@ -470,7 +418,7 @@ export class NodeFollower {
       this.ackWanted = -1;
       this.link?.ack(this.applied);
     }
-    this.takeSpooled();
+    if (this.intake.take() && !this.loading) void this.process();
   }
 
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */
@@ -560,7 +508,7 @@ export class NodeFollower {
       this.loading = false;
       const reason = err instanceof Error ? err.message : String(err);
       this.commands = new Queue();
-      this.spool.clear();
+      this.intake.reset();
       this.fail(`the snapshot could not be carried: ${reason}`);
       link.close(reason);
     } finally {

@@ -87,7 +87,7 @@ export class NodeFollowers {
   }
 
   counts(): FollowCounts[] {
-    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes, spoolBytes: f.spoolBytes, spoolFulls: f.spoolFulls }));
+    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes, spoolBytes: f.intake.spooled, spoolFulls: f.intake.fulls }));
   }
 
   infoLines(): string[] {
@@ -103,8 +103,8 @@ export class NodeFollowers {
       `migration_follow_resumes:${list.reduce((n, [, f]) => n + f.resumes, 0)}`,
       `migration_follow_snapshot_restored:${list.reduce((n, [, f]) => n + f.snapshotRestored, 0)}`,
       `migration_follow_snapshot_ms:${list.map(([a, f]) => `${a}=${f.snapshotMs}`).join(',')}`,
-      `migration_follow_spool_bytes:${list.map(([a, f]) => `${a}=${f.spoolBytes}`).join(',')}`,
-      `migration_follow_spool_full:${list.map(([a, f]) => `${a}=${f.spoolFulls}`).join(',')}`,
+      `migration_follow_spool_bytes:${list.map(([a, f]) => `${a}=${f.intake.spooled}`).join(',')}`,
+      `migration_follow_spool_full:${list.map(([a, f]) => `${a}=${f.intake.fulls}`).join(',')}`,
     ];
   }
 

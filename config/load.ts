@@ -191,6 +191,7 @@ export function configFromSource(file: string, raw: unknown): Config {
     tls: within(cfg.tls),
     backend: { ...cfg.backend, tls: within(cfg.backend.tls) },
     metrics: cfg.metrics?.tls === undefined ? cfg.metrics : { ...cfg.metrics, tls: within(cfg.metrics.tls) },
+    ...(cfg.migration?.spool?.dir === undefined ? {} : { migration: { ...cfg.migration, spool: { ...cfg.migration.spool, dir: path.resolve(dir, cfg.migration.spool.dir) } } }),
   });
 }
 

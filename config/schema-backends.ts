@@ -196,6 +196,20 @@ export const migrationSchema = strictObject({
    */
   carry: v.optional(oneOf(MIGRATION_CARRIES)),
   /**
+   * With carry replication, the follower's local scratch: each followed node's full-sync snapshot,
+   * and the part of its stream side B is too slow to take yet (so the link is read at full speed
+   * and the node never holds more for the follower than for a replica). Optional: all defaults.
+   * Taken by follows begun after a reload.
+   */
+  spool: v.optional(
+    strictObject({
+      /** Folder of the files, which are removed as soon as they are opened or read; relative to the config file's folder. Default the system's temp folder. */
+      dir: v.optional(nonEmpty),
+      /** Stream bytes spooled per followed node, at least 1048576; once full, the link is not read until side B catches up (the node holds the stream, as for a slow replica). Default 1073741824 (1 GiB). */
+      maxBytes: v.optional(int(1_048_576), 1_073_741_824),
+    }),
+  ),
+  /**
    * Where the keys go. Required: a ring (`nodes`, with `hash` and `hashTag` defaulting to the current
    * ring's) or a Redis Cluster (`cluster: { seeds }`), one of the two (checked in checkSections).
    */

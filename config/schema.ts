@@ -72,6 +72,7 @@ type FlatConfig = v.InferOutput<typeof flatSchema>;
 export type ClusterConfig = v.InferOutput<typeof clusterSchema>;
 export type RingConfig = v.InferOutput<typeof ringSchema>;
 type MigrationTargetInput = v.InferOutput<typeof migrationSchema>['to'];
+export type MigrationSpool = NonNullable<v.InferOutput<typeof migrationSchema>['spool']>;
 /** Side B as a ring. */
 export type RingTarget = { hash: HashName; hashTag?: string; distribution?: DistributionName; nodes: NonNullable<MigrationTargetInput['nodes']> };
 /** Side B as a Redis Cluster. */
@@ -79,6 +80,7 @@ export type ClusterTarget = { cluster: NonNullable<MigrationTargetInput['cluster
 export type MigrationConfig = {
   phase: MigrationPhase;
   carry?: MigrationCarry;
+  spool?: MigrationSpool;
   to: RingTarget | ClusterTarget;
 };
 export type AuthConfig = v.InferOutput<typeof authSchema>;
@@ -167,7 +169,7 @@ function toModeConfig(c: FlatConfig, report: Report): ClusterModeConfig | RingMo
       report('a migration cannot go to a random ring: it places no key on a node of its own (use ketama or modula)', 'migration', 'to', 'distribution');
       return undefined;
     }
-    target = { phase: migration.phase, ...(migration.carry === undefined ? {} : { carry: migration.carry }), to };
+    target = { phase: migration.phase, ...(migration.carry === undefined ? {} : { carry: migration.carry }), ...(migration.spool === undefined ? {} : { spool: migration.spool }), to };
   }
   if (!sentinelsMatch(ring, target, report)) return undefined;
   const withMigration = target === undefined ? {} : { migration: target };

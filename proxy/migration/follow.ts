@@ -5,8 +5,9 @@
  *   link (replication/link.ts: handshake, PSYNC, ACK)
  *     -> snapshot (spooled to a file at the link's speed, then replication/rdb-reader.ts: entries
  *        of moving keys restored on their owners in B, ABSTTL REPLACE)
- *     -> stream (replication/stream-reader.ts: commands with their offsets, held in memory up to
- *        a bound while B is slower than A)
+ *     -> stream (replication/stream-reader.ts: commands with their offsets; while B is more than
+ *        MEMORY_BYTES behind, the link's bytes wait in a file, follow-spool.ts, so the link is read
+ *        at full speed; a full spool stops reading the link, and A holds the rest as for a slow replica)
  *     -> router (follow-router.ts: which node of B, split, or carried as its result)
  *     -> appliers (follow-applier.ts: one per node of B, the offset recorded with the commands)
  *     -> offsets: `applied` is the offset through which every command is on B; ACKed to A.
@@ -42,18 +43,19 @@ import { BulkRestore } from './follow-restore';
 import { tooSoon } from './follow-expiry';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
+import { StreamIntake } from './follow-spool';
 
 export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
 
 export interface FollowOptions {
-  /** Stream bytes held while B is behind; beyond this the link is dropped and resumed later. */
+  /** Stream bytes kept in the spool file while B is behind; once full, the link is not read until B catches up. */
   spoolBytes: number;
-  /** Where snapshots are spooled. */
+  /** Where snapshots and the stream's spool are written. */
   spoolDir: string;
   announcePort: number;
 }
 
-export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 256 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
+export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
@@ -94,7 +96,10 @@ export class NodeFollower {
   private floors = new Map<string, number>();
   private readonly skipUntil = new Map<string, number>();
   private commands = new Queue<StreamCommand>();
-  private heldBytes = 0;
+  /** The end of the last command parsed: what is parsed and not applied is held in memory. */
+  private parsedThrough = -1;
+  /** Where the link's stream bytes wait while B is behind (its spool's bytes and fulls show in INFO). */
+  readonly intake: StreamIntake;
   private processing = false;
   /** Set while the snapshot is restored: the stream waits behind it. */
   private loading = false;
@@ -116,7 +121,14 @@ export class NodeFollower {
     readonly source: string,
     private readonly placement: () => Placement,
     private readonly options: FollowOptions = DEFAULT_FOLLOW_OPTIONS,
-  ) {}
+  ) {
+    this.intake = new StreamIntake(this.spoolFile('stream'), options.spoolBytes, source, {
+      inMemory: () => this.parsedThrough - this.applied,
+      parse: (chunk, first) => this.parse(chunk, first),
+      taking: () => !this.stopped && this.state !== 'failed',
+      fail: (reason) => this.fail(reason),
+    });
+  }
 
   start(): void {
     this.ackTimer = setInterval(() => {
@@ -129,8 +141,9 @@ export class NodeFollower {
   stop(reason = 'the follow ended'): void {
     if (this.stopped) return;
     this.missedAfterClose = this.frozen ? this.commands.length : 0;
-    if (this.missedAfterClose > 0) log.warn({ node: this.source, commands: this.missedAfterClose }, 'migration: commands of side A\'s stream after it closed for done were not applied on side B');
+    if (this.missedAfterClose > 0 || (this.frozen && this.intake.spooled > 0)) log.warn({ node: this.source, commands: this.missedAfterClose, spooledBytes: this.intake.spooled }, 'migration: commands of side A\'s stream after it closed for done were not applied on side B');
     this.stopped = true;
+    this.intake.close();
     this.state = 'stopped';
     if (this.ackTimer !== null) clearInterval(this.ackTimer);
     this.link?.close(reason);
@@ -172,7 +185,7 @@ export class NodeFollower {
     const opts = this.ctx.pool.linkOptions();
     this.stream = new StreamReader();
     this.commands = new Queue();
-    this.heldBytes = 0;
+    this.intake.reset();
     let spool: { file: string; fd: number } | null = null;
     const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, {
       fullSync: (replid, offset) => {
@@ -187,8 +200,13 @@ export class NodeFollower {
         this.skipUntil.clear();
         this.applied = offset;
         this.received = offset;
-        const file = path.join(this.options.spoolDir, `slotproxy-follow-${process.pid}-${this.source.replace(/[^0-9a-zA-Z]/g, '_')}.rdb`);
-        spool = { file, fd: fs.openSync(file, 'w') };
+        this.parsedThrough = offset;
+        const file = this.spoolFile('rdb');
+        try {
+          spool = { file, fd: fs.openSync(file, 'w') };
+        } catch (err) {
+          return link.close(`cannot write the snapshot to ${file}: ${err instanceof Error ? err.message : String(err)}`);
+        }
         log.info({ node: this.source, replid, offset }, 'migration: full sync of a node of side A begun');
       },
       snapshotBytes: (chunk) => {
@@ -209,6 +227,7 @@ export class NodeFollower {
         this.reason = '';
         this.applied = resume?.offset ?? this.applied;
         this.received = this.applied;
+        this.parsedThrough = this.applied;
         log.info({ node: this.source, offset: this.applied }, 'migration: follow of a node of side A resumed (+CONTINUE)');
       },
       streamBytes: (chunk, first) => this.heard(link, chunk, first),
@@ -251,7 +270,7 @@ export class NodeFollower {
     // Resumed once what was received is applied, so the records say where to continue.
     const again = (): void => {
       if (this.stopped) return;
-      if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
+      if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0 || this.intake.spooled > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
       void this.connect();
     };
     this.losses++;
@@ -267,21 +286,25 @@ export class NodeFollower {
   }
 
   private heard(link: ReplicationLink, chunk: Buffer, first: number): void {
+    this.received = first + chunk.length - 1;
+    // Straight on while B is within MEMORY_BYTES; else into the spool (follow-spool.ts).
+    if (this.intake.heard(link, chunk, first) && !this.loading) void this.process();
+  }
+
+  private parse(chunk: Buffer, first: number): void {
     let cmds: StreamCommand[];
     try {
       cmds = this.stream.push(chunk, first);
     } catch (err) {
       return this.fail(err instanceof Error ? err.message : String(err));
     }
-    this.received = first + chunk.length - 1;
-    if (this.loading || this.processing || this.commands.length > 0) {
-      this.heldBytes += chunk.length;
-      if (this.heldBytes > this.options.spoolBytes) link.close(`more than ${this.options.spoolBytes} bytes of the stream wait for side B`);
-    }
     for (const c of cmds) this.commands.push(c);
-    if (!this.loading) void this.process();
+    if (cmds.length > 0) this.parsedThrough = cmds[cmds.length - 1].end;
   }
 
+  private spoolFile(kind: 'rdb' | 'stream'): string {
+    return path.join(this.options.spoolDir, `slotproxy-follow-${process.pid}-${this.source.replace(/[^0-9a-zA-Z]/g, '_')}.${kind}`);
+  }
   /** The stream's commands in order; a command that needs A or every node of B first waits for it. */
   private async process(): Promise<void> {
     if (this.processing) return;
@@ -305,7 +328,6 @@ export class NodeFollower {
       }
     } finally {
       this.processing = false;
-      if (this.commands.length === 0) this.heldBytes = 0;
     }
   }
 
@@ -400,6 +422,7 @@ export class NodeFollower {
       this.ackWanted = -1;
       this.link?.ack(this.applied);
     }
+    if (this.intake.take() && !this.loading) void this.process();
   }
 
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */
@@ -489,6 +512,7 @@ export class NodeFollower {
       this.loading = false;
       const reason = err instanceof Error ? err.message : String(err);
       this.commands = new Queue();
+      this.intake.reset();
       this.fail(`the snapshot could not be carried: ${reason}`);
       link.close(reason);
     } finally {

@@ -31,7 +31,9 @@ export class NodeFollowers {
   hold(address: string, mine: boolean): void {
     const f = this.followers.get(address);
     if (mine && f === undefined) {
-      const follower = new NodeFollower(this.ctx, address, this.placement, DEFAULT_FOLLOW_OPTIONS);
+      const spool = this.ctx.ring?.carry.spool;
+      const options = { ...DEFAULT_FOLLOW_OPTIONS, ...(spool?.dir === undefined ? {} : { spoolDir: spool.dir }), ...(spool === null || spool === undefined ? {} : { spoolBytes: spool.maxBytes }) };
+      const follower = new NodeFollower(this.ctx, address, this.placement, options);
       this.followers.set(address, follower);
       follower.start();
     } else if (!mine && f !== undefined) this.stop(address);
@@ -77,7 +79,7 @@ export class NodeFollowers {
   }
 
   counts(): FollowCounts[] {
-    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes }));
+    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes, spoolBytes: f.intake.spooled, spoolFulls: f.intake.fulls }));
   }
 
   infoLines(): string[] {
@@ -92,6 +94,8 @@ export class NodeFollowers {
       `migration_follow_resumes:${list.reduce((n, [, f]) => n + f.resumes, 0)}`,
       `migration_follow_snapshot_restored:${list.reduce((n, [, f]) => n + f.snapshotRestored, 0)}`,
       `migration_follow_snapshot_ms:${list.map(([a, f]) => `${a}=${f.snapshotMs}`).join(',')}`,
+      `migration_follow_spool_bytes:${list.map(([a, f]) => `${a}=${f.intake.spooled}`).join(',')}`,
+      `migration_follow_spool_full:${list.map(([a, f]) => `${a}=${f.intake.fulls}`).join(',')}`,
     ];
   }
 

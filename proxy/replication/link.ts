@@ -12,8 +12,9 @@
  * the node's offset once it has appended that byte. `REPLCONF ACK` is sent with what the caller
  * says is applied (never what was merely received), so `WAIT` and `min-replicas-to-write` on the
  * node stay truthful. The link reads its socket at full speed whatever the caller does with the
- * bytes: holding them is the caller's job (follower.ts spools them), so the node never holds more
- * for this link than for a real replica.
+ * bytes: holding them is the caller's job (migration/follow-spool.ts keeps them in a file), so the
+ * node never holds more for this link than for a real replica; `pause()` stops reading, as a slow
+ * replica does, and the node holds what follows in its output buffer for this replica.
  */
 import { BackendTls, backendSocket } from '../security/tls';
 import { splitAddress } from '../backend/connection';
@@ -91,6 +92,15 @@ export class ReplicationLink {
   ack(applied: number): void {
     if (this.phase !== 'stream' || this.closed) return;
     this.socket.write(encode.command(['REPLCONF', 'ACK', String(applied)]));
+  }
+
+  /** Stops reading the socket (ACKs still go out): the node buffers the stream, as for a slow replica. */
+  pause(): void {
+    if (!this.closed) this.socket.pause();
+  }
+
+  resume(): void {
+    if (!this.closed) this.socket.resume();
   }
 
   close(reason: string): void {

@@ -17,6 +17,8 @@ export class CarryState {
   replication = false;
   /** Why this carry (migration/carry-choice.ts), for INFO and `migrate status`. */
   why = '';
+  /** migration.spool: where a follow's snapshot and stream wait for side B, and how much of the stream (null: the defaults). */
+  spool: { dir?: string; maxBytes: number } | null = null;
   /** Bumped whenever writes must converge again: a fleet check begun before may not lift that. */
   epoch = 0;
   private inFlight = 0;

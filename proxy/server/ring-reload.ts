@@ -109,6 +109,7 @@ function applyPlacementReload(ctx: ProxyContext, current: Config, next: Config):
         ? Placement.forCluster(next.cluster.seeds, topology, next.migration, clusters.ownersFor)
         : null;
   if (placement === null) return;
+  ring.carry.spool = next.migration?.spool ?? null;
   const before = ring.placement;
   const problem = phaseChangeProblem(before, placement) ?? coverageProblem(ctx.changes, before, placement) ?? carryChangeProblem(ring, before, next.migration?.carry);
   if (problem !== null) throw new Error(`migration.phase: ${problem}`);

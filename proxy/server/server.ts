@@ -161,6 +161,7 @@ export class ProxyServer {
     /** It takes nodes' copiers under the id it registers under (migration/copier-lease.ts). */
     const leaseId = newFleetId();
     if (ctx.ring !== null) {
+      ctx.ring.carry.spool = config.migration?.spool ?? null;
       // A migration's change feeds are up before the proxy serves it.
       const changes = new ChangeCopier(ctx, ctx.ring, () => fleetId.id, leaseId);
       ctx.changes = changes;

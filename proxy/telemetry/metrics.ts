@@ -59,6 +59,10 @@ export interface FollowCounts {
   lagSeconds: number;
   fullSyncs: number;
   resumes: number;
+  /** Stream bytes waiting in the follow's spool file for side B. */
+  spoolBytes: number;
+  /** Times the spool filled and the link stopped being read until side B caught up. */
+  spoolFulls: number;
 }
 
 const FOLLOW_STATES = ['live', 'connecting', 'full-sync', 'loading', 'lost', 'failed', 'stopped'];
@@ -297,6 +301,26 @@ export function createRegistry(sources: MetricsSources): Registry {
       const follows = sources.migrationFeeds()?.follows ?? [];
       this.inc({ kind: 'full' }, follows.reduce((n, f) => n + f.fullSyncs, 0));
       this.inc({ kind: 'resume' }, follows.reduce((n, f) => n + f.resumes, 0));
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_follow_spool_bytes',
+    help: 'Migration, replication carry: bytes of a node of side A\'s stream waiting in the follow\'s spool file for side B.',
+    labelNames: ['node'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.spoolBytes);
+    },
+  });
+  new Counter({
+    name: 'slotproxy_migration_follow_spool_full_total',
+    help: 'Migration, replication carry: times a follow\'s spool filled and its link stopped being read until side B caught up (side A held the stream, as for a slow replica).',
+    labelNames: ['node'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const f of sources.migrationFeeds()?.follows ?? []) this.inc({ node: f.node }, f.spoolFulls);
     },
   });
   new Counter({

@@ -328,6 +328,7 @@ export class ChangeCopier implements MigrationChanges {
 
   private heard(node: NodeChanges, keys: Buffer[] | null): void {
     node.heard++;
+    if (keys === null) this.heardFlush(node);
     if (this.ring.carry.replication) {
       // The node's replication stream carries every change (a flush too): the feed only tells the fleet's barriers.
       for (const key of keys ?? []) if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
@@ -348,6 +349,13 @@ export class ChangeCopier implements MigrationChanges {
       remember(node, keys); // another proxy copies: this one stands by (standby.ts)
     }
     if (!node.draining && node.mine) void this.drain(node);
+  }
+
+  /** A flush of the coordination node erased the fleet's hashes there, unnamed: a closing held for is gone, marks waited on count again. */
+  private heardFlush(node: NodeChanges): void {
+    if (closingPlace(this.ring.placement)?.address !== node.address) return;
+    this.closing.heard();
+    this.marks.heard();
   }
 
   /** The fleet's own hashes on this node: a closing, a read barrier, a copier's mark. */

@@ -387,7 +387,7 @@ export class ChangeCopier implements MigrationChanges {
     if (view.kind === 'acquired') {
       // The keys heard since the last copier confirmed are copied now; a re-walk only if they may not be all.
       const standby = node.standby.size;
-      const covered = handOver(node);
+      const covered = handOver(node, view.takeover !== '');
       log.info({ node: address, takeover: view.takeover || null, standby, rewalk: view.takeover !== '' && !covered }, 'migration: this proxy copies the node\'s changes now');
       this.onHeldChange();
       // What was heard before is someone else's to have copied (or in pending, kept at start).

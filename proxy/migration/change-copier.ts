@@ -179,6 +179,7 @@ export class ChangeCopier implements MigrationChanges {
 
   /** The nodes of side A whose copier this proxy holds. */
   held(): string[] {
+    this.leases.checkStall();
     return [...this.nodes.values()].filter((n) => n.mine).map((n) => n.address);
   }
 
@@ -327,6 +328,7 @@ export class ChangeCopier implements MigrationChanges {
   }
 
   private heard(node: NodeChanges, keys: Buffer[] | null): void {
+    this.leases.checkStall();
     node.heard++;
     if (keys === null) this.heardFlush(node);
     if (this.ring.carry.replication) {

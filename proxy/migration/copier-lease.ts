@@ -108,8 +108,10 @@ export class CopierLeases {
   private readonly unheldSince = new Map<string, number>();
   /** Since when the fleet cannot be read (null while it can). */
   private unreadSince: number | null = null;
-  /** When the timer last fired (a stall shows as a gap). */
-  private lastTimer = 0;
+  /** When this proxy last ran (its timer, a feed's push, its registration): a stall shows as a gap. */
+  private lastRan = 0;
+  /** Stalls seen: a round that spans one read the fleet before it, and is dropped. */
+  private stalls = 0;
   /** Nodes given up after a stall: taken again only as a takeover. */
   private readonly stalledOff = new Set<string>();
 
@@ -123,14 +125,27 @@ export class CopierLeases {
 
   start(): void {
     if (this.timer !== null) return;
-    this.lastTimer = Date.now();
+    this.lastRan = Date.now();
     this.timer = setInterval(() => {
-      const now = Date.now();
-      if (now - this.lastTimer >= STALL_MS) this.stalled(now - this.lastTimer);
-      this.lastTimer = now;
+      this.checkStall();
       void this.tick();
     }, TICK_MS).unref();
     void this.tick();
+  }
+
+  /**
+   * Called before this proxy copies what a feed names or says what it holds: after a stall, which
+   * of its timers or sockets runs first is chance, and none may act on the copiers it held.
+   */
+  checkStall(): void {
+    if (this.timer === null) return;
+    const now = Date.now();
+    const gap = now - this.lastRan;
+    this.lastRan = now;
+    if (gap >= STALL_MS) {
+      this.stalls++;
+      this.stalled(gap);
+    }
   }
 
   /** This proxy did not run for `ms`: what it holds may be another's now, so it copies none of it. */
@@ -156,12 +171,15 @@ export class CopierLeases {
   }
 
   private async round(): Promise<void> {
+    const stalls = this.stalls;
     const nodes = this.nodes.nodes();
     if (nodes.length === 0) return;
     let fleet: ProxyRecord[];
     try {
       fleet = await this.readFleet(this.placement());
       this.unreadSince = null;
+      this.checkStall();
+      if (this.stalls !== stalls) return;
     } catch (err) {
       this.nodes.failed(err instanceof Error ? err.message : String(err));
       // Unknown for long: this proxy copies every node itself (two copiers cost work, none would lose changes).

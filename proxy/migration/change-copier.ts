@@ -355,9 +355,7 @@ export class ChangeCopier implements MigrationChanges {
 
   /** A flush of the coordination node erased the fleet's hashes there, unnamed: a closing held for is gone, marks waited on count again. */
   private heardFlush(node: NodeChanges): void {
-    if (closingPlace(this.ring.placement)?.address !== node.address) return;
-    this.closing.heard();
-    this.marks.heard();
+    if (closingPlace(this.ring.placement)?.address === node.address) (this.closing.heard(), this.marks.heard());
   }
 
   /** The fleet's own hashes on this node: a closing, a read barrier, a copier's mark. */
@@ -441,6 +439,7 @@ export class ChangeCopier implements MigrationChanges {
 
   private retryFailed(node: NodeChanges): void {
     setTimeout(() => {
+      this.leases.checkStall(); // set before a stall, it may run first after it
       if (this.nodes.get(node.address) !== node || node.failed.size === 0 || !node.mine) return;
       for (const [id, key] of node.failed) node.pending.set(id, { key, force: true });
       if (!node.draining) void this.drain(node);
@@ -465,7 +464,8 @@ export class ChangeCopier implements MigrationChanges {
    * copied again. Keys changed meanwhile are also named by the feed (up before the walk began).
    */
   private async rewalk(node: NodeChanges): Promise<void> {
-    if (node.rewalking || this.stopped) return;
+    this.leases.checkStall();
+    if (node.rewalking || this.stopped || !node.mine) return;
     node.rewalking = true;
     const epoch = node.gapEpoch;
     this.count.rewalks++;

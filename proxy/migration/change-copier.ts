@@ -330,7 +330,8 @@ export class ChangeCopier implements MigrationChanges {
   private heard(node: NodeChanges, keys: Buffer[] | null): void {
     this.leases.checkStall();
     node.heard++;
-    if (keys === null) this.heardFlush(node);
+    // A flush of the coordination node erased the fleet's hashes there, unnamed: a closing held for is gone, marks waited on count again.
+    if (keys === null && closingPlace(this.ring.placement)?.address === node.address) (this.closing.heard(), this.marks.heard());
     if (this.ring.carry.replication) {
       // The node's replication stream carries every change (a flush too): the feed only tells the fleet's barriers.
       for (const key of keys ?? []) if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
@@ -351,11 +352,6 @@ export class ChangeCopier implements MigrationChanges {
       remember(node, keys); // another proxy copies: this one stands by (standby.ts)
     }
     if (!node.draining && node.mine) void this.drain(node);
-  }
-
-  /** A flush of the coordination node erased the fleet's hashes there, unnamed: a closing held for is gone, marks waited on count again. */
-  private heardFlush(node: NodeChanges): void {
-    if (closingPlace(this.ring.placement)?.address === node.address) (this.closing.heard(), this.marks.heard());
   }
 
   /** The fleet's own hashes on this node: a closing, a read barrier, a copier's mark. */
@@ -416,7 +412,8 @@ export class ChangeCopier implements MigrationChanges {
   private async drain(node: NodeChanges): Promise<void> {
     node.draining = true;
     try {
-      while (node.pending.size > 0) {
+      // Before each batch: a stall gives the node up, its pending keys going to standby (copier-lease.ts).
+      while ((this.leases.checkStall(), node.pending.size > 0)) {
         const through = node.heard;
         const batch = [...node.pending.values()];
         node.pending.clear();

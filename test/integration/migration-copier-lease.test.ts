@@ -5,7 +5,9 @@
 // B (carried-mark.ts). A kill -9 of the proxy holding the copiers under a write load: another takes
 // them over within a second or two, copies what changed since the old copier last confirmed
 // (standby.ts), and nothing acknowledged is lost; verify finds no difference and the switch to
-// read-new goes through.
+// read-new goes through. A SIGSTOP of the copier: the other proxy takes its nodes once its
+// registration is stale and B is exact meanwhile; SIGCONTed, the stopped proxy gives its copiers up
+// (copier-lease.ts, STALL_MS) and snapshots or applies nothing more.
 import fs from 'node:fs';
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';

@@ -128,6 +128,21 @@ async function expectExact(count: number): Promise<void> {
   }
 }
 
+/** Each moving key's version on its node of A (its newest snapshot) and on its owner in B (the newest applied). */
+async function versionsOf(): Promise<Map<string, { a: number; b: number }>> {
+  const out = new Map<string, { a: number; b: number }>();
+  const p = placement();
+  for (const addr of grow.nodes().addresses.slice(0, 2)) {
+    const all = await node(addr).hgetall(VERSIONS_KEY);
+    for (const [key, a] of Object.entries(all)) {
+      const t = p.copyTarget(Buffer.from(key));
+      if (t === null || t.from !== addr) continue;
+      out.set(key, { a: Number(a), b: Number(await node(t.to).hget(VERSIONS_KEY, key)) });
+    }
+  }
+  return out;
+}
+
 /** The fleet ids registered on ring A's first node. */
 async function registeredIds(): Promise<string[]> {
   const list = String(await node(grow.nodes().addresses[0]).client('LIST'));
@@ -271,19 +286,27 @@ test('SIGSTOP of the proxy holding the copiers under a write load: another takes
     // The taker alone made B exact while the old copier is still stopped.
     await eventually(() => admins[taker].call('PROXY', 'MIGRATION', 'STATUS'), (s) => !String(s).includes('uncovered:'));
     await expectExact(acked.size);
-    const versions = (): Promise<unknown[]> => Promise.all(grow.nodes().addresses.map((addr) => node(addr).hgetall(VERSIONS_KEY)));
-    const versionsBefore = await versions();
+    const versionsBefore = await versionsOf();
 
     // Continued: it hears the fleet, finds the other proxy holding its nodes, and gives them up.
     started[stopped].proxy.kill('SIGCONT');
     const agreed = await eventually(() => Promise.all(admins.map(copiersLine)), (l) => l.every((x) => x === taken), 10_000);
     expect(agreed[stopped]).toBe(taken);
     expect(Number(await info(admins[stopped], 'migration_copiers_held'))).toBe(0);
+    const copiedBy = async (c: Redis): Promise<string[]> => Promise.all(['keys_copied', 'keys_unchanged', 'copy_failures', 'rewalks'].map((f) => info(c, `migration_feed_${f}`)));
+    const noticed = await copiedBy(admins[stopped]);
     await eventually(() => Promise.all(admins.map((c) => c.call('PROXY', 'MIGRATION', 'STATUS'))), (s) => s.every((x) => !String(x).includes('uncovered:')));
-    // A lease tick and a retry of failed copies later: nothing was snapshotted on A or applied on B
-    // since the SIGCONT (no copy twice, no late write of a state taken before the stop).
+    // Two lease ticks and a retry of failed copies later: having given them up, it copied nothing;
+    // no key was snapshotted again on A since the SIGCONT, and a copy it had in flight at the stop
+    // (snapshot taken before, reply read after) lands only as far as A's version of that state.
     await new Promise((r) => setTimeout(r, 2 * TICK_MS + 500));
-    expect(await versions()).toEqual(versionsBefore);
+    expect(await copiedBy(admins[stopped])).toEqual(noticed);
+    const versionsAfter = await versionsOf();
+    for (const [key, v] of versionsAfter) {
+      expect({ key, a: v.a }).toEqual({ key, a: versionsBefore.get(key)?.a });
+      expect(v.b).toBeGreaterThanOrEqual(versionsBefore.get(key)?.b ?? 0);
+      expect(v.b).toBeLessThanOrEqual(v.a);
+    }
     await expectExact(acked.size);
 
     expect(await admins[taker].call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');

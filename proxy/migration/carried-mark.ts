@@ -13,13 +13,26 @@
  * Every tick of copier-lease.ts (TICK_MS) reads them again, so a push missed (a feed that was down)
  * costs a tick, and a new holder serves the marks its predecessor left. Barriers of one turn of
  * the event loop share one mark.
+ *
+ * A FLUSHALL, FLUSHDB or DEL on the coordination node erases the hash, and its counters start again
+ * from 0: a mark of before could then be met by a `carried` that served none of its changes, or
+ * never be met. So the hash carries an `id`, set by the first bump of each incarnation; marks and
+ * `carried` count only within one id. A waiter that finds another id (or none) bumps again, and a
+ * holder's raise for an id that is gone is refused.
  */
+import crypto from 'node:crypto';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
 import { COPIERS_KEY, coordinationCall } from './copier-lease';
 
-const RAISE_SCRIPT = `local c = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
+/** ARGV: the mark's field, a new id should the hash have none. Returns the mark and the hash's id. */
+const BUMP_SCRIPT = `redis.call('HSETNX', KEYS[1], 'id', ARGV[2])
+return {redis.call('HINCRBY', KEYS[1], ARGV[1], 1), redis.call('HGET', KEYS[1], 'id')}`;
+
+/** ARGV: the carried field, the mark served, the id it was read under (a raise for an erased hash is refused: 0). */
+const RAISE_SCRIPT = `if (redis.call('HGET', KEYS[1], 'id') or '') ~= ARGV[3] then return 0 end
+local c = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if tonumber(ARGV[2]) > c then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1`;
 
@@ -36,7 +49,7 @@ export interface MarkHolder {
 
 export class CarriedMarks {
   /** Barriers waiting for `carried:<addr>` to reach their mark. */
-  private readonly waiting = new Map<string, { mark: number; done: () => void }[]>();
+  private readonly waiting = new Map<string, { mark: number; id: string; done: () => void }[]>();
   /** Barriers of this turn, one mark per node. */
   private readonly joining = new Map<string, (() => void)[]>();
   private reading: Promise<void> | null = null;
@@ -52,15 +65,17 @@ export class CarriedMarks {
 
   /** Resolves once the holder of `address`'s copier has carried every change made on it before now. */
   wait(address: string): Promise<void> {
-    return new Promise((resolve) => {
-      let batch = this.joining.get(address);
-      if (batch === undefined) {
-        batch = [];
-        this.joining.set(address, batch);
-        setImmediate(() => void this.bump(address));
-      }
-      batch.push(resolve);
-    });
+    return new Promise((resolve) => this.join(address, resolve));
+  }
+
+  private join(address: string, done: () => void): void {
+    let batch = this.joining.get(address);
+    if (batch === undefined) {
+      batch = [];
+      this.joining.set(address, batch);
+      setImmediate(() => void this.bump(address));
+    }
+    batch.push(done);
   }
 
   /** True once the holder confirmed every change made on `address` before now, false after `timeoutMs`. */
@@ -93,19 +108,21 @@ export class CarriedMarks {
   }
 
   /** What was read for one node. */
-  private seen(address: string, mark: number, carried: number): void {
-    this.release(address, carried);
-    if (mark > carried && this.holder.holds(address)) this.serve(address, mark);
+  private seen(address: string, id: string, mark: number, carried: number): void {
+    this.release(address, id, carried);
+    if (mark > carried && this.holder.holds(address)) this.serve(address, mark, id);
   }
 
   private async bump(address: string): Promise<void> {
     const batch = this.joining.get(address) ?? [];
     this.joining.delete(address);
     try {
-      const mark = Number(await coordinationCall(this.ctx, this.placement(), (keyOf) => ['HINCRBY', keyOf(COPIERS_KEY), `mark:${address}`, '1'], TIMEOUT_MS));
+      const reply = await coordinationCall(this.ctx, this.placement(), (keyOf) => ['EVAL', BUMP_SCRIPT, '1', keyOf(COPIERS_KEY), `mark:${address}`, crypto.randomBytes(8).toString('hex')], TIMEOUT_MS);
+      const [mark, id] = Array.isArray(reply) ? [Number(reply[0]), String(reply[1] ?? '')] : [NaN, ''];
+      if (!Number.isFinite(mark)) throw new Error(`unexpected reply to a mark: ${String(reply)}`);
       let list = this.waiting.get(address);
       if (list === undefined) this.waiting.set(address, (list = []));
-      for (const done of batch) list.push({ mark, done });
+      for (const done of batch) list.push({ mark, id, done });
     } catch (err) {
       // The barriers time out (change-copier.ts) and say the copy was not confirmed.
       log.warn({ node: address, err: err instanceof Error ? err.message : String(err) }, 'migration: cannot ask the copier holder to confirm a node\'s changes');
@@ -116,28 +133,33 @@ export class CarriedMarks {
     const held = this.holder.addresses().filter((a) => this.holder.holds(a));
     const waited = [...this.waiting.keys()];
     if (held.length === 0 && waited.length === 0) return;
-    const fields = [...held.flatMap((a) => [`mark:${a}`, `carried:${a}`]), ...waited.map((a) => `carried:${a}`)];
+    const fields = ['id', ...held.flatMap((a) => [`mark:${a}`, `carried:${a}`]), ...waited.map((a) => `carried:${a}`)];
     try {
       const reply = await coordinationCall(this.ctx, this.placement(), (keyOf) => ['HMGET', keyOf(COPIERS_KEY), ...fields], TIMEOUT_MS);
-      const values = (Array.isArray(reply) ? reply : []).map((v) => Number(String(v ?? 0)) || 0);
-      held.forEach((a, i) => this.seen(a, values[2 * i], values[2 * i + 1]));
-      waited.forEach((a, i) => this.release(a, values[2 * held.length + i]));
+      const raw = Array.isArray(reply) ? reply : [];
+      const id = String(raw[0] ?? '');
+      const values = raw.slice(1).map((v) => Number(String(v ?? 0)) || 0);
+      held.forEach((a, i) => this.seen(a, id, values[2 * i], values[2 * i + 1]));
+      waited.forEach((a, i) => this.release(a, id, values[2 * held.length + i]));
     } catch {
       // The next lease tick reads them again.
     }
   }
 
-  private release(address: string, carried: number): void {
+  private release(address: string, id: string, carried: number): void {
     const list = this.waiting.get(address);
     if (list === undefined) return;
-    const left = list.filter((w) => w.mark > carried);
-    for (const w of list) if (w.mark <= carried) w.done();
+    // Bumped in a hash since erased: its mark means nothing now, so a new one is asked for.
+    const erased = list.filter((w) => w.id !== id);
+    for (const w of erased) this.join(address, w.done);
+    const left = list.filter((w) => w.id === id && w.mark > carried);
+    for (const w of list) if (w.id === id && w.mark <= carried) w.done();
     if (left.length === 0) this.waiting.delete(address);
     else this.waiting.set(address, left);
   }
 
   /** The holder's step 2, one at a time per node; a mark raised meanwhile is served next. */
-  private serve(address: string, mark: number): void {
+  private serve(address: string, mark: number, id: string): void {
     if (this.serving.has(address)) {
       this.serveAgain.add(address);
       return;
@@ -151,11 +173,14 @@ export class CarriedMarks {
           const problem = await this.holder.ownBarrier(address);
           if (problem !== null || !this.holder.holds(address)) return;
           const value = next;
-          await coordinationCall(this.ctx, this.placement(), (keyOf) => ['EVAL', RAISE_SCRIPT, '1', keyOf(COPIERS_KEY), `carried:${address}`, String(value)], TIMEOUT_MS);
+          const raised = await coordinationCall(this.ctx, this.placement(), (keyOf) => ['EVAL', RAISE_SCRIPT, '1', keyOf(COPIERS_KEY), `carried:${address}`, String(value), id], TIMEOUT_MS);
+          // The hash was erased since the mark was read: its waiters bump again, and that is served anew.
+          if (Number(raised) === 0) return;
           next = null;
           if (this.serveAgain.delete(address)) {
-            const m = Number(String(await coordinationCall(this.ctx, this.placement(), (keyOf) => ['HGET', keyOf(COPIERS_KEY), `mark:${address}`], TIMEOUT_MS)));
-            if (m > value) next = m;
+            const now = await coordinationCall(this.ctx, this.placement(), (keyOf) => ['HMGET', keyOf(COPIERS_KEY), 'id', `mark:${address}`], TIMEOUT_MS);
+            const [nowId, m] = Array.isArray(now) ? [String(now[0] ?? ''), Number(String(now[1] ?? 0))] : ['', 0];
+            if (nowId === id && m > value) next = m;
           }
         }
       } catch (err) {

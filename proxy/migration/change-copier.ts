@@ -179,6 +179,7 @@ export class ChangeCopier implements MigrationChanges {
 
   /** The nodes of side A whose copier this proxy holds. */
   held(): string[] {
+    this.leases.checkStall();
     return [...this.nodes.values()].filter((n) => n.mine).map((n) => n.address);
   }
 
@@ -329,7 +330,10 @@ export class ChangeCopier implements MigrationChanges {
   }
 
   private heard(node: NodeChanges, keys: Buffer[] | null): void {
+    this.leases.checkStall();
     node.heard++;
+    // A flush of the coordination node erased the fleet's hashes there, unnamed: a closing held for is gone, marks waited on count again.
+    if (keys === null && closingPlace(this.ring.placement)?.address === node.address) (this.closing.heard(), this.marks.heard());
     if (this.ring.carry.replication) {
       // The node's replication stream carries every change (a flush too): the feed only tells the fleet's barriers.
       for (const key of keys ?? []) if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
@@ -381,7 +385,7 @@ export class ChangeCopier implements MigrationChanges {
     if (view.kind === 'acquired') {
       // The keys heard since the last copier confirmed are copied now; a re-walk only if they may not be all.
       const standby = node.standby.size;
-      const covered = handOver(node);
+      const covered = handOver(node, view.takeover !== '');
       log.info({ node: address, takeover: view.takeover || null, standby, rewalk: view.takeover !== '' && !covered }, 'migration: this proxy copies the node\'s changes now');
       this.onHeldChange();
       // What was heard before is someone else's to have copied (or in pending, kept at start).
@@ -410,7 +414,8 @@ export class ChangeCopier implements MigrationChanges {
   private async drain(node: NodeChanges): Promise<void> {
     node.draining = true;
     try {
-      while (node.pending.size > 0) {
+      // Before each batch: a stall gives the node up, its pending keys going to standby (copier-lease.ts).
+      while ((this.leases.checkStall(), node.pending.size > 0)) {
         const through = node.heard;
         const batch = [...node.pending.values()];
         node.pending.clear();
@@ -433,6 +438,7 @@ export class ChangeCopier implements MigrationChanges {
 
   private retryFailed(node: NodeChanges): void {
     setTimeout(() => {
+      this.leases.checkStall(); // set before a stall, it may run first after it
       if (this.nodes.get(node.address) !== node || node.failed.size === 0 || !node.mine) return;
       for (const [id, key] of node.failed) node.pending.set(id, { key, force: true });
       if (!node.draining) void this.drain(node);
@@ -457,7 +463,8 @@ export class ChangeCopier implements MigrationChanges {
    * copied again. Keys changed meanwhile are also named by the feed (up before the walk began).
    */
   private async rewalk(node: NodeChanges): Promise<void> {
-    if (node.rewalking || this.stopped) return;
+    this.leases.checkStall();
+    if (node.rewalking || this.stopped || !node.mine) return;
     node.rewalking = true;
     const epoch = node.gapEpoch;
     this.count.rewalks++;

@@ -13,6 +13,10 @@
  * A proxy keeps holding writes until it is switched to `done` itself (its held writes then go to B)
  * or the hash goes away (expired, or removed by an aborted switch: they go to A again, and B's
  * fence keeps declared keys exact). Writes made straight on A's nodes are not held.
+ *
+ * The hash gone while the closer waits (a FLUSHALL, FLUSHDB or DEL on its node) fails the switch at
+ * once: the acknowledgments went with it. A flush of that node is heard by every proxy as a
+ * change of the hash (change-copier.ts), so none keeps holding writes for a closing that is gone.
  */
 import { ProxyContext } from '../context';
 import { decodeReply, errorText } from '../resp/decode-reply';
@@ -63,6 +67,18 @@ export async function closingCall(ctx: ProxyContext, placement: Placement, args:
 }
 
 /**
+ * Why a barrier fails when its hash (`name`) vanished from the coordination node while the fleet
+ * confirmed it: no confirmation can arrive any more.
+ */
+export function coordinationKeyGone(placement: Placement, name: string): Error {
+  const place = closingPlace(placement, name);
+  const address = place?.address ?? 'side A';
+  return new Error(
+    `the fleet's coordination keys on ${address} are gone: ${place?.key ?? name} vanished while the proxies confirmed it (a FLUSHALL, FLUSHDB or DEL on ${address} erased it, or another switch removed it), so no confirmation can arrive; switch again`,
+  );
+}
+
+/**
  * Steps 1 and 3: resolves once every proxy of `fleet` not in `done` has stopped writing to A;
  * throws (and removes the hash, so they write again) when one does not say so within `timeoutMs`.
  */
@@ -72,9 +88,11 @@ export async function closeSideA(ctx: ProxyContext, placement: Placement, selfId
   if (waitFor.length === 0) return;
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const acked = await closingCall(ctx, placement, (key) => ['HMGET', key, ...waitFor.map((r) => r.id)], timeoutMs);
-    const fields = decodeReply(acked, true);
-    const missing = waitFor.filter((_, i) => !Array.isArray(fields) || fields[i] === null);
+    const acked = await closingCall(ctx, placement, (key) => ['HMGET', key, 'by', ...waitFor.map((r) => r.id)], timeoutMs);
+    const reply = decodeReply(acked, true);
+    const fields = Array.isArray(reply) ? reply : [];
+    if (fields[0] === null || fields[0] === undefined) throw coordinationKeyGone(placement, CLOSING_KEY);
+    const missing = waitFor.filter((_, i) => fields[i + 1] === null || fields[i + 1] === undefined);
     if (missing.length === 0) return;
     if (Date.now() > until) {
       await closingCall(ctx, placement, (key) => ['DEL', key], timeoutMs).catch(() => undefined);

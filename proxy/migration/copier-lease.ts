@@ -13,7 +13,11 @@
  *   - a node named by several (taken at once) stays with the highest ranking; the others give it up.
  * A proxy that dies loses its registration at once (its connections close), one that hangs after
  * FLEET_STALE_SECONDS; the next tick of another proxy takes its nodes over. A proxy that cannot read
- * the fleet for UNHELD_TAKE_MS copies every node itself.
+ * the fleet for UNHELD_TAKE_MS copies every node itself. A proxy whose own ticks stalled for
+ * STALL_MS (SIGSTOP, a host frozen, a pause long enough for the fleet to count it gone) gives up
+ * every node it holds at once, before its next round: another may copy them now. It takes a node
+ * again only as any proxy takes an unheld one, as a takeover (standby keys or a re-walk), never by
+ * rank over the proxy that took it meanwhile.
  *
  * A takeover carries what changed since the last holder last copied, heard by no copier (unless
  * that holder went on to done: it closed side A first): the keys the taker stood by for
@@ -29,7 +33,8 @@ import { BOOKKEEPING_PREFIX } from './converge';
 import { closingPlace } from './closing';
 import { ownersOf } from './copy-keys';
 import { sideRequest } from './side-request';
-import { ProxyRecord } from './fleet';
+import { FLEET_HEARTBEAT_MS, FLEET_STALE_SECONDS, ProxyRecord } from './fleet';
+import { log } from '../telemetry/log';
 import { readCopyProgress } from './copy-progress';
 
 export const TICK_MS = 500;
@@ -37,6 +42,11 @@ export const TICK_MS = 500;
 export const UNHELD_TAKE_MS = 2000;
 /** A holder read longer ago than this is not known any more (the fleet's own staleness bound). */
 export const VIEW_FRESH_MS = 3000;
+/**
+ * A gap this long between two ticks: the fleet may have counted this proxy gone (its registration
+ * is renewed every FLEET_HEARTBEAT_MS, and stale after FLEET_STALE_SECONDS).
+ */
+export const STALL_MS = FLEET_STALE_SECONDS * 1000 - FLEET_HEARTBEAT_MS;
 /** The barrier marks of carried-mark.ts, on the coordination node. */
 export const COPIERS_KEY = `${BOOKKEEPING_PREFIX}copiers`;
 
@@ -98,6 +108,12 @@ export class CopierLeases {
   private readonly unheldSince = new Map<string, number>();
   /** Since when the fleet cannot be read (null while it can). */
   private unreadSince: number | null = null;
+  /** When this proxy last ran (its timer, a feed's push, its registration): a stall shows as a gap. */
+  private lastRan = 0;
+  /** Stalls seen: a round that spans one read the fleet before it, and is dropped. */
+  private stalls = 0;
+  /** Nodes given up after a stall: taken again only as a takeover. */
+  private readonly stalledOff = new Set<string>();
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -109,8 +125,38 @@ export class CopierLeases {
 
   start(): void {
     if (this.timer !== null) return;
-    this.timer = setInterval(() => void this.tick(), TICK_MS).unref();
+    this.lastRan = Date.now();
+    this.timer = setInterval(() => {
+      this.checkStall();
+      void this.tick();
+    }, TICK_MS).unref();
     void this.tick();
+  }
+
+  /**
+   * Called before this proxy copies what a feed names or says what it holds: after a stall, which
+   * of its timers or sockets runs first is chance, and none may act on the copiers it held.
+   */
+  checkStall(): void {
+    if (this.timer === null) return;
+    const now = Date.now();
+    const gap = now - this.lastRan;
+    this.lastRan = now;
+    if (gap >= STALL_MS) {
+      this.stalls++;
+      this.stalled(gap);
+    }
+  }
+
+  /** This proxy did not run for `ms`: what it holds may be another's now, so it copies none of it. */
+  private stalled(ms: number): void {
+    const held = this.nodes.nodes().filter((n) => n.mine);
+    if (held.length === 0) return;
+    log.warn({ stalledMs: ms, nodes: held.map((n) => n.address) }, 'migration: this proxy stalled long enough for the fleet to count it gone; it gives up the copiers it held');
+    for (const n of held) {
+      this.stalledOff.add(n.address);
+      this.nodes.seen(n.address, { holder: '', state: 'unheld', kind: 'other', takeover: '' });
+    }
   }
 
   stop(): void {
@@ -125,12 +171,15 @@ export class CopierLeases {
   }
 
   private async round(): Promise<void> {
+    const stalls = this.stalls;
     const nodes = this.nodes.nodes();
     if (nodes.length === 0) return;
     let fleet: ProxyRecord[];
     try {
       fleet = await this.readFleet(this.placement());
       this.unreadSince = null;
+      this.checkStall();
+      if (this.stalls !== stalls) return;
     } catch (err) {
       this.nodes.failed(err instanceof Error ? err.message : String(err));
       // Unknown for long: this proxy copies every node itself (two copiers cost work, none would lose changes).
@@ -174,10 +223,12 @@ export class CopierLeases {
   /** Why taking `address` now must carry what no copier may have copied (standby keys or a re-walk), '' when nothing. */
   private async whyRewalk(address: string, fleet: readonly ProxyRecord[]): Promise<string> {
     const last = this.lastHolder.get(address);
+    const stalled = this.stalledOff.delete(address);
     // Gone to done: it closed side A first (closing.ts: every proxy holds its writes from then
     // on, and it had copied what it heard), so nothing changed on A that B must still get.
     if (last !== undefined && fleet.some((r) => r.id === last && r.phase === 'done')) return '';
     if (last !== undefined) return `took over its copier from proxy ${last}`;
+    if (stalled) return 'took its copier again after this proxy stalled';
     const copy = await readCopyProgress(this.ctx).catch(() => null);
     if (copy !== null && copy.copied === 0 && copy.nodesDone === 0) return '';
     return 'took its copier with no holder known, after the history copy began';

@@ -23,6 +23,11 @@
  * hears and answers as above, so the check may look at stale facts without harm. Concurrent
  * switches each bump `gen` and each waits for its own, so `migrate phase read-new` may switch
  * every proxy at once.
+ *
+ * A FLUSHALL, FLUSHDB or DEL on that node erases the hash: no acknowledgment of it can arrive any
+ * more, so the switch fails at once, naming the node (closing.ts, coordinationKeyGone). The hash
+ * carries an `id`, set by the first switch of each incarnation, and an acknowledgment counts only
+ * for the id it read: one computed before the erasure never lands in a hash opened after it.
  */
 import { ProxyContext } from '../context';
 import { decodeReply } from '../resp/decode-reply';
@@ -30,7 +35,8 @@ import { log } from '../telemetry/log';
 import { Placement } from '../../sharding/migration';
 import { RingRouter } from '../ring/router';
 import { BOOKKEEPING_PREFIX } from './converge';
-import { closingCall, closingPlace } from './closing';
+import crypto from 'node:crypto';
+import { closingCall, closingPlace, coordinationKeyGone } from './closing';
 import { ProxyRecord, describeProxies } from './fleet';
 
 export const READING_KEY = `${BOOKKEEPING_PREFIX}reading`;
@@ -38,12 +44,14 @@ export const READING_KEY = `${BOOKKEEPING_PREFIX}reading`;
 export const READING_TTL_MS = 10_000;
 const ACK_POLL_MS = 10;
 
-const OPEN_SCRIPT = `local g = redis.call('HINCRBY', KEYS[1], 'gen', 1)
+/** ARGV: the expiry, a new id should the hash have none. Returns the new `gen` and the hash's id. */
+const OPEN_SCRIPT = `redis.call('HSETNX', KEYS[1], 'id', ARGV[2])
+local g = redis.call('HINCRBY', KEYS[1], 'gen', 1)
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
-return g`;
+return {g, redis.call('HGET', KEYS[1], 'id')}`;
 
-/** An acknowledgment only raises a proxy's `gen`, and only while the hash exists. */
-const ACK_SCRIPT = `if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+/** An acknowledgment only raises a proxy's `gen`, and only in the hash it read (ARGV[3]: its id). */
+const ACK_SCRIPT = `if redis.call('EXISTS', KEYS[1]) == 0 or (redis.call('HGET', KEYS[1], 'id') or '') ~= ARGV[3] then return 0 end
 local cur = tonumber(redis.call('HGET', KEYS[1], ARGV[1]) or '0')
 if tonumber(ARGV[2]) > cur then redis.call('HSET', KEYS[1], ARGV[1], ARGV[2]) end
 return 1`;
@@ -59,7 +67,7 @@ export function readingPlace(placement: Placement): { key: string; address: stri
  */
 export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, fleet: readonly ProxyRecord[], timeoutMs: number): Promise<void> {
   const call = (args: (key: string) => string[]): Promise<Buffer> => closingCall(ctx, placement, args, timeoutMs, READING_KEY);
-  const open = call((key) => ['EVAL', OPEN_SCRIPT, '1', key, String(READING_TTL_MS)]);
+  const open = call((key) => ['EVAL', OPEN_SCRIPT, '1', key, String(READING_TTL_MS), crypto.randomBytes(8).toString('hex')]);
   const waitFor = fleet.filter((r) => r.phase === 'double-write' || r.phase === 'read-new');
   if (waitFor.length === 0) {
     // Nobody answers after A now; the hash only keeps a proxy starting meanwhile converging, so a
@@ -67,11 +75,16 @@ export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, 
     await open.catch(() => undefined);
     return;
   }
-  const gen = Number(decodeReply(await open, true));
+  const opened = decodeReply(await open, true);
+  const [gen, id] = Array.isArray(opened) ? [Number(opened[0]), String(opened[1] ?? '')] : [NaN, ''];
+  if (!Number.isFinite(gen)) throw new Error(`unexpected reply to the read barrier: ${String(opened)}`);
   const until = Date.now() + timeoutMs;
   for (;;) {
-    const fields = decodeReply(await call((key) => ['HMGET', key, ...waitFor.map((r) => r.id)]), true);
-    const missing = waitFor.filter((_, i) => !Array.isArray(fields) || Number(String(fields[i] ?? 0)) < gen);
+    const reply = decodeReply(await call((key) => ['HMGET', key, 'id', ...waitFor.map((r) => r.id)]), true);
+    const fields = Array.isArray(reply) ? reply : [];
+    // Erased meanwhile (and perhaps opened again by another switch): the acknowledgments are gone with it.
+    if (String(fields[0] ?? '') !== id) throw coordinationKeyGone(placement, READING_KEY);
+    const missing = waitFor.filter((_, i) => Number(String(fields[i + 1] ?? 0)) < gen);
     if (missing.length === 0) return;
     if (Date.now() > until) throw new Error(`these proxies did not confirm within ${timeoutMs} ms that every write they answered is on side B: ${describeProxies(missing)}`);
     await new Promise((resolve) => setTimeout(resolve, ACK_POLL_MS));
@@ -109,7 +122,8 @@ export class ReadBarrierWatch {
     const id = this.feeds.selfId() || 'slotproxy';
     const call = (args: (key: string) => string[]): Promise<Buffer> => closingCall(this.ctx, placement, args, this.ctx.forward.retryWindowMs, READING_KEY);
     try {
-      const gen = decodeReply(await call((key) => ['HGET', key, 'gen']), true);
+      const read = decodeReply(await call((key) => ['HMGET', key, 'gen', 'id']), true);
+      const [gen, hashId] = Array.isArray(read) ? read : [null, null];
       if (!Buffer.isBuffer(gen)) return;
       await this.ring.carry.drained();
       const open = [...(await this.feeds.settle()), ...this.feeds.uncovered()];
@@ -117,7 +131,7 @@ export class ReadBarrierWatch {
         log.warn({ uncovered: open }, 'migration: cannot confirm that every write this proxy answered is on side B; a switch to read-new waits');
         return;
       }
-      await call((key) => ['EVAL', ACK_SCRIPT, '1', key, id, gen.toString('latin1')]);
+      await call((key) => ['EVAL', ACK_SCRIPT, '1', key, id, gen.toString('latin1'), Buffer.isBuffer(hashId) ? hashId.toString('latin1') : '']);
     } catch (err) {
       log.warn({ err: err instanceof Error ? err.message : String(err) }, 'migration: cannot read or acknowledge the read barrier');
     }

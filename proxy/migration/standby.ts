@@ -35,9 +35,13 @@ export async function prune(node: NodeChanges, confirmed: () => Promise<boolean>
   }
 }
 
-/** Taking the node: what it stood by for goes to be copied. True when that covers the takeover (no re-walk needed). */
-export function handOver(node: NodeChanges): boolean {
-  for (const [id, entry] of node.standby) node.pending.set(id, { key: entry.key, force: false });
+/**
+ * Taking the node: what it stood by for goes to be copied. True when that covers the takeover (no
+ * re-walk needed). `force` on a takeover: the last copier may have taken a key's snapshot (its
+ * fingerprint recorded on A) and never applied it on B, so "only if changed" would skip the key.
+ */
+export function handOver(node: NodeChanges, force: boolean): boolean {
+  for (const [id, entry] of node.standby) node.pending.set(id, { key: entry.key, force });
   node.standby.clear();
   const covers = node.standbyOk && node.gapSince === null && node.feed?.ready === true;
   node.standbyOk = false;

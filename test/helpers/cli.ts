@@ -88,13 +88,25 @@ export class ProxyProcess {
   kill(signal: NodeJS.Signals): void {
     if (this.running) this.child.kill(signal);
   }
+
+  /** SIGKILL (a SIGSTOPped process is continued first), resolved once it exited or after `ms`. */
+  async stop(ms = 5000): Promise<void> {
+    this.kill('SIGCONT');
+    this.kill('SIGKILL');
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([this.exited, new Promise((resolve) => (timer = setTimeout(resolve, ms)))]);
+    clearTimeout(timer);
+  }
 }
 
 const live = new Set<ProxyProcess>();
 
-/** Kills every proxy process still running (call from afterAll). */
+/** Kills every proxy process still running, a SIGSTOPped one too (call from afterAll). */
 export function killAllProxies(): void {
-  for (const p of live) p.kill('SIGKILL');
+  for (const p of live) {
+    p.kill('SIGCONT');
+    p.kill('SIGKILL');
+  }
   live.clear();
 }
 

@@ -5,7 +5,9 @@
 // B (carried-mark.ts). A kill -9 of the proxy holding the copiers under a write load: another takes
 // them over within a second or two, copies what changed since the old copier last confirmed
 // (standby.ts), and nothing acknowledged is lost; verify finds no difference and the switch to
-// read-new goes through.
+// read-new goes through. A SIGSTOP of the copier: the other proxy takes its nodes once its
+// registration is stale and B is exact meanwhile; SIGCONTed, the stopped proxy gives its copiers up
+// (copier-lease.ts, STALL_MS) and snapshots or applies nothing more.
 import fs from 'node:fs';
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
@@ -15,6 +17,8 @@ import { ownerOfKey } from '../../sharding/key-space';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { TICK_MS, UNHELD_TAKE_MS } from '../../proxy/migration/copier-lease';
+import { FLEET_STALE_SECONDS } from '../../proxy/migration/fleet';
+import { VERSIONS_KEY } from '../../proxy/migration/converge';
 import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
 
@@ -110,6 +114,41 @@ test('three proxies: each node of A has one copier, so a changed key is snapshot
   }
 }, 60_000);
 
+/** `migrate verify`: B holds every moved key as A does (at least `count` compared: the keys the load wrote). */
+async function expectExact(count: number): Promise<void> {
+  const nodes = new NodeClient(grow.config());
+  await nodes.start();
+  try {
+    const result = await verifyMoved(nodes, nodes.placement(), { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false });
+    expect(result.examples).toEqual([]);
+    expect(result.differing).toBe(0);
+    expect(result.compared).toBeGreaterThanOrEqual(count);
+  } finally {
+    nodes.close();
+  }
+}
+
+/** Each moving key's version on its node of A (its newest snapshot) and on its owner in B (the newest applied). */
+async function versionsOf(): Promise<Map<string, { a: number; b: number }>> {
+  const out = new Map<string, { a: number; b: number }>();
+  const p = placement();
+  for (const addr of grow.nodes().addresses.slice(0, 2)) {
+    const all = await node(addr).hgetall(VERSIONS_KEY);
+    for (const [key, a] of Object.entries(all)) {
+      const t = p.copyTarget(Buffer.from(key));
+      if (t === null || t.from !== addr) continue;
+      out.set(key, { a: Number(a), b: Number(await node(t.to).hget(VERSIONS_KEY, key)) });
+    }
+  }
+  return out;
+}
+
+/** The fleet ids registered on ring A's first node. */
+async function registeredIds(): Promise<string[]> {
+  const list = String(await node(grow.nodes().addresses[0]).client('LIST'));
+  return [...new Set([...list.matchAll(/name=slotproxy-fleet\|([^|\s]+)\|/g)].map((m) => m[1]))];
+}
+
 /** The raw config the proxy processes read (the same rings as grow.config()). */
 function rawConfig(): Record<string, unknown> {
   const ring = (n: number): { name: string; addr: string; weight: number }[] => grow.nodes().addresses.slice(0, n).map((addr, i) => ({ name: 'abc'[i], addr, weight: 1 }));
@@ -172,16 +211,7 @@ test('kill -9 of the proxy holding the copiers under a write load: another takes
     // The new copier carried what changed since the old one last confirmed (the keys its feed named
     // meanwhile, or a re-walk); then B equals A, every acknowledged increment kept.
     await eventually(() => Promise.all(survivors.map((c) => c.call('PROXY', 'MIGRATION', 'STATUS'))), (s) => s.every((x) => !String(x).includes('uncovered:')));
-    const nodes = new NodeClient(grow.config());
-    await nodes.start();
-    try {
-      const result = await verifyMoved(nodes, nodes.placement(), { ttlToleranceMs: 2000, batch: 100, show: 5, progress: false });
-      expect(result.examples).toEqual([]);
-      expect(result.differing).toBe(0);
-      expect(result.compared).toBeGreaterThanOrEqual(counters.length * 2);
-    } finally {
-      nodes.close();
-    }
+    await expectExact(acked.size);
     expect(await survivors[0].call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
     for (const k of counters) {
       const value = Number(await sides(k).a.get(k));
@@ -191,6 +221,105 @@ test('kill -9 of the proxy holding the copiers under a write load: another takes
   } finally {
     for (const p of started) p.proxy.kill('SIGKILL');
     await Promise.all(started.map((p) => p.proxy.exitCode()));
+    fs.rmSync(dir, { recursive: true, force: true });
+  }
+}, 90_000);
+
+test('SIGSTOP of the proxy holding the copiers under a write load: another takes them once its lease expires and copies on; SIGCONTed, the stopped one finds it lost them, copies nothing again, and B ends exact', async () => {
+  const dir = tempDir('slotproxy-copier-stop-');
+  const started: { proxy: ProxyProcess; port: number }[] = [];
+  let running = true;
+  const loads: Promise<void>[] = [];
+  try {
+    // One after the other: the first takes every node, as a fleet started by hand would.
+    for (let i = 0; i < 2; i++) started.push(await startProxyProcess(rawConfig(), dir));
+    const admins = started.map((p) => open(`127.0.0.1:${p.port}`, false));
+    const line = (await eventually(() => copiersLine(admins[0]), (l) => l !== '' && !l.includes('?'))).split(',');
+    const holderId = line[0].slice(line[0].indexOf('=') + 1);
+    const stopped = started.findIndex((p) => holderId.includes(`-${p.proxy.pid}-`));
+    expect(stopped).toBeGreaterThanOrEqual(0);
+    const taker = 1 - stopped;
+    const takerId = (await eventually(() => registeredIds(), (ids) => ids.length === 2)).find((id) => id !== holderId) ?? '';
+
+    const counters = keysWhere('hung', 40, true);
+    const acked = new Map<string, number>();
+    const notOnB: string[] = [];
+    const writer = (c: Redis, go: () => boolean): Promise<void> =>
+      (async () => {
+        for (let n = 0; go(); n++) {
+          const k = counters[n % counters.length];
+          if (await c.incr(k).then(() => true, () => false)) acked.set(k, (acked.get(k) ?? 0) + 1);
+        }
+      })();
+    // Through the proxy about to stop (paused before the stop: a reply it never sends is no
+    // acknowledged write), through the other, and straight on A, which the copiers carry.
+    let stoppedWrites = true;
+    const beforeStop = writer(open(`127.0.0.1:${started[stopped].port}`, false), () => stoppedWrites && running);
+    loads.push(writer(open(`127.0.0.1:${started[taker].port}`, false), () => running));
+    loads.push((async () => {
+      for (let n = 0; running; n++) await sides(counters[n % counters.length]).a.incr(`${counters[n % counters.length]}:direct`).catch(() => undefined);
+    })());
+    const tag = keysWhere('hungjob', 1, true)[0];
+    loads.push((async () => {
+      const { b } = sides(`{${tag}}`);
+      for (let n = 0; running; n++) {
+        const id = await admins[taker].eval(ADD_JOB, 1, `{${tag}}:id`, `{${tag}}:job:`, `p${n}`).catch(() => null);
+        if (id !== null && (await b.hget(`{${tag}}:job:${String(id)}`, 'data')) !== `p${n}`) notOnB.push(`{${tag}}:job:${String(id)}`);
+      }
+    })());
+    await new Promise((r) => setTimeout(r, 500));
+    stoppedWrites = false;
+    await beforeStop;
+
+    const stoppedAt = Date.now();
+    started[stopped].proxy.kill('SIGSTOP');
+    // Its registration goes stale (idle past the fleet's 3 s); the other proxy's next tick takes every node.
+    const taken = await eventually(() => copiersLine(admins[taker]), (l) => l.split(',').every((e) => e.endsWith(`=${takerId}`)), 15_000);
+    const tookOverMs = Date.now() - stoppedAt;
+    await new Promise((r) => setTimeout(r, 1000));
+    running = false;
+    await Promise.all(loads.splice(0));
+    console.log(`copiers taken ${tookOverMs} ms after the SIGSTOP (${taken}); ${[...acked.values()].reduce((a, b) => a + b, 0)} increments acknowledged`);
+    expect(tookOverMs).toBeLessThan((FLEET_STALE_SECONDS + 1) * 1000 + TICK_MS + UNHELD_TAKE_MS + 1500);
+    expect(notOnB).toEqual([]);
+
+    // The taker alone made B exact while the old copier is still stopped.
+    await eventually(() => admins[taker].call('PROXY', 'MIGRATION', 'STATUS'), (s) => !String(s).includes('uncovered:'));
+    await expectExact(acked.size);
+    const versionsBefore = await versionsOf();
+
+    // Continued: it hears the fleet, finds the other proxy holding its nodes, and gives them up.
+    started[stopped].proxy.kill('SIGCONT');
+    const agreed = await eventually(() => Promise.all(admins.map(copiersLine)), (l) => l.every((x) => x === taken), 10_000);
+    expect(agreed[stopped]).toBe(taken);
+    expect(Number(await info(admins[stopped], 'migration_copiers_held'))).toBe(0);
+    const copiedBy = async (c: Redis): Promise<string[]> => Promise.all(['keys_copied', 'keys_unchanged', 'copy_failures', 'rewalks'].map((f) => info(c, `migration_feed_${f}`)));
+    const noticed = await copiedBy(admins[stopped]);
+    await eventually(() => Promise.all(admins.map((c) => c.call('PROXY', 'MIGRATION', 'STATUS'))), (s) => s.every((x) => !String(x).includes('uncovered:')));
+    // Two lease ticks and a retry of failed copies later: having given them up, it copied nothing;
+    // no key was snapshotted again on A since the SIGCONT, and a copy it had in flight at the stop
+    // (snapshot taken before, reply read after) lands only as far as A's version of that state.
+    await new Promise((r) => setTimeout(r, 2 * TICK_MS + 500));
+    expect(await copiedBy(admins[stopped])).toEqual(noticed);
+    const versionsAfter = await versionsOf();
+    for (const [key, v] of versionsAfter) {
+      expect({ key, a: v.a }).toEqual({ key, a: versionsBefore.get(key)?.a });
+      expect(v.b).toBeGreaterThanOrEqual(versionsBefore.get(key)?.b ?? 0);
+      expect(v.b).toBeLessThanOrEqual(v.a);
+    }
+    await expectExact(acked.size);
+
+    expect(await admins[taker].call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+    for (const k of counters) {
+      const value = Number(await sides(k).a.get(k));
+      expect(value).toBeGreaterThanOrEqual(acked.get(k) ?? 0);
+      expect(Number(await admins[taker].get(k))).toBe(value); // read from B now
+    }
+  } finally {
+    running = false;
+    await Promise.race([Promise.all(loads), new Promise((r) => setTimeout(r, 5000).unref())]);
+    // A stopped proxy is continued, then killed; each exit awaited (bounded).
+    await Promise.all(started.map((p) => p.proxy.stop()));
     fs.rmSync(dir, { recursive: true, force: true });
   }
 }, 90_000);

@@ -141,7 +141,7 @@ export class Dispatcher {
     info.counters.calls++;
     session.command = info.name;
     // Past tracking-table-max-keys, keys are evicted before any command runs, as Redis's processCommand does.
-    ctx.caching.commandArrived(session, info, args);
+    ctx.caching.commandArrived(session, info, args, session.transaction?.inMulti === true);
     const tracking = session.tracking;
     if (tracking !== null) ctx.caching.beforeCommand(session, tracking, info, args, session.transaction?.inMulti === true, this.scriptSource);
 

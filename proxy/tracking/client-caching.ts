@@ -26,6 +26,8 @@ import { ScriptUses } from './script-use';
 import { WriteOrder } from './write-order';
 import { ChangeFeed } from '../backend/change-feed';
 import { NodeEviction } from './node-eviction';
+import { readKeysOfCall } from './script-read-keys';
+import { versionAtLeast } from '../resp/backend-version';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
 export interface CachingClient extends ReplyOwner {
@@ -55,6 +57,8 @@ export interface CachingOptions {
   client(id: number): CachingClient | undefined;
   /** How long CLIENT TRACKING ON waits for the feeds to be up before it answers anyway. */
   readyTimeoutMs: number;
+  /** The back end: its server name (`redis`, `valkey`) and redis_version (Valkey 8 says 7.2.4); what changed in 7.2 and 7.4 follows it. */
+  backend(): { name: string; version: string };
 }
 
 const PUSH_HEAD = Buffer.from('>2\r\n$10\r\ninvalidate\r\n');
@@ -80,6 +84,8 @@ export class ClientCaching {
   private readonly scripts = new ScriptUses();
   private readonly writeOrder = new WriteOrder();
   private readonly eviction: NodeEviction;
+  /** Flush replies waiting for the feeds' nulls (gateFlush). */
+  private readonly flushGates: FlushGate[] = [];
   /** Invalidations and flushes sent, for INFO. */
   invalidationsSent = 0;
   flushesSent = 0;
@@ -145,8 +151,9 @@ export class ClientCaching {
    * Every command of every client, before it runs (Redis's processCommand): past
    * tracking-table-max-keys, keys are evicted, as many as Redis would evict now.
    */
-  commandArrived(client: CachingClient, info: CommandInfo, args: Buffer[]): void {
+  commandArrived(client: CachingClient, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
     if (this.table.overLimit) this.limit.enforce(client);
+    if (this.trackers.size > 0 && !inMulti && isFlush(info.name, args) && !(client.subscribed && client.protocol === 2)) this.gateFlush(client);
     // The order writes are sent in is the order their keys change: invalidations follow it.
     if (this.trackers.size > 0 && info.flags.has('write')) {
       const positions = keyPositions(info, args);
@@ -206,13 +213,14 @@ export class ClientCaching {
       tracking.usedSinceFlush = true;
       if (!this.allReady) tracking.flushAfter = true;
       if (tracking.remembersKeys) {
-        const positions = keyPositions(info, args);
+        // Redis 7.2 and later track the keys a script's read-only calls read, 7.0 the keys it declares.
+        const readKeys = script !== null && script.readKeys !== null && versionAtLeast(this.options.backend().version, 7, 2) ? readKeysOfCall(script.readKeys, args) : null;
+        const positions = readKeys === null ? keyPositions(info, args) : null;
+        if (readKeys !== null) for (const k of readKeys) this.table.add(k.toString('latin1'), client.id);
         // Keys only a node can name (SORT ... BY): nothing to remember them by, so the read is followed by a flush.
-        if (positions === null) tracking.flushAfter = true;
-        else {
-          for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
-          if (this.table.overLimit) this.limit.watch();
-        }
+        else if (positions === null) tracking.flushAfter = true;
+        else for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
+        if (this.table.overLimit) this.limit.watch();
       }
     } else if (info.flags.has('write')) {
       this.ownWrite(client, tracking, info, args, inMulti);
@@ -230,7 +238,9 @@ export class ClientCaching {
    */
   private ownWrite(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
     if (info.name === 'flushall' || info.name === 'flushdb') {
-      if (!inMulti) tracking.ownFlush = true;
+      // Redis 7.4 runs a SYNC flush in the background and answers once done: the null comes first.
+      if (!inMulti && this.flushTellsFirst(args)) this.flush(client, tracking, false);
+      else if (!inMulti) tracking.ownFlush = true;
       return;
     }
     if (tracking.bcast ? !tracking.noloop : inMulti) return;
@@ -243,6 +253,14 @@ export class ClientCaching {
     for (const p of positions) {
       if (this.table.drop(args[p].toString('latin1'), client.id)) (tracking.ownInvalidations ??= []).push(args[p]);
     }
+  }
+
+  /** Redis 7.4 and later (not Valkey 8): a flush that runs SYNC (not inside MULTI) tells its own client before its reply. */
+  private flushTellsFirst(args: Buffer[]): boolean {
+    const backend = this.options.backend();
+    if (backend.name !== 'redis' || !versionAtLeast(backend.version, 7, 4)) return false;
+    if (args.length === 1) return !this.eviction.lazyUserFlush;
+    return args.length === 2 && args[1].toString('latin1').toLowerCase() === 'sync';
   }
 
   /**
@@ -302,6 +320,34 @@ export class ClientCaching {
     const hold = { slot, frames: [] as Buffer[], command };
     tracking.pushHolds.push(hold);
     setTimeout(() => this.releaseHolds(tracking, command), HOLD_MAX_MS).unref();
+  }
+
+  /**
+   * A FLUSHALL or FLUSHDB of any client while someone tracks: one Redis tells every other tracking
+   * client before it answers, and forgets its whole table. Through the proxy each node's feed tells
+   * it on its own connection: the flush's reply waits until every feed has (HOLD_MAX_MS at most), so
+   * that a read sent after the reply is never forgotten by a node's late null.
+   */
+  private gateFlush(client: CachingClient): void {
+    const waiting = new Set([...this.feeds.values()].filter((f) => f.ready));
+    if (waiting.size === 0) return;
+    const gate = { slot: client.track(new ReplySlot(client)), waiting };
+    this.flushGates.push(gate);
+    setTimeout(() => this.openGate(gate), HOLD_MAX_MS).unref();
+  }
+
+  private openGate(gate: FlushGate): void {
+    const at = this.flushGates.indexOf(gate);
+    if (at >= 0) this.flushGates.splice(at, 1);
+    gate.slot.complete(Buffer.alloc(0));
+  }
+
+  /** A feed told a flush (or went away): the gates waiting for it need it no more. */
+  private feedFlushed(feed: ChangeFeed): void {
+    for (const gate of [...this.flushGates]) {
+      gate.waiting.delete(feed);
+      if (gate.waiting.size === 0) this.openGate(gate);
+    }
   }
 
   /** The feeds have passed `command`: its place, and those before it, get what came meanwhile. */
@@ -397,6 +443,7 @@ export class ClientCaching {
   private readonly feedEvents = {
     ready: (): void => this.updateReady(),
     lost: (feed: ChangeFeed, reason: string): void => {
+      this.feedFlushed(feed);
       if (this.feeds.get(feed.address) !== feed) return;
       this.feeds.delete(feed.address);
       this.allReady = false;
@@ -407,9 +454,10 @@ export class ClientCaching {
         this.syncFeeds();
       }, RECONNECT_MS);
     },
-    changed: (keys: Buffer[] | null): void => {
-      if (keys === null) this.flushEverything();
-      else this.invalidateKeys(keys);
+    changed: (keys: Buffer[] | null, feed: ChangeFeed): void => {
+      if (keys !== null) return this.invalidateKeys(keys);
+      this.flushEverything();
+      this.feedFlushed(feed);
     },
   };
 
@@ -463,6 +511,20 @@ export class ClientCaching {
     else if (target.protocol === 3) target.pushOutOfBand(Buffer.concat([PUSH_HEAD, body]));
     else if (redirected && target.subscribed) target.pushOutOfBand(Buffer.concat([MESSAGE_HEAD, body]));
   }
+}
+
+/** A flush's reply waiting (in `slot`, before it) for the feeds that have not told the flush yet. */
+interface FlushGate {
+  readonly slot: ReplySlot;
+  readonly waiting: Set<ChangeFeed>;
+}
+
+/** FLUSHALL or FLUSHDB as a node runs it (no argument, SYNC or ASYNC): every node's feed tells it. */
+function isFlush(name: string, args: Buffer[]): boolean {
+  if (name !== 'flushall' && name !== 'flushdb') return false;
+  if (args.length === 1) return true;
+  const mode = args.length === 2 ? args[1].toString('latin1').toLowerCase() : '';
+  return mode === 'sync' || mode === 'async';
 }
 
 /** NOLOOP: the key is being written by the client itself, and the node's invalidation for it is not through yet. */

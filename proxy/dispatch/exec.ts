@@ -18,6 +18,7 @@ import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { afterCopy, execWaitsForB } from '../migration/after-copy';
 import { FailoverWait } from './failover-wait';
+import { ExecSubscriptions } from './exec-subscriptions';
 
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
@@ -55,9 +56,15 @@ export class ExecCommand extends ReplySlot {
     super(session);
   }
 
-  /** Returns a promise when the session's next requests must wait for this EXEC. */
+  /** (P|S)(UN)SUBSCRIBE queued: run now, their confirmations placed inside the reply. */
+  private subscriptions: ExecSubscriptions | null = null;
+
+  /** Returns a promise when the session's next requests must wait for this EXEC (call right after tracking it). */
   start(): Promise<void> | undefined {
     const { ctx, txn } = this;
+    if (txn.subscriptions.length > 0 && this.subscriptions === null) {
+      this.subscriptions = new ExecSubscriptions(this.session, txn.subscriptions, txn.queued.length + txn.subscriptions.length);
+    }
     // Side A is closing for done: the transaction runs once the hold ends, where writes go then.
     const held = txn.written.length > 0 || txn.writesUndeclared ? (ctx.ring?.writesHeld ?? null) : null;
     if (held !== null) return held.then(() => this.start());
@@ -245,7 +252,7 @@ export class ExecCommand extends ReplySlot {
 
   private finish(frame: Buffer): void {
     this.txn.release();
-    this.complete(frame);
+    this.complete(this.subscriptions === null ? frame : this.subscriptions.split(frame));
     this.settle();
   }
 }

@@ -23,11 +23,13 @@ const CASES: [string, Record<string, string[][]>, ScriptStep[]][] = [
     together(['MULTI'], ['PING', 'abc'], ['UNSUBSCRIBE', 'bar'], ['UNSUBSCRIBE', 'baz'], ['PING', 'def'], ['EXEC']),
     b('PUBLISH', 'foo', 'vaz'), b('PUBLISH', 'bar', 'gone'),
   ]],
-  ['RESP3: several channels and patterns in one command inside MULTI, with keys', { a: [['HELLO', '3']] }, [
+  // (Subscribed first: Valkey 8 refuses UNSUBSCRIBE from a client not subscribed, NOSUB.)
+  ['RESP3: several channels and patterns in one command inside MULTI, with keys', { a: [['FLUSHALL'], ['HELLO', '3']] }, [
+    a('SUBSCRIBE', 'x0'),
     together(['MULTI'], ['SET', '{m}k', 'v'], ['SUBSCRIBE', 'x1', 'x2'], ['PSUBSCRIBE', 'p*'], ['GET', '{m}k'], ['UNSUBSCRIBE', 'x2'], ['EXEC']),
     b('PUBLISH', 'x1', 'one'), b('PUBLISH', 'px', 'two'), a('PUNSUBSCRIBE', 'p*'), a('UNSUBSCRIBE', 'x1'), a('GET', '{m}k'),
   ]],
-  ['RESP2: a client subscribes inside MULTI and is subscribed after EXEC', {}, [
+  ['RESP2: a client subscribes inside MULTI and is subscribed after EXEC', { a: [['FLUSHALL']] }, [
     together(['MULTI'], ['PING'], ['SUBSCRIBE', 'r1'], ['ECHO', 'e'], ['EXEC']),
     b('PUBLISH', 'r1', 'hello'), a('UNSUBSCRIBE', 'r1'), a('GET', '{m}k'),
   ]],

@@ -9,6 +9,7 @@ import { ScriptStep, runScript } from '../helpers/tracking-script';
 import { exchange } from '../helpers/raw-exchange';
 import { createHash } from 'node:crypto';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
+import { SERVER, redisAtLeast } from '../helpers/server-version';
 
 const { proxy, cluster } = useProxy();
 /** One Redis: a single-node cluster owning every slot. */
@@ -180,6 +181,45 @@ const SCRIPT_CASES: [string, Case][] = [
     ],
   }],
 ];
+
+const push = (...keys: string[]): string => `>2\r\n$10\r\ninvalidate\r\n*${keys.length}\r\n${keys.map((k) => `$${k.length}\r\n${k}\r\n`).join('')}`;
+const NULL_PUSH = '>2\r\n$10\r\ninvalidate\r\n_\r\n';
+// What Redis changed, asserted of the reference (this back end's version) and then compared: the
+// proxy follows the version of its back end.
+const VERSION_CASES: [string, Case, (a: string) => void][] = [
+  [`a script tracks ${redisAtLeast(7, 2) ? 'the keys its read-only calls read (Redis 7.2+)' : 'its declared keys when it reads (Redis 7.0)'}`, {
+    setup: HELLO3,
+    steps: [a('CLIENT', 'TRACKING', 'ON'), a('EVAL', READ_OTHER, '2', K[0], K[1]), b('MSET', K[1], '1', K[0], '2', '{t}other', '3')],
+  }, (stream) => expect(stream).toContain(redisAtLeast(7, 2) ? `sync-1\r\n${push('{t}other')}$6\r\nsync-2` : `sync-1\r\n${push(K[1])}${push(K[0])}$6\r\nsync-2`)],
+  [`own FLUSHALL: the null invalidation ${SERVER.flavor === 'redis' && redisAtLeast(7, 4) ? 'before the reply of a SYNC one (Redis 7.4+), after an ASYNC one' : 'after the reply'}`, {
+    setup: HELLO3,
+    steps: [a('CLIENT', 'TRACKING', 'ON'), a('GET', '{t}f1'), a('FLUSHALL'), a('GET', '{t}f1'), a('FLUSHALL', 'ASYNC'), a('GET', '{t}f1'), a('FLUSHDB', 'SYNC')],
+  }, (stream) => {
+    const first = SERVER.flavor === 'redis' && redisAtLeast(7, 4);
+    expect(stream).toContain(first ? `${NULL_PUSH}+OK\r\n$6\r\nstep-2` : `+OK\r\n${NULL_PUSH}$6\r\nstep-2`);
+    expect(stream).toContain(`+OK\r\n${NULL_PUSH}$6\r\nstep-4`);
+    expect(stream).toContain(first ? `${NULL_PUSH}+OK\r\n$6\r\nstep-6` : `+OK\r\n${NULL_PUSH}$6\r\nstep-6`);
+  }],
+  ['after switching from default mode to BCAST, a key read before is told once, by BCAST; a transaction\'s invalidations follow EXEC\'s reply', {
+    setup: HELLO3,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON'), b('SET', '{t}s1', '1'), a('GET', '{t}s1'), a('CLIENT', 'TRACKING', 'OFF'), a('CLIENT', 'TRACKING', 'ON', 'BCAST'), b('INCR', '{t}s1'),
+      a('CLIENT', 'TRACKING', 'OFF'), a('CLIENT', 'TRACKING', 'ON'), a('MSET', '{t}s2', '1', '{t}s3', '2'), a('GET', '{t}s2'), together(['MULTI'], ['INCR', '{t}s2'], ['GET', '{t}s3'], ['EXEC']),
+    ],
+  }, (stream) => {
+    expect(stream).toContain(`sync-4\r\n${push('{t}s1')}$6\r\nsync-5`);
+    expect(stream).toContain(`*2\r\n:2\r\n$1\r\n2\r\n${push('{t}s2')}$7\r\nstep-10`);
+  }],
+];
+
+describe('what Redis changed in 7.2 and 7.4, as the back end does', () => {
+  test.each(VERSION_CASES)('%s', async (_what, { setup, steps }, check) => {
+    const want = await runScript(referencePort(), ['a', 'b'], setup, steps);
+    check(want.streams.a);
+    const got = await runScript(proxy().address.port, ['a', 'b'], setup, steps, want);
+    expect(got.streams).toEqual(want.streams);
+  });
+});
 
 describe('CLIENT TRACKING as one Redis, byte for byte', () => {
   test.each([...CASES, ...EVICTION_CASES, ...SCRIPT_CASES])('%s', async (_what, { setup, steps, mask }) => {

@@ -216,10 +216,10 @@ export class ClientCaching {
         // Redis 7.2 and later track the keys a script's read-only calls read, 7.0 the keys it declares.
         const readKeys = script !== null && script.readKeys !== null && versionAtLeast(this.options.backend().version, 7, 2) ? readKeysOfCall(script.readKeys, args) : null;
         const positions = readKeys === null ? keyPositions(info, args) : null;
-        if (readKeys !== null) for (const k of readKeys) this.table.add(k.toString('latin1'), client.id);
+        if (readKeys !== null) for (const k of readKeys) this.remember(client, tracking, k.toString('latin1'));
         // Keys only a node can name (SORT ... BY): nothing to remember them by, so the read is followed by a flush.
         else if (positions === null) tracking.flushAfter = true;
-        else for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
+        else for (const p of positions) this.remember(client, tracking, args[p].toString('latin1'));
         if (this.table.overLimit) this.limit.watch();
       }
     } else if (info.flags.has('write')) {
@@ -227,6 +227,11 @@ export class ClientCaching {
     }
     // CLIENT CACHING applies to the next command, or to the whole transaction it opens (Redis's resetClient).
     if (!info.name.startsWith('client|') && !inMulti && info.name !== 'multi') tracking.caching = false;
+  }
+
+  private remember(client: CachingClient, tracking: ClientTracking, key: string): void {
+    this.table.add(key, client.id);
+    if (tracking.ownKeys.size > 0 && tracking.ownKeys.has(key)) tracking.readAfterOwnWrite.add(key);
   }
 
   /**
@@ -483,7 +488,12 @@ export class ClientCaching {
     forEachId(ids, (id) => {
       const c = this.trackers.get(id);
       const t = c?.tracking;
-      if (c === undefined || t === null || t === undefined || t.bcast || ownWrite(t, key)) return;
+      if (c === undefined || t === null || t === undefined || t.bcast) return;
+      if (ownWrite(t, key)) {
+        // The client's own write: not told; but a read it sent after that write is still tracked.
+        if (t.readAfterOwnWrite.delete(key.toString('latin1'))) this.table.add(key.toString('latin1'), id);
+        return;
+      }
       this.sendKeys(c, t, [key]);
     });
   }

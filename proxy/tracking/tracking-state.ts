@@ -53,6 +53,12 @@ export class ClientTracking {
   /** NOLOOP: the client's writes in flight, by reply slot; and per key how many are open. */
   readonly ownWrites = new Map<ReplySlot, string[]>();
   readonly ownKeys = new Map<string, number>();
+  /**
+   * NOLOOP: keys read while the client's own write of them was in flight (`MSET k v` then `GET k`,
+   * pipelined). One Redis tracks such a read after the write; the node's later invalidation of the
+   * write must not make the proxy forget it.
+   */
+  readonly readAfterOwnWrite = new Set<string>();
 
   /** Default mode, or OPTIN after CACHING YES, or OPTOUT without CACHING NO: the command's keys are remembered. */
   get remembersKeys(): boolean {
@@ -116,8 +122,12 @@ export class ClientTracking {
   releaseWrite(keys: string[]): void {
     for (const k of keys) {
       const n = (this.ownKeys.get(k) ?? 1) - 1;
-      if (n <= 0) this.ownKeys.delete(k);
-      else this.ownKeys.set(k, n);
+      if (n > 0) {
+        this.ownKeys.set(k, n);
+        continue;
+      }
+      this.ownKeys.delete(k);
+      this.readAfterOwnWrite.delete(k);
     }
   }
 }

@@ -6,7 +6,8 @@
 import { useProxy } from '../helpers/proxy';
 import { useCluster } from '../helpers/cluster';
 import { ScriptStep, runScript } from '../helpers/tracking-script';
-import { exchange } from '../helpers/raw-exchange';
+import { encodeRequest, exchange } from '../helpers/raw-exchange';
+import net from 'node:net';
 import { createHash } from 'node:crypto';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { SERVER, redisAtLeast } from '../helpers/server-version';
@@ -287,4 +288,51 @@ test.each([false, true])('a key a node evicts for maxmemory: told before the rep
   expect(want).toContain(`:0\r\n${EVICTED_PUSH}${pipelined ? '_\r\n' : '$6\r\nstep-2\r\n'}`);
   const got = await evictionBeforeReply(proxy().address.port, await ownerOfT(cluster().masters), pipelined);
   expect(got).toEqual(want);
+});
+
+/**
+ * Redis's own test "Tracking gets notification on tracking table key eviction" (tests/unit/
+ * tracking.tcl): a NOLOOP client redirecting to a RESP2 subscriber reads two keys, lowers
+ * tracking-table-max-keys to 1 and sends nothing more; the cron evicts one key and the subscriber
+ * is told. (A command of the NOLOOP client itself would evict too, without telling it: see above.)
+ */
+async function evictionNotice(port: number): Promise<string> {
+  const open = async (): Promise<{ socket: net.Socket; got: () => string; until: (re: RegExp) => Promise<void> }> => {
+    const socket = net.connect(port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let text = '';
+    const waiters: (() => void)[] = [];
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      for (const w of waiters.splice(0)) w();
+    });
+    const until = (re: RegExp): Promise<void> =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${re} not within 5 s; received ${JSON.stringify(text)}`)), 5000);
+        const check = (): void => (re.test(text) ? (clearTimeout(timer), resolve()) : void waiters.push(check));
+        check();
+      });
+    return { socket, got: () => text, until };
+  };
+  const [sub, r] = [await open(), await open()];
+  try {
+    sub.socket.write(encodeRequest(['CLIENT', 'ID']) + encodeRequest(['SUBSCRIBE', '__redis__:invalidate']));
+    await sub.until(/:1\r\n$/);
+    const id = /^:(\d+)/.exec(sub.got())?.[1] ?? '';
+    r.socket.write([['FLUSHALL'], ['CLIENT', 'TRACKING', 'ON', 'REDIRECT', id, 'NOLOOP'], ['MSET', '{t}v1', '1', '{t}v2', '2'], ['MGET', '{t}v1', '{t}v2'], maxKeys(1)].map(encodeRequest).join(''));
+    await r.until(/\+OK\r\n\+OK\r\n\+OK\r\n\*2\r\n\$1\r\n1\r\n\$1\r\n2\r\n\+OK\r\n$/);
+    await sub.until(/message\r\n\$20\r\n__redis__:invalidate\r\n\*1\r\n\$5\r\n\{t\}v\d\r\n$/);
+    return sub.got().slice(sub.got().indexOf('*3\r\n$7\r\nmessage'));
+  } finally {
+    r.socket.write(encodeRequest(maxKeys(0)));
+    await r.until(/\+OK\r\n\+OK\r\n$/).catch(() => undefined);
+    sub.socket.destroy();
+    r.socket.destroy();
+  }
+}
+
+test('tracking-table-max-keys lowered to 1 by a NOLOOP client that then waits: the cron evicts a key and its REDIRECT subscriber is told, as one Redis', async () => {
+  const want = anyV(await evictionNotice(referencePort()));
+  expect(want).toBe('*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$5\r\n{t}v#\r\n');
+  expect(anyV(await evictionNotice(proxy().address.port))).toBe(want);
 });

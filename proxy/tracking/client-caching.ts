@@ -299,20 +299,25 @@ export class ClientCaching {
 
   /** NOLOOP: a write's reply came; its keys stop being the client's own once every feed has passed it. */
   writeAnswered(tracking: ClientTracking, slot: ReplySlot): void {
-    const keys = tracking.writeAnswered(slot);
-    if (keys === null) return;
+    const write = tracking.writeAnswered(slot);
+    if (write === null) return;
     const done = (): void => {
-      tracking.releaseWrite(keys);
+      tracking.releaseWrite(write);
       this.releaseHolds(tracking, slot);
     };
     const feeds = [...this.feeds.values()];
+    write.pending = new Set(feeds);
     let left = feeds.length;
     if (left === 0) done();
+    const passed = (f: ChangeFeed): boolean => {
+      write.pending?.delete(f);
+      return --left === 0 && (done(), true);
+    };
     // A node over maxmemory evicts when it runs the fence's PING, and sends the BCAST message for
     // that only after the PONG (Redis broadcasts once the event loop turn's commands ran): a
     // second fence, written after the first PONG, comes back after it.
     const twice = this.eviction.mayEvict;
-    for (const f of feeds) f.fence(() => (twice ? f.fence(() => --left === 0 && done()) : --left === 0 && done()));
+    for (const f of feeds) f.fence(() => (twice ? f.fence(() => passed(f)) : passed(f)));
   }
 
   /** A place right after the command's reply for what it changes (a client waits HOLD_MAX_MS at most). */
@@ -460,36 +465,36 @@ export class ClientCaching {
       }, RECONNECT_MS);
     },
     changed: (keys: Buffer[] | null, feed: ChangeFeed): void => {
-      if (keys !== null) return this.invalidateKeys(keys);
+      if (keys !== null) return this.invalidateKeys(keys, feed);
       this.flushEverything();
       this.feedFlushed(feed);
     },
   };
 
-  private invalidateKeys(keys: Buffer[]): void {
+  private invalidateKeys(keys: Buffer[], feed: ChangeFeed): void {
     // A node's batch is in key order; one Redis tells default-mode clients in the order keys changed.
     for (const key of this.writeOrder.sort(keys)) {
       const ids = this.table.take(key.toString('latin1'));
-      if (ids !== undefined) this.invalidateEntry(key, ids);
+      if (ids !== undefined) this.invalidateEntry(key, ids, feed);
     }
     for (const c of this.bcast) {
       const t = c.tracking;
       if (t === null) continue;
       // One push per prefix, with the keys of this batch under it, as Redis broadcasts.
       for (const prefix of t.prefixes) {
-        const matched = keys.filter((k) => t.prefixOf(k) === prefix && !ownWrite(t, k));
+        const matched = keys.filter((k) => t.prefixOf(k) === prefix && !ownWrite(t, k, feed));
         if (matched.length > 0) this.sendKeys(c, t, matched);
       }
     }
   }
 
   /** Default mode: every client that read `key` gets it, except a NOLOOP client whose own write changed it. */
-  private invalidateEntry(key: Buffer, ids: ClientIds): void {
+  private invalidateEntry(key: Buffer, ids: ClientIds, feed: ChangeFeed): void {
     forEachId(ids, (id) => {
       const c = this.trackers.get(id);
       const t = c?.tracking;
       if (c === undefined || t === null || t === undefined || t.bcast) return;
-      if (ownWrite(t, key)) {
+      if (ownWrite(t, key, feed)) {
         // The client's own write: not told; but a read it sent after that write is still tracked.
         if (t.readAfterOwnWrite.delete(key.toString('latin1'))) this.table.add(key.toString('latin1'), id);
         return;
@@ -538,8 +543,8 @@ function isFlush(name: string, args: Buffer[]): boolean {
 }
 
 /** NOLOOP: the key is being written by the client itself, and the node's invalidation for it is not through yet. */
-function ownWrite(tracking: ClientTracking, key: Buffer): boolean {
-  return tracking.noloop && tracking.ownKeys.size > 0 && tracking.ownKeys.has(key.toString('latin1'));
+function ownWrite(tracking: ClientTracking, key: Buffer, feed: ChangeFeed): boolean {
+  return tracking.noloop && tracking.inFlight.size > 0 && tracking.ownChange(key.toString('latin1'), feed);
 }
 
 /** Whether the command names keys (a command the proxy answers itself runs nothing on a node that could evict). */

@@ -59,10 +59,22 @@ describe('CLIENT TRACKING state', () => {
     const slot = {} as never;
     t.claimWrite(slot);
     expect(t.ownKeys.get('k')).toBe(1);
-    expect(t.writeAnswered(slot)).toEqual(['k']);
+    const [feedA, feedB] = [{}, {}];
+    // Not answered yet: whatever feed brings k, it may be this write's.
+    expect(t.ownChange('k', feedA)).toBe(true);
+    const write = t.writeAnswered(slot);
+    expect(write?.keys).toEqual(['k']);
+    if (write === null) return;
+    write.pending = new Set([feedA, feedB]);
     expect(t.ownKeys.get('k')).toBe(1);
-    t.releaseWrite(['k']);
+    // Feed A passed its PING: what it brings now is another client's change; feed B's may still be this one.
+    write.pending.delete(feedA);
+    expect(t.ownChange('k', feedA)).toBe(false);
+    expect(t.ownChange('k', feedB)).toBe(true);
+    expect(t.ownChange('other', feedB)).toBe(false);
+    t.releaseWrite(write);
     expect(t.ownKeys.has('k')).toBe(false);
+    expect(t.ownChange('k', feedB)).toBe(false);
   });
 });
 

@@ -19,6 +19,7 @@ import * as errors from '../resp/errors';
 import { afterCopy, execWaitsForB } from '../migration/after-copy';
 import { FailoverWait } from './failover-wait';
 import { ExecSubscriptions } from './exec-subscriptions';
+import { pubsubHome } from '../pubsub/pubsub-placement';
 
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
@@ -82,8 +83,9 @@ export class ExecCommand extends ReplySlot {
     if (shard !== UNBOUND) address = writeNodeOf(ctx, shard);
     else if (link !== null) address = link.address;
     else {
+      // PUBLISH counts the subscribers of its node: with no key binding it elsewhere, the home's (dispatch/pubsub.ts).
       const masters = ctx.router.masters();
-      address = masters.length === 0 ? null : masters[this.session.id % masters.length];
+      address = txn.asksHome ? pubsubHome(ctx) : masters.length === 0 ? null : masters[this.session.id % masters.length];
     }
     if (address === null) {
       this.finish(encode.error(errors.SLOT_NOT_SERVED));

@@ -35,6 +35,8 @@ export class Transaction {
   doomed = false;
   /** The WATCH connection, from WATCH to EXEC/DISCARD/UNWATCH. */
   watch: DedicatedLink | null = null;
+  /** A PUBLISH or PUBSUB CHANNELS/NUMSUB/NUMPAT queued: a transaction of no key runs on the Pub/Sub home, whose count is one server's. */
+  asksHome = false;
   /** (P|S)(UN)SUBSCRIBE queued: run by the proxy at EXEC, their confirmations inside EXEC's reply (exec-subscriptions.ts). */
   subscriptions: QueuedSubscription[] = [];
 

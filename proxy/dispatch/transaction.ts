@@ -193,6 +193,7 @@ export function queueInTransaction(
       txn.keys.push(...keys);
       if (!info.flags.has('readonly')) txn.written.push(...keys);
       if (writesUndeclared(info.name)) txn.writesUndeclared = true;
+      if (info.name === 'publish' || info.name === 'pubsub|channels' || info.name === 'pubsub|numsub' || info.name === 'pubsub|numpat') txn.asksHome = true;
       if (script === 'eval') ctx.scripts.add(args[1]);
       else if (script === 'evalsha') txn.shas.push(args[1]);
       queue(session, txn, raw ?? encode.command(args));

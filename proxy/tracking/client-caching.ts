@@ -22,12 +22,13 @@ import * as encode from '../resp/encode';
 import { ClientTracking, TrackingRequest } from './tracking-state';
 import { ClientIds, KeyTable, forEachId } from './key-table';
 import { TableLimit, maxKeysSet } from './table-limit';
-import { ScriptUses } from './script-use';
+import { ScriptUses, isScriptCall, scriptBody } from './script-use';
 import { WriteOrder } from './write-order';
 import { ChangeFeed } from '../backend/change-feed';
 import { NodeEviction } from './node-eviction';
 import { readKeysOfCall } from './script-read-keys';
 import { versionAtLeast } from '../resp/backend-version';
+import { FlushGates, flushTellsFirst, isFlush } from './flush-gates';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
 export interface CachingClient extends ReplyOwner {
@@ -84,8 +85,8 @@ export class ClientCaching {
   private readonly scripts = new ScriptUses();
   private readonly writeOrder = new WriteOrder();
   private readonly eviction: NodeEviction;
-  /** Flush replies waiting for the feeds' nulls (gateFlush). */
-  private readonly flushGates: FlushGate[] = [];
+  /** Flush replies waiting for the feeds' nulls (flush-gates.ts). */
+  private readonly flushGates = new FlushGates<ChangeFeed>();
   /** Invalidations and flushes sent, for INFO. */
   invalidationsSent = 0;
   flushesSent = 0;
@@ -153,7 +154,9 @@ export class ClientCaching {
    */
   commandArrived(client: CachingClient, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
     if (this.table.overLimit) this.limit.enforce(client);
-    if (this.trackers.size > 0 && !inMulti && isFlush(info.name, args) && !(client.subscribed && client.protocol === 2)) this.gateFlush(client);
+    if (this.trackers.size > 0 && !inMulti && isFlush(info.name, args) && !(client.subscribed && client.protocol === 2)) {
+      this.flushGates.open(client, [...this.feeds.values()].filter((f) => f.ready));
+    }
     // The order writes are sent in is the order their keys change: invalidations follow it.
     if (this.trackers.size > 0 && info.flags.has('write')) {
       const positions = keyPositions(info, args);
@@ -197,7 +200,7 @@ export class ClientCaching {
    * safe, later is not), and prepares what the client's own write invalidates.
    */
   beforeCommand(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean, source: ScriptSource): void {
-    const script = isScriptCall(info.name) ? this.scripts.of(scriptBody(info.name, args, source), source.table) : null;
+    const script = isScriptCall(info.name) ? this.scripts.of(scriptBody(info.name, args, (sha) => source.body(sha)), source.table) : null;
     if (script !== null && script.writes && tracking.noloop) this.scriptWrite(tracking, info, args, inMulti);
     // (EXEC is dispatched with the transaction still open; a script queued in MULTI runs at EXEC.)
     // A node that may evict for maxmemory does so before the next command it runs (the feeds'
@@ -244,7 +247,7 @@ export class ClientCaching {
   private ownWrite(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
     if (info.name === 'flushall' || info.name === 'flushdb') {
       // Redis 7.4 runs a SYNC flush in the background and answers once done: the null comes first.
-      if (!inMulti && this.flushTellsFirst(args)) this.flush(client, tracking, false);
+      if (!inMulti && flushTellsFirst(this.options.backend(), args, this.eviction.lazyUserFlush)) this.flush(client, tracking, false);
       else if (!inMulti) tracking.ownFlush = true;
       return;
     }
@@ -258,14 +261,6 @@ export class ClientCaching {
     for (const p of positions) {
       if (this.table.drop(args[p].toString('latin1'), client.id)) (tracking.ownInvalidations ??= []).push(args[p]);
     }
-  }
-
-  /** Redis 7.4 and later (not Valkey 8): a flush that runs SYNC (not inside MULTI) tells its own client before its reply. */
-  private flushTellsFirst(args: Buffer[]): boolean {
-    const backend = this.options.backend();
-    if (backend.name !== 'redis' || !versionAtLeast(backend.version, 7, 4)) return false;
-    if (args.length === 1) return !this.eviction.lazyUserFlush;
-    return args.length === 2 && args[1].toString('latin1').toLowerCase() === 'sync';
   }
 
   /**
@@ -330,34 +325,6 @@ export class ClientCaching {
     const hold = { slot, frames: [] as Buffer[], command };
     tracking.pushHolds.push(hold);
     setTimeout(() => this.releaseHolds(tracking, command), HOLD_MAX_MS).unref();
-  }
-
-  /**
-   * A FLUSHALL or FLUSHDB of any client while someone tracks: one Redis tells every other tracking
-   * client before it answers, and forgets its whole table. Through the proxy each node's feed tells
-   * it on its own connection: the flush's reply waits until every feed has (HOLD_MAX_MS at most), so
-   * that a read sent after the reply is never forgotten by a node's late null.
-   */
-  private gateFlush(client: CachingClient): void {
-    const waiting = new Set([...this.feeds.values()].filter((f) => f.ready));
-    if (waiting.size === 0) return;
-    const gate = { slot: client.track(new ReplySlot(client)), waiting };
-    this.flushGates.push(gate);
-    setTimeout(() => this.openGate(gate), HOLD_MAX_MS).unref();
-  }
-
-  private openGate(gate: FlushGate): void {
-    const at = this.flushGates.indexOf(gate);
-    if (at >= 0) this.flushGates.splice(at, 1);
-    gate.slot.complete(Buffer.alloc(0));
-  }
-
-  /** A feed told a flush (or went away): the gates waiting for it need it no more. */
-  private feedFlushed(feed: ChangeFeed): void {
-    for (const gate of [...this.flushGates]) {
-      gate.waiting.delete(feed);
-      if (gate.waiting.size === 0) this.openGate(gate);
-    }
   }
 
   /** The feeds have passed `command`: its place, and those before it, get what came meanwhile. */
@@ -453,7 +420,7 @@ export class ClientCaching {
   private readonly feedEvents = {
     ready: (): void => this.updateReady(),
     lost: (feed: ChangeFeed, reason: string): void => {
-      this.feedFlushed(feed);
+      this.flushGates.told(feed);
       if (this.feeds.get(feed.address) !== feed) return;
       this.feeds.delete(feed.address);
       this.allReady = false;
@@ -467,7 +434,7 @@ export class ClientCaching {
     changed: (keys: Buffer[] | null, feed: ChangeFeed): void => {
       if (keys !== null) return this.invalidateKeys(keys, feed);
       this.flushEverything();
-      this.feedFlushed(feed);
+      this.flushGates.told(feed);
     },
   };
 
@@ -482,7 +449,7 @@ export class ClientCaching {
       if (t === null) continue;
       // One push per prefix, with the keys of this batch under it, as Redis broadcasts.
       for (const prefix of t.prefixes) {
-        const matched = keys.filter((k) => t.prefixOf(k) === prefix && !ownWrite(t, k, feed));
+        const matched = keys.filter((k) => t.prefixOf(k) === prefix && !t.ownChange(k.toString('latin1'), feed));
         if (matched.length > 0) this.sendKeys(c, t, matched);
       }
     }
@@ -494,7 +461,7 @@ export class ClientCaching {
       const c = this.trackers.get(id);
       const t = c?.tracking;
       if (c === undefined || t === null || t === undefined || t.bcast) return;
-      if (ownWrite(t, key, feed)) {
+      if (t.ownChange(key.toString('latin1'), feed)) {
         // The client's own write: not told; but a read it sent after that write is still tracked.
         if (t.readAfterOwnWrite.delete(key.toString('latin1'))) this.table.add(key.toString('latin1'), id);
         return;
@@ -528,34 +495,10 @@ export class ClientCaching {
   }
 }
 
-/** A flush's reply waiting (in `slot`, before it) for the feeds that have not told the flush yet. */
-interface FlushGate {
-  readonly slot: ReplySlot;
-  readonly waiting: Set<ChangeFeed>;
-}
-
-/** FLUSHALL or FLUSHDB as a node runs it (no argument, SYNC or ASYNC): every node's feed tells it. */
-function isFlush(name: string, args: Buffer[]): boolean {
-  if (name !== 'flushall' && name !== 'flushdb') return false;
-  if (args.length === 1) return true;
-  const mode = args.length === 2 ? args[1].toString('latin1').toLowerCase() : '';
-  return mode === 'sync' || mode === 'async';
-}
-
-/** NOLOOP: the key is being written by the client itself, and the node's invalidation for it is not through yet. */
-function ownWrite(tracking: ClientTracking, key: Buffer, feed: ChangeFeed): boolean {
-  return tracking.noloop && tracking.inFlight.size > 0 && tracking.ownChange(key.toString('latin1'), feed);
-}
-
 /** Whether the command names keys (a command the proxy answers itself runs nothing on a node that could evict). */
 function hasKeys(info: CommandInfo, args: Buffer[]): boolean {
   const positions = keyPositions(info, args);
   return positions !== null && positions.length > 0;
-}
-
-/** EVAL, EVALSHA, FCALL and their _RO forms: the keys they declare are what they may read. */
-function isScriptCall(name: string): boolean {
-  return name.startsWith('eval') || name.startsWith('fcall');
 }
 
 /**
@@ -565,11 +508,4 @@ function isScriptCall(name: string): boolean {
  */
 function holdsOwnPushes(client: CachingClient, tracking: ClientTracking): boolean {
   return client.protocol === 3 && tracking.redirect === 0 && !tracking.bcast && !tracking.noloop;
-}
-
-/** The script's text: EVAL's own, EVALSHA's when the proxy has seen it; null for a function. */
-function scriptBody(name: string, args: Buffer[], source: ScriptSource): Buffer | null {
-  if (name === 'eval' || name === 'eval_ro') return args[1];
-  if (name === 'evalsha' || name === 'evalsha_ro') return source.body(args[1]) ?? null;
-  return null;
 }

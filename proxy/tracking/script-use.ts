@@ -74,3 +74,15 @@ export function scriptUse(body: string, table: CommandTable): ScriptUse {
   }
   return { reads, writes, readKeys: reads ? scriptReadKeys(body, table) : [] };
 }
+
+/** EVAL, EVALSHA, FCALL and their _RO forms: the keys they declare are what they may read. */
+export function isScriptCall(name: string): boolean {
+  return name.startsWith('eval') || name.startsWith('fcall');
+}
+
+/** The script's text: EVAL's own, EVALSHA's when the proxy has seen it (`stored`); null for a function. */
+export function scriptBody(name: string, args: readonly Buffer[], stored: (sha: Buffer) => Buffer | undefined): Buffer | null {
+  if (name === 'eval' || name === 'eval_ro') return args[1];
+  if (name === 'evalsha' || name === 'evalsha_ro') return stored(args[1]) ?? null;
+  return null;
+}

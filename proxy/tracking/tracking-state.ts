@@ -124,6 +124,7 @@ export class ClientTracking {
 
   /** NOLOOP: whether an invalidation of `key` that `feed` brings now may be the client's own write's. */
   ownChange(key: string, feed: object): boolean {
+    if (!this.noloop) return false;
     for (const w of this.inFlight) if (w.keys.includes(key) && (w.pending === null || w.pending.has(feed))) return true;
     return false;
   }

@@ -27,7 +27,7 @@ const CASES: [string, Record<string, string[][]>, ScriptStep[]][] = [
   ['RESP3: several channels and patterns in one command inside MULTI, with keys', { a: [['FLUSHALL'], ['HELLO', '3']] }, [
     a('SUBSCRIBE', 'x0'),
     together(['MULTI'], ['SET', '{m}k', 'v'], ['SUBSCRIBE', 'x1', 'x2'], ['PSUBSCRIBE', 'p*'], ['GET', '{m}k'], ['UNSUBSCRIBE', 'x2'], ['EXEC']),
-    b('PUBLISH', 'x1', 'one'), b('PUBLISH', 'px', 'two'), a('PUNSUBSCRIBE', 'p*'), a('UNSUBSCRIBE', 'x1'), a('GET', '{m}k'),
+    b('PUBLISH', 'x1', 'one'), b('PUBLISH', 'px', 'two'), b('PING'), a('PUNSUBSCRIBE', 'p*'), a('UNSUBSCRIBE', 'x1'), a('GET', '{m}k'),
   ]],
   // The count of a PUBLISH in a transaction of no key is every subscriber's, as outside one.
   ['PUBLISH inside MULTI counts every subscriber', { b: [['SUBSCRIBE', 'c1']], a: [['HELLO', '3'], ['SUBSCRIBE', 'c2']] }, [
@@ -35,19 +35,30 @@ const CASES: [string, Record<string, string[][]>, ScriptStep[]][] = [
   ]],
   ['RESP2: a client subscribes inside MULTI and is subscribed after EXEC', { a: [['FLUSHALL']] }, [
     together(['MULTI'], ['PING'], ['SUBSCRIBE', 'r1'], ['ECHO', 'e'], ['EXEC']),
-    b('PUBLISH', 'r1', 'hello'), a('UNSUBSCRIBE', 'r1'), a('GET', '{m}k'),
+    b('PUBLISH', 'r1', 'hello'), b('PING'), a('UNSUBSCRIBE', 'r1'), a('GET', '{m}k'),
   ]],
   ['RESP2: a subscription queued in a transaction that aborts runs nothing', {}, [
     together(['MULTI'], ['SUBSCRIBE', 'r2'], ['NOSUCHCOMMAND'], ['EXEC']), b('PUBLISH', 'r2', 'x'), a('PING'),
   ]],
 ];
 
+/**
+ * The script's sync markers left out: a message another client published may reach the client after
+ * a marker that one Redis answers after it (the proxy answers a subscriber's PING itself, the message
+ * comes from the home node), and even on one Redis a marker's place is taken as the bytes arrive.
+ * Messages are still compared in their place among the client's own replies.
+ */
+function withoutSync(streams: Record<string, string>): Record<string, string> {
+  const marker = /(\*2\r\n\$4\r\npong\r\n|>2\r\n\$4\r\npong\r\n)?\$\d+\r\nsync-\d+\r\n/g;
+  return Object.fromEntries(Object.entries(streams).map(([k, v]) => [k, v.replace(marker, '')]));
+}
+
 test.each(CASES)('%s: the same bytes as one Redis', async (what, setup, steps) => {
   const want = await runScript(reference().masters[0].port, ['a', 'b'], setup, steps);
   // Three runs: new connections, whose ids fall on each master (a transaction of no key used to run on one by id).
   for (let run = 0; run < 3; run++) {
     const got = await runScript(proxy().address.port, ['a', 'b'], setup, steps, want);
-    expect(got.streams).toEqual(want.streams);
+    expect(withoutSync(got.streams)).toEqual(withoutSync(want.streams));
   }
   // The cases show the confirmations inside EXEC's reply.
   if (what.startsWith('RESP3: unsubscribe')) expect(want.streams.a).toContain('*4\r\n$3\r\nabc\r\n>3\r\n$11\r\nunsubscribe\r\n$3\r\nbar\r\n:2\r\n>3\r\n$11\r\nunsubscribe\r\n$3\r\nbaz\r\n:1\r\n$3\r\ndef\r\n');

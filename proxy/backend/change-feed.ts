@@ -18,7 +18,7 @@ export interface FeedEvents {
   ready(feed: ChangeFeed): void;
   lost(feed: ChangeFeed, reason: string): void;
   /** Keys that changed on the node; null: the node was flushed. */
-  changed(keys: Buffer[] | null): void;
+  changed(keys: Buffer[] | null, feed: ChangeFeed): void;
 }
 
 const TRACKING_ON = encode.command(['CLIENT', 'TRACKING', 'ON', 'BCAST']);
@@ -64,7 +64,7 @@ export class ChangeFeed {
 
   private readonly onFrame = (frame: Buffer): void => {
     if (frame[0] === 62 /* > */) {
-      this.events.changed(changedKeys(frame));
+      this.events.changed(changedKeys(frame), this);
       return;
     }
     if (frame[0] === 45 /* - */) {

@@ -27,10 +27,11 @@ import { blockingRoute } from '../migration/converging-block';
 import { noteTargetRefusal } from '../migration/target-refusals';
 import { FOLLOWS_TO_TARGET } from '../migration/target-mirror';
 import { WAIT_FOR_SWITCH_CARRY, switchCarry } from '../migration/carry';
-import { TransactionClient, discardTransaction, queueInTransaction, transactionCommand } from './transaction';
+import { TransactionClient, discardTransaction, queueInTransaction, queueSubscription, transactionCommand } from './transaction';
 import { pubsubCommand } from './pubsub';
 import { SubscriberClient } from '../pubsub/subscription';
 import { SUBSCRIBED_MODE_COMMANDS } from '../pubsub/subscription-state';
+import { SUBSCRIPTION_COMMANDS } from './exec-subscriptions';
 import { runBlocking, runWait } from './blocking';
 import { ConfigGet } from './config-get';
 import { SCRIPT_CALLS, numkeysError, scriptCall } from './script-call';
@@ -141,13 +142,17 @@ export class Dispatcher {
     info.counters.calls++;
     session.command = info.name;
     // Past tracking-table-max-keys, keys are evicted before any command runs, as Redis's processCommand does.
-    ctx.caching.commandArrived(session, info, args);
+    ctx.caching.commandArrived(session, info, args, session.transaction?.inMulti === true);
     const tracking = session.tracking;
     if (tracking !== null) ctx.caching.beforeCommand(session, tracking, info, args, session.transaction?.inMulti === true, this.scriptSource);
 
     const strategy = strategyFor(info.name, container, container !== null && hasKeySpecs(info), this.policy);
     // Subscribed mode and an open MULTI take every command (pubsub.ts, transaction.ts).
     // In RESP3, messages are push frames, so a subscribed client may run any command (as on Redis).
+    // Inside MULTI a (un)subscribe is queued like any command, and runs at EXEC (exec-subscriptions.ts).
+    if (session.transaction?.inMulti === true && SUBSCRIPTION_COMMANDS.has(info.name)) {
+      return queueSubscription(session, session.transaction, info.name, () => pubsubCommand(ctx, session, info, args, null));
+    }
     if (session.subscription !== null && (session.protocol === 2 || SUBSCRIBED_MODE_COMMANDS.has(info.name))) {
       session.subscription.command(info, args);
       return undefined;

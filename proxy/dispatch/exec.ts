@@ -18,6 +18,8 @@ import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { afterCopy, execWaitsForB } from '../migration/after-copy';
 import { FailoverWait } from './failover-wait';
+import { ExecSubscriptions } from './exec-subscriptions';
+import { pubsubHome } from '../pubsub/pubsub-placement';
 
 const MULTI = encode.command(['MULTI']);
 const EXEC = encode.command(['EXEC']);
@@ -55,9 +57,15 @@ export class ExecCommand extends ReplySlot {
     super(session);
   }
 
-  /** Returns a promise when the session's next requests must wait for this EXEC. */
+  /** (P|S)(UN)SUBSCRIBE queued: run now, their confirmations placed inside the reply. */
+  private subscriptions: ExecSubscriptions | null = null;
+
+  /** Returns a promise when the session's next requests must wait for this EXEC (call right after tracking it). */
   start(): Promise<void> | undefined {
     const { ctx, txn } = this;
+    if (txn.subscriptions.length > 0 && this.subscriptions === null) {
+      this.subscriptions = new ExecSubscriptions(this.session, txn.subscriptions, txn.queued.length + txn.subscriptions.length);
+    }
     // Side A is closing for done: the transaction runs once the hold ends, where writes go then.
     const held = txn.written.length > 0 || txn.writesUndeclared ? (ctx.ring?.writesHeld ?? null) : null;
     if (held !== null) return held.then(() => this.start());
@@ -75,8 +83,9 @@ export class ExecCommand extends ReplySlot {
     if (shard !== UNBOUND) address = writeNodeOf(ctx, shard);
     else if (link !== null) address = link.address;
     else {
+      // PUBLISH counts the subscribers of its node: with no key binding it elsewhere, the home's (dispatch/pubsub.ts).
       const masters = ctx.router.masters();
-      address = masters.length === 0 ? null : masters[this.session.id % masters.length];
+      address = txn.asksHome ? pubsubHome(ctx) : masters.length === 0 ? null : masters[this.session.id % masters.length];
     }
     if (address === null) {
       this.finish(encode.error(errors.SLOT_NOT_SERVED));
@@ -245,7 +254,7 @@ export class ExecCommand extends ReplySlot {
 
   private finish(frame: Buffer): void {
     this.txn.release();
-    this.complete(frame);
+    this.complete(this.subscriptions === null ? frame : this.subscriptions.split(frame));
     this.settle();
   }
 }

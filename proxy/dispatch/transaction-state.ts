@@ -3,6 +3,7 @@
  * queued, the keys that bind it to one shard, the WATCH connection, and the commands that reach
  * several nodes. transaction.ts fills it, exec.ts runs it.
  */
+import { QueuedSubscription } from './exec-subscriptions';
 import { ClientSession } from '../client/client-session';
 import { ProxyContext } from '../context';
 import { DedicatedLink } from './dedicated';
@@ -34,6 +35,10 @@ export class Transaction {
   doomed = false;
   /** The WATCH connection, from WATCH to EXEC/DISCARD/UNWATCH. */
   watch: DedicatedLink | null = null;
+  /** A PUBLISH or PUBSUB CHANNELS/NUMSUB/NUMPAT queued: a transaction of no key runs on the Pub/Sub home, whose count is one server's. */
+  asksHome = false;
+  /** (P|S)(UN)SUBSCRIBE queued: run by the proxy at EXEC, their confirmations inside EXEC's reply (exec-subscriptions.ts). */
+  subscriptions: QueuedSubscription[] = [];
 
   /** True when a command on `shard` must use the WATCH connection. */
   pinnedTo(shard: number): boolean {

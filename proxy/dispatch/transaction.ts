@@ -128,6 +128,17 @@ function reply(session: TransactionClient, frame: Buffer): undefined {
   return undefined;
 }
 
+/**
+ * A (P|S)(UN)SUBSCRIBE sent while MULTI is open: QUEUED, run by the proxy at EXEC (`run`). Refused
+ * when a WATCH may make EXEC run nothing: the proxy runs it when EXEC is sent.
+ */
+export function queueSubscription(session: TransactionClient, txn: Transaction, name: string, run: () => void): undefined {
+  if (txn.watch !== null) return refuseQueued(session, txn, errors.unsupported(name, 'it cannot run inside a transaction with WATCH through slotproxy'));
+  txn.subscriptions.push({ at: txn.queued.length + txn.subscriptions.length, run });
+  session.replyNow(QUEUED);
+  return undefined;
+}
+
 /** A command sent while MULTI is open: checked, then kept for EXEC (or refused, dirtying the transaction). */
 export function queueInTransaction(
   ctx: ProxyContext,
@@ -182,6 +193,7 @@ export function queueInTransaction(
       txn.keys.push(...keys);
       if (!info.flags.has('readonly')) txn.written.push(...keys);
       if (writesUndeclared(info.name)) txn.writesUndeclared = true;
+      if (info.name === 'publish' || info.name === 'pubsub|channels' || info.name === 'pubsub|numsub' || info.name === 'pubsub|numpat') txn.asksHome = true;
       if (script === 'eval') ctx.scripts.add(args[1]);
       else if (script === 'evalsha') txn.shas.push(args[1]);
       queue(session, txn, raw ?? encode.command(args));

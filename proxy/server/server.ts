@@ -137,6 +137,7 @@ export class ProxyServer {
       nodes: () => readNodes(routing.parts),
       client: (id) => clients.get(id),
       readyTimeoutMs: config.backend.connectTimeoutMs,
+      backend: () => ({ name: ctx.backendServer.name, version: ctx.backendVersion }),
     });
     const ctx: ProxyContext = {
       mode: config.mode,

@@ -22,10 +22,13 @@ import * as encode from '../resp/encode';
 import { ClientTracking, TrackingRequest } from './tracking-state';
 import { ClientIds, KeyTable, forEachId } from './key-table';
 import { TableLimit, maxKeysSet } from './table-limit';
-import { ScriptUses } from './script-use';
+import { ScriptUses, isScriptCall, scriptBody } from './script-use';
 import { WriteOrder } from './write-order';
 import { ChangeFeed } from '../backend/change-feed';
 import { NodeEviction } from './node-eviction';
+import { readKeysOfCall } from './script-read-keys';
+import { versionAtLeast } from '../resp/backend-version';
+import { FlushGates, flushTellsFirst, isFlush } from './flush-gates';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
 export interface CachingClient extends ReplyOwner {
@@ -55,6 +58,8 @@ export interface CachingOptions {
   client(id: number): CachingClient | undefined;
   /** How long CLIENT TRACKING ON waits for the feeds to be up before it answers anyway. */
   readyTimeoutMs: number;
+  /** The back end: its server name (`redis`, `valkey`) and redis_version (Valkey 8 says 7.2.4); what changed in 7.2 and 7.4 follows it. */
+  backend(): { name: string; version: string };
 }
 
 const PUSH_HEAD = Buffer.from('>2\r\n$10\r\ninvalidate\r\n');
@@ -80,6 +85,8 @@ export class ClientCaching {
   private readonly scripts = new ScriptUses();
   private readonly writeOrder = new WriteOrder();
   private readonly eviction: NodeEviction;
+  /** Flush replies waiting for the feeds' nulls (flush-gates.ts). */
+  private readonly flushGates = new FlushGates<ChangeFeed>();
   /** Invalidations and flushes sent, for INFO. */
   invalidationsSent = 0;
   flushesSent = 0;
@@ -145,8 +152,11 @@ export class ClientCaching {
    * Every command of every client, before it runs (Redis's processCommand): past
    * tracking-table-max-keys, keys are evicted, as many as Redis would evict now.
    */
-  commandArrived(client: CachingClient, info: CommandInfo, args: Buffer[]): void {
+  commandArrived(client: CachingClient, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
     if (this.table.overLimit) this.limit.enforce(client);
+    if (this.trackers.size > 0 && !inMulti && isFlush(info.name, args) && !(client.subscribed && client.protocol === 2)) {
+      this.flushGates.open(client, [...this.feeds.values()].filter((f) => f.ready));
+    }
     // The order writes are sent in is the order their keys change: invalidations follow it.
     if (this.trackers.size > 0 && info.flags.has('write')) {
       const positions = keyPositions(info, args);
@@ -190,7 +200,7 @@ export class ClientCaching {
    * safe, later is not), and prepares what the client's own write invalidates.
    */
   beforeCommand(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean, source: ScriptSource): void {
-    const script = isScriptCall(info.name) ? this.scripts.of(scriptBody(info.name, args, source), source.table) : null;
+    const script = isScriptCall(info.name) ? this.scripts.of(scriptBody(info.name, args, (sha) => source.body(sha)), source.table) : null;
     if (script !== null && script.writes && tracking.noloop) this.scriptWrite(tracking, info, args, inMulti);
     // (EXEC is dispatched with the transaction still open; a script queued in MULTI runs at EXEC.)
     // A node that may evict for maxmemory does so before the next command it runs (the feeds'
@@ -206,19 +216,25 @@ export class ClientCaching {
       tracking.usedSinceFlush = true;
       if (!this.allReady) tracking.flushAfter = true;
       if (tracking.remembersKeys) {
-        const positions = keyPositions(info, args);
+        // Redis 7.2 and later track the keys a script's read-only calls read, 7.0 the keys it declares.
+        const readKeys = script !== null && script.readKeys !== null && versionAtLeast(this.options.backend().version, 7, 2) ? readKeysOfCall(script.readKeys, args) : null;
+        const positions = readKeys === null ? keyPositions(info, args) : null;
+        if (readKeys !== null) for (const k of readKeys) this.remember(client, tracking, k.toString('latin1'));
         // Keys only a node can name (SORT ... BY): nothing to remember them by, so the read is followed by a flush.
-        if (positions === null) tracking.flushAfter = true;
-        else {
-          for (const p of positions) this.table.add(args[p].toString('latin1'), client.id);
-          if (this.table.overLimit) this.limit.watch();
-        }
+        else if (positions === null) tracking.flushAfter = true;
+        else for (const p of positions) this.remember(client, tracking, args[p].toString('latin1'));
+        if (this.table.overLimit) this.limit.watch();
       }
     } else if (info.flags.has('write')) {
       this.ownWrite(client, tracking, info, args, inMulti);
     }
     // CLIENT CACHING applies to the next command, or to the whole transaction it opens (Redis's resetClient).
     if (!info.name.startsWith('client|') && !inMulti && info.name !== 'multi') tracking.caching = false;
+  }
+
+  private remember(client: CachingClient, tracking: ClientTracking, key: string): void {
+    this.table.add(key, client.id);
+    if (tracking.ownKeys.size > 0 && tracking.ownKeys.has(key)) tracking.readAfterOwnWrite.add(key);
   }
 
   /**
@@ -230,7 +246,9 @@ export class ClientCaching {
    */
   private ownWrite(client: CachingClient, tracking: ClientTracking, info: CommandInfo, args: Buffer[], inMulti: boolean): void {
     if (info.name === 'flushall' || info.name === 'flushdb') {
-      if (!inMulti) tracking.ownFlush = true;
+      // Redis 7.4 runs a SYNC flush in the background and answers once done: the null comes first.
+      if (!inMulti && flushTellsFirst(this.options.backend(), args, this.eviction.lazyUserFlush)) this.flush(client, tracking, false);
+      else if (!inMulti) tracking.ownFlush = true;
       return;
     }
     if (tracking.bcast ? !tracking.noloop : inMulti) return;
@@ -276,20 +294,25 @@ export class ClientCaching {
 
   /** NOLOOP: a write's reply came; its keys stop being the client's own once every feed has passed it. */
   writeAnswered(tracking: ClientTracking, slot: ReplySlot): void {
-    const keys = tracking.writeAnswered(slot);
-    if (keys === null) return;
+    const write = tracking.writeAnswered(slot);
+    if (write === null) return;
     const done = (): void => {
-      tracking.releaseWrite(keys);
+      tracking.releaseWrite(write);
       this.releaseHolds(tracking, slot);
     };
     const feeds = [...this.feeds.values()];
+    write.pending = new Set(feeds);
     let left = feeds.length;
     if (left === 0) done();
+    const passed = (f: ChangeFeed): boolean => {
+      write.pending?.delete(f);
+      return --left === 0 && (done(), true);
+    };
     // A node over maxmemory evicts when it runs the fence's PING, and sends the BCAST message for
     // that only after the PONG (Redis broadcasts once the event loop turn's commands ran): a
     // second fence, written after the first PONG, comes back after it.
     const twice = this.eviction.mayEvict;
-    for (const f of feeds) f.fence(() => (twice ? f.fence(() => --left === 0 && done()) : --left === 0 && done()));
+    for (const f of feeds) f.fence(() => (twice ? f.fence(() => passed(f)) : passed(f)));
   }
 
   /** A place right after the command's reply for what it changes (a client waits HOLD_MAX_MS at most). */
@@ -397,6 +420,7 @@ export class ClientCaching {
   private readonly feedEvents = {
     ready: (): void => this.updateReady(),
     lost: (feed: ChangeFeed, reason: string): void => {
+      this.flushGates.told(feed);
       if (this.feeds.get(feed.address) !== feed) return;
       this.feeds.delete(feed.address);
       this.allReady = false;
@@ -407,35 +431,41 @@ export class ClientCaching {
         this.syncFeeds();
       }, RECONNECT_MS);
     },
-    changed: (keys: Buffer[] | null): void => {
-      if (keys === null) this.flushEverything();
-      else this.invalidateKeys(keys);
+    changed: (keys: Buffer[] | null, feed: ChangeFeed): void => {
+      if (keys !== null) return this.invalidateKeys(keys, feed);
+      this.flushEverything();
+      this.flushGates.told(feed);
     },
   };
 
-  private invalidateKeys(keys: Buffer[]): void {
+  private invalidateKeys(keys: Buffer[], feed: ChangeFeed): void {
     // A node's batch is in key order; one Redis tells default-mode clients in the order keys changed.
     for (const key of this.writeOrder.sort(keys)) {
       const ids = this.table.take(key.toString('latin1'));
-      if (ids !== undefined) this.invalidateEntry(key, ids);
+      if (ids !== undefined) this.invalidateEntry(key, ids, feed);
     }
     for (const c of this.bcast) {
       const t = c.tracking;
       if (t === null) continue;
       // One push per prefix, with the keys of this batch under it, as Redis broadcasts.
       for (const prefix of t.prefixes) {
-        const matched = keys.filter((k) => t.prefixOf(k) === prefix && !ownWrite(t, k));
+        const matched = keys.filter((k) => t.prefixOf(k) === prefix && !t.ownChange(k.toString('latin1'), feed));
         if (matched.length > 0) this.sendKeys(c, t, matched);
       }
     }
   }
 
   /** Default mode: every client that read `key` gets it, except a NOLOOP client whose own write changed it. */
-  private invalidateEntry(key: Buffer, ids: ClientIds): void {
+  private invalidateEntry(key: Buffer, ids: ClientIds, feed: ChangeFeed): void {
     forEachId(ids, (id) => {
       const c = this.trackers.get(id);
       const t = c?.tracking;
-      if (c === undefined || t === null || t === undefined || t.bcast || ownWrite(t, key)) return;
+      if (c === undefined || t === null || t === undefined || t.bcast) return;
+      if (t.ownChange(key.toString('latin1'), feed)) {
+        // The client's own write: not told; but a read it sent after that write is still tracked.
+        if (t.readAfterOwnWrite.delete(key.toString('latin1'))) this.table.add(key.toString('latin1'), id);
+        return;
+      }
       this.sendKeys(c, t, [key]);
     });
   }
@@ -465,20 +495,10 @@ export class ClientCaching {
   }
 }
 
-/** NOLOOP: the key is being written by the client itself, and the node's invalidation for it is not through yet. */
-function ownWrite(tracking: ClientTracking, key: Buffer): boolean {
-  return tracking.noloop && tracking.ownKeys.size > 0 && tracking.ownKeys.has(key.toString('latin1'));
-}
-
 /** Whether the command names keys (a command the proxy answers itself runs nothing on a node that could evict). */
 function hasKeys(info: CommandInfo, args: Buffer[]): boolean {
   const positions = keyPositions(info, args);
   return positions !== null && positions.length > 0;
-}
-
-/** EVAL, EVALSHA, FCALL and their _RO forms: the keys they declare are what they may read. */
-function isScriptCall(name: string): boolean {
-  return name.startsWith('eval') || name.startsWith('fcall');
 }
 
 /**
@@ -488,11 +508,4 @@ function isScriptCall(name: string): boolean {
  */
 function holdsOwnPushes(client: CachingClient, tracking: ClientTracking): boolean {
   return client.protocol === 3 && tracking.redirect === 0 && !tracking.bcast && !tracking.noloop;
-}
-
-/** The script's text: EVAL's own, EVALSHA's when the proxy has seen it; null for a function. */
-function scriptBody(name: string, args: Buffer[], source: ScriptSource): Buffer | null {
-  if (name === 'eval' || name === 'eval_ro') return args[1];
-  if (name === 'evalsha' || name === 'evalsha_ro') return source.body(args[1]) ?? null;
-  return null;
 }

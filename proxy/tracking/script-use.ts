@@ -1,6 +1,7 @@
 /**
  * What a script may do, read from its text: Redis 7.0 tracks the keys a script declares for a
- * tracking caller only when the script runs a read-only command, and the proxy cannot see what a
+ * tracking caller only when the script runs a read-only command (7.2 and later track the keys those
+ * commands read: script-read-keys.ts), and the proxy cannot see what a
  * script runs on its node. So it reads the body: every use of the `redis` table must be a call with
  * a literal command name (`redis.call('set', ...)`) or a harmless helper (`redis.log`, ...). Any
  * other use, or anything that reaches globals another way (`_G`, `getfenv`, `loadstring`, ...),
@@ -8,15 +9,18 @@
  * ever an invalidation one Redis would not send, never one it would send and the proxy not.
  */
 import { CommandTable } from '../commands/table';
+import { ScriptKey, scriptReadKeys } from './script-read-keys';
 
 export interface ScriptUse {
   /** It may run a read-only command: its declared keys are tracked for the caller. */
   readonly reads: boolean;
   /** It may change keys: under NOLOOP its declared keys are the caller's own writes. */
   readonly writes: boolean;
+  /** Redis 7.2 and later: the keys its read-only calls read (script-read-keys.ts); null when the text does not tell. */
+  readonly readKeys: readonly ScriptKey[] | null;
 }
 
-const ANYTHING: ScriptUse = { reads: true, writes: true };
+const ANYTHING: ScriptUse = { reads: true, writes: true, readKeys: null };
 /** The `redis` fields that run no command. */
 const HARMLESS = new Set([
   'log', 'sha1hex', 'error_reply', 'status_reply', 'setresp', 'set_repl', 'replicate_commands', 'breakpoint', 'debug',
@@ -68,5 +72,17 @@ export function scriptUse(body: string, table: CommandTable): ScriptUse {
     const field = FIELD.exec(rest);
     if (field === null || !HARMLESS.has(field[1])) return ANYTHING;
   }
-  return { reads, writes };
+  return { reads, writes, readKeys: reads ? scriptReadKeys(body, table) : [] };
+}
+
+/** EVAL, EVALSHA, FCALL and their _RO forms: the keys they declare are what they may read. */
+export function isScriptCall(name: string): boolean {
+  return name.startsWith('eval') || name.startsWith('fcall');
+}
+
+/** The script's text: EVAL's own, EVALSHA's when the proxy has seen it (`stored`); null for a function. */
+export function scriptBody(name: string, args: readonly Buffer[], stored: (sha: Buffer) => Buffer | undefined): Buffer | null {
+  if (name === 'eval' || name === 'eval_ro') return args[1];
+  if (name === 'evalsha' || name === 'evalsha_ro') return stored(args[1]) ?? null;
+  return null;
 }

@@ -50,9 +50,17 @@ export class ClientTracking {
   /** The reply slot the last armed write claimed, and the last one the feeds have passed. */
   lastClaimed: ReplySlot | null = null;
   lastReleased: ReplySlot | null = null;
-  /** NOLOOP: the client's writes in flight, by reply slot; and per key how many are open. */
-  readonly ownWrites = new Map<ReplySlot, string[]>();
+  /** NOLOOP: the client's writes not yet answered, by reply slot; and per key how many are open. */
+  readonly ownWrites = new Map<ReplySlot, OwnWrite>();
+  /** NOLOOP: the client's writes whose invalidations some feed may still bring (answered or not). */
+  readonly inFlight = new Set<OwnWrite>();
   readonly ownKeys = new Map<string, number>();
+  /**
+   * NOLOOP: keys read while the client's own write of them was in flight (`MSET k v` then `GET k`,
+   * pipelined). One Redis tracks such a read after the write; the node's later invalidation of the
+   * write must not make the proxy forget it.
+   */
+  readonly readAfterOwnWrite = new Set<string>();
 
   /** Default mode, or OPTIN after CACHING YES, or OPTOUT without CACHING NO: the command's keys are remembered. */
   get remembersKeys(): boolean {
@@ -100,26 +108,50 @@ export class ClientTracking {
     if (keys === null) return;
     this.armedWrite = null;
     this.lastClaimed = slot;
-    this.ownWrites.set(slot, keys);
+    const write: OwnWrite = { keys, pending: null };
+    this.ownWrites.set(slot, write);
+    this.inFlight.add(write);
     for (const k of keys) this.ownKeys.set(k, (this.ownKeys.get(k) ?? 0) + 1);
   }
 
-  /** NOLOOP: the keys of a write whose reply came, or null when `slot` is no write of the client's. */
-  writeAnswered(slot: ReplySlot): string[] | null {
-    const keys = this.ownWrites.get(slot);
-    if (keys === undefined) return null;
+  /** NOLOOP: a write whose reply came, or null when `slot` is no write of the client's. */
+  writeAnswered(slot: ReplySlot): OwnWrite | null {
+    const write = this.ownWrites.get(slot);
+    if (write === undefined) return null;
     this.ownWrites.delete(slot);
-    return keys;
+    return write;
+  }
+
+  /** NOLOOP: whether an invalidation of `key` that `feed` brings now may be the client's own write's. */
+  ownChange(key: string, feed: object): boolean {
+    if (!this.noloop) return false;
+    for (const w of this.inFlight) if (w.keys.includes(key) && (w.pending === null || w.pending.has(feed))) return true;
+    return false;
   }
 
   /** NOLOOP: the feeds have delivered whatever the write caused. */
-  releaseWrite(keys: string[]): void {
-    for (const k of keys) {
+  releaseWrite(write: OwnWrite): void {
+    this.inFlight.delete(write);
+    for (const k of write.keys) {
       const n = (this.ownKeys.get(k) ?? 1) - 1;
-      if (n <= 0) this.ownKeys.delete(k);
-      else this.ownKeys.set(k, n);
+      if (n > 0) {
+        this.ownKeys.set(k, n);
+        continue;
+      }
+      this.ownKeys.delete(k);
+      this.readAfterOwnWrite.delete(k);
     }
   }
+}
+
+/**
+ * NOLOOP: a write of the client's: its keys, and the feeds that have not yet passed a PING written
+ * after its reply (null until the reply came: every feed). A feed brings a write's invalidation
+ * before that PING's reply, so what it brings after is someone else's change.
+ */
+export interface OwnWrite {
+  readonly keys: string[];
+  pending: Set<object> | null;
 }
 
 /** CLIENT TRACKING ON|OFF [REDIRECT id] [BCAST] [PREFIX p ...] [OPTIN] [OPTOUT] [NOLOOP]: the request, or Redis's error. */

@@ -6,9 +6,11 @@
 import { useProxy } from '../helpers/proxy';
 import { useCluster } from '../helpers/cluster';
 import { ScriptStep, runScript } from '../helpers/tracking-script';
-import { exchange } from '../helpers/raw-exchange';
+import { encodeRequest, exchange } from '../helpers/raw-exchange';
+import net from 'node:net';
 import { createHash } from 'node:crypto';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
+import { SERVER, redisAtLeast } from '../helpers/server-version';
 
 const { proxy, cluster } = useProxy();
 /** One Redis: a single-node cluster owning every slot. */
@@ -181,6 +183,45 @@ const SCRIPT_CASES: [string, Case][] = [
   }],
 ];
 
+const push = (...keys: string[]): string => `>2\r\n$10\r\ninvalidate\r\n*${keys.length}\r\n${keys.map((k) => `$${k.length}\r\n${k}\r\n`).join('')}`;
+const NULL_PUSH = '>2\r\n$10\r\ninvalidate\r\n_\r\n';
+// What Redis changed, asserted of the reference (this back end's version) and then compared: the
+// proxy follows the version of its back end.
+const VERSION_CASES: [string, Case, (a: string) => void][] = [
+  [`a script tracks ${redisAtLeast(7, 2) ? 'the keys its read-only calls read (Redis 7.2+)' : 'its declared keys when it reads (Redis 7.0)'}`, {
+    setup: HELLO3,
+    steps: [a('CLIENT', 'TRACKING', 'ON'), a('EVAL', READ_OTHER, '2', K[0], K[1]), b('MSET', K[1], '1', K[0], '2', '{t}other', '3')],
+  }, (stream) => expect(stream).toContain(redisAtLeast(7, 2) ? `sync-1\r\n${push('{t}other')}$6\r\nsync-2` : `sync-1\r\n${push(K[1])}${push(K[0])}$6\r\nsync-2`)],
+  [`own FLUSHALL: the null invalidation ${SERVER.flavor === 'redis' && redisAtLeast(7, 4) ? 'before the reply of a SYNC one (Redis 7.4+), after an ASYNC one' : 'after the reply'}`, {
+    setup: HELLO3,
+    steps: [a('CLIENT', 'TRACKING', 'ON'), a('GET', '{t}f1'), a('FLUSHALL'), a('GET', '{t}f1'), a('FLUSHALL', 'ASYNC'), a('GET', '{t}f1'), a('FLUSHDB', 'SYNC')],
+  }, (stream) => {
+    const first = SERVER.flavor === 'redis' && redisAtLeast(7, 4);
+    expect(stream).toContain(first ? `${NULL_PUSH}+OK\r\n$6\r\nstep-2` : `+OK\r\n${NULL_PUSH}$6\r\nstep-2`);
+    expect(stream).toContain(`+OK\r\n${NULL_PUSH}$6\r\nstep-4`);
+    expect(stream).toContain(first ? `${NULL_PUSH}+OK\r\n$6\r\nstep-6` : `+OK\r\n${NULL_PUSH}$6\r\nstep-6`);
+  }],
+  ['after switching from default mode to BCAST, a key read before is told once, by BCAST; a transaction\'s invalidations follow EXEC\'s reply', {
+    setup: HELLO3,
+    steps: [
+      a('CLIENT', 'TRACKING', 'ON'), b('SET', '{t}s1', '1'), a('GET', '{t}s1'), a('CLIENT', 'TRACKING', 'OFF'), a('CLIENT', 'TRACKING', 'ON', 'BCAST'), b('INCR', '{t}s1'),
+      a('CLIENT', 'TRACKING', 'OFF'), a('CLIENT', 'TRACKING', 'ON'), a('MSET', '{t}s2', '1', '{t}s3', '2'), a('GET', '{t}s2'), together(['MULTI'], ['INCR', '{t}s2'], ['GET', '{t}s3'], ['EXEC']),
+    ],
+  }, (stream) => {
+    expect(stream).toContain(`sync-4\r\n${push('{t}s1')}$6\r\nsync-5`);
+    expect(stream).toContain(`*2\r\n:2\r\n$1\r\n2\r\n${push('{t}s2')}$7\r\nstep-10`);
+  }],
+];
+
+describe('what Redis changed in 7.2 and 7.4, as the back end does', () => {
+  test.each(VERSION_CASES)('%s', async (_what, { setup, steps }, check) => {
+    const want = await runScript(referencePort(), ['a', 'b'], setup, steps);
+    check(want.streams.a);
+    const got = await runScript(proxy().address.port, ['a', 'b'], setup, steps, want);
+    expect(got.streams).toEqual(want.streams);
+  });
+});
+
 describe('CLIENT TRACKING as one Redis, byte for byte', () => {
   test.each([...CASES, ...EVICTION_CASES, ...SCRIPT_CASES])('%s', async (_what, { setup, steps, mask }) => {
     const names = ['a', 'b', ...(Object.keys(setup).includes('c') ? ['c'] : [])];
@@ -247,4 +288,51 @@ test.each([false, true])('a key a node evicts for maxmemory: told before the rep
   expect(want).toContain(`:0\r\n${EVICTED_PUSH}${pipelined ? '_\r\n' : '$6\r\nstep-2\r\n'}`);
   const got = await evictionBeforeReply(proxy().address.port, await ownerOfT(cluster().masters), pipelined);
   expect(got).toEqual(want);
+});
+
+/**
+ * Redis's own test "Tracking gets notification on tracking table key eviction" (tests/unit/
+ * tracking.tcl): a NOLOOP client redirecting to a RESP2 subscriber reads two keys, lowers
+ * tracking-table-max-keys to 1 and sends nothing more; the cron evicts one key and the subscriber
+ * is told. (A command of the NOLOOP client itself would evict too, without telling it: see above.)
+ */
+async function evictionNotice(port: number): Promise<string> {
+  const open = async (): Promise<{ socket: net.Socket; got: () => string; until: (re: RegExp) => Promise<void> }> => {
+    const socket = net.connect(port, '127.0.0.1');
+    await new Promise((resolve) => socket.once('connect', resolve));
+    let text = '';
+    const waiters: (() => void)[] = [];
+    socket.on('data', (d: Buffer) => {
+      text += d.toString('latin1');
+      for (const w of waiters.splice(0)) w();
+    });
+    const until = (re: RegExp): Promise<void> =>
+      new Promise((resolve, reject) => {
+        const timer = setTimeout(() => reject(new Error(`${re} not within 5 s; received ${JSON.stringify(text)}`)), 5000);
+        const check = (): void => (re.test(text) ? (clearTimeout(timer), resolve()) : void waiters.push(check));
+        check();
+      });
+    return { socket, got: () => text, until };
+  };
+  const [sub, r] = [await open(), await open()];
+  try {
+    sub.socket.write(encodeRequest(['CLIENT', 'ID']) + encodeRequest(['SUBSCRIBE', '__redis__:invalidate']));
+    await sub.until(/:1\r\n$/);
+    const id = /^:(\d+)/.exec(sub.got())?.[1] ?? '';
+    r.socket.write([['FLUSHALL'], ['CLIENT', 'TRACKING', 'ON', 'REDIRECT', id, 'NOLOOP'], ['MSET', '{t}v1', '1', '{t}v2', '2'], ['MGET', '{t}v1', '{t}v2'], maxKeys(1)].map(encodeRequest).join(''));
+    await r.until(/\+OK\r\n\+OK\r\n\+OK\r\n\*2\r\n\$1\r\n1\r\n\$1\r\n2\r\n\+OK\r\n$/);
+    await sub.until(/message\r\n\$20\r\n__redis__:invalidate\r\n\*1\r\n\$5\r\n\{t\}v\d\r\n$/);
+    return sub.got().slice(sub.got().indexOf('*3\r\n$7\r\nmessage'));
+  } finally {
+    r.socket.write(encodeRequest(maxKeys(0)));
+    await r.until(/\+OK\r\n\+OK\r\n$/).catch(() => undefined);
+    sub.socket.destroy();
+    r.socket.destroy();
+  }
+}
+
+test('tracking-table-max-keys lowered to 1 by a NOLOOP client that then waits: the cron evicts a key and its REDIRECT subscriber is told, as one Redis', async () => {
+  const want = anyV(await evictionNotice(referencePort()));
+  expect(want).toBe('*3\r\n$7\r\nmessage\r\n$20\r\n__redis__:invalidate\r\n*1\r\n$5\r\n{t}v#\r\n');
+  expect(anyV(await evictionNotice(proxy().address.port))).toBe(want);
 });

@@ -5,6 +5,7 @@ import { ClientTracking, parseTracking, setCaching } from '../../proxy/tracking/
 import { KeyTable } from '../../proxy/tracking/key-table';
 import { changedKeys } from '../../proxy/backend/change-feed';
 import { scriptUse } from '../../proxy/tracking/script-use';
+import { readKeysOfCall, scriptReadKeys } from '../../proxy/tracking/script-read-keys';
 import { WriteOrder } from '../../proxy/tracking/write-order';
 import { maxKeysSet, withMaxKeys } from '../../proxy/tracking/table-limit';
 import { CommandTable } from '../../proxy/commands/table';
@@ -58,10 +59,22 @@ describe('CLIENT TRACKING state', () => {
     const slot = {} as never;
     t.claimWrite(slot);
     expect(t.ownKeys.get('k')).toBe(1);
-    expect(t.writeAnswered(slot)).toEqual(['k']);
+    const [feedA, feedB] = [{}, {}];
+    // Not answered yet: whatever feed brings k, it may be this write's.
+    expect(t.ownChange('k', feedA)).toBe(true);
+    const write = t.writeAnswered(slot);
+    expect(write?.keys).toEqual(['k']);
+    if (write === null) return;
+    write.pending = new Set([feedA, feedB]);
     expect(t.ownKeys.get('k')).toBe(1);
-    t.releaseWrite(['k']);
+    // Feed A passed its PING: what it brings now is another client's change; feed B's may still be this one.
+    write.pending.delete(feedA);
+    expect(t.ownChange('k', feedA)).toBe(false);
+    expect(t.ownChange('k', feedB)).toBe(true);
+    expect(t.ownChange('other', feedB)).toBe(false);
+    t.releaseWrite(write);
     expect(t.ownKeys.has('k')).toBe(false);
+    expect(t.ownChange('k', feedB)).toBe(false);
   });
 });
 
@@ -121,7 +134,7 @@ describe("a script's text: may it run a read-only command, may it write", () => 
     ["redis.log(redis.LOG_WARNING, 'x'); return redis.sha1hex('')", false, false],
     ['return 1', false, false],
   ])('%s', (body, reads, writes) => {
-    expect(scriptUse(body, table)).toEqual({ reads, writes });
+    expect(scriptUse(body, table)).toMatchObject({ reads, writes });
   });
   test.each([
     ['a command name not written out', 'return redis.call(ARGV[1], KEYS[1])'],
@@ -131,7 +144,39 @@ describe("a script's text: may it run a read-only command, may it write", () => 
     ['the debug library', "return debug.getinfo(1)"],
     ['a command the table does not know', "return redis.call('nosuchcommand')"],
   ])('%s: it may do anything', (_what, body) => {
-    expect(scriptUse(body, table)).toEqual({ reads: true, writes: true });
+    expect(scriptUse(body, table)).toEqual({ reads: true, writes: true, readKeys: null });
+  });
+});
+
+describe("a script's text: the keys its read-only calls read (Redis 7.2 and later track those)", () => {
+  const table = CommandTable.fallback();
+  const read = (body: string): (string | number)[] | null => scriptReadKeys(body, table)?.map((k) => (Buffer.isBuffer(k) ? k.toString() : k)) ?? null;
+  test.each([
+    ["redis.call('set','{t}key3','bar')", []],
+    ["return redis.call('get','{t}other')", ['{t}other']],
+    ["redis.call('get', KEYS[1]); return redis.call('set', KEYS[2], 'x')", [0]],
+    ["return redis.call('MGET', KEYS[2], \"lit\", KEYS[ 1 ])", [1, 'lit', 0]],
+    ["return redis.call('hget', KEYS[1], ARGV[1])", [0]],
+    ["return redis.call('object', 'encoding', KEYS[1])", [0]],
+    ["return redis.call('zrange', KEYS[1], 0, -1)", [0]],
+    ["return redis.pcall('sintercard', 2, KEYS[1], 'b')", [0, 'b']],
+    ["redis.call('ping')", []],
+  ])('%s', (body, keys) => {
+    expect(read(body)).toEqual(keys);
+  });
+  test.each([
+    ['a key from ARGV', 'return redis.call(\'get\', ARGV[1])'],
+    ['the declared keys unpacked', 'return redis.call(\'mget\', unpack(KEYS))'],
+    ['a key built at run time', "return redis.call('get', 'user:' .. ARGV[1])"],
+    ['a count not written out', "return redis.call('sintercard', #KEYS, KEYS[1], KEYS[2])"],
+    ['a string with an escape', "return redis.call('get', 'a\\'b')"],
+    ['a command name not written out', 'return redis.call(ARGV[1], KEYS[1])'],
+  ])('%s: not told by the text', (_what, body) => {
+    expect(read(body)).toBeNull();
+  });
+  test('declared keys taken from the call, none past numkeys', () => {
+    const args = ['EVAL', 'body', '2', 'k1', 'k2', 'argv1'].map((a) => Buffer.from(a));
+    expect(readKeysOfCall([1, Buffer.from('lit'), 0, 2], args).map(String)).toEqual(['k2', 'lit', 'k1']);
   });
 });
 

@@ -19,6 +19,7 @@ import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { versionAtLeast } from '../resp/backend-version';
+import { ClientInfoFormat, clientInfoFormat } from '../client/client-list';
 import { convergingWrite } from '../migration/start';
 import { CarriedWrite } from './carried-write';
 import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migration/after-copy';
@@ -67,6 +68,11 @@ export class Dispatcher {
   /** New sessions start unauthenticated unless the default user is `on nopass` (no `auth` section, or requirepass ""). */
   get requiresAuth(): boolean {
     return this.ctx.auth.requiresAuth;
+  }
+
+  /** Which CLIENT LIST line the back end's version writes. */
+  get clientInfoFormat(): ClientInfoFormat {
+    return clientInfoFormat(this.ctx.backendServer, this.ctx.backendVersion);
   }
 
   /** A user's permissions under the current config (null: everything). */

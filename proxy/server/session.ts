@@ -140,6 +140,11 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   private skipNext = false;
   private silent = false;
   private signedInAs = DEFAULT_USER;
+  /** Valkey 8's CLIENT LIST counters: bytes read, bytes written, commands run. */
+  private netIn = 0;
+  private netOut = 0;
+  private commandsRun = 0;
+  lib?: { name: string; ver: string };
 
   constructor(
     private readonly socket: net.Socket,
@@ -174,6 +179,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   /** One read of the client's socket. */
   received(chunk: Buffer): void {
     this.lastActiveAt = nowSeconds();
+    this.netIn += chunk.length;
     batchBegin();
     try {
       let decoder = this.decoder;
@@ -264,12 +270,22 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       flags: flags === '' ? 'N' : flags,
       ...counts,
       multi: txn !== null && txn.inMulti ? txn.queued.length : -1,
+      watch: txn?.watchedKeys.size ?? 0,
       omem: this.socket.writableLength,
       oll: this.slots.length,
       cmd: this.command,
       user: this.user,
       resp: this.protocol,
-    });
+      libName: this.lib?.name ?? '',
+      libVer: this.lib?.ver ?? '',
+      netIn: this.netIn,
+      netOut: this.netOut,
+      commands: this.commandsRun,
+    }, this.host.dispatcher.clientInfoFormat);
+  }
+
+  get ageSeconds(): number {
+    return nowSeconds() - this.createdAt;
   }
 
   setReplyMode(mode: ReplyMode): void {
@@ -347,6 +363,10 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     return slot;
   }
 
+  hasPendingReplies(): boolean {
+    return this.slots.some(isWritten) || this.socket.writableLength > 0;
+  }
+
   replyNow(reply: Buffer): void {
     this.track(new ReplySlot(this)).complete(reply);
   }
@@ -363,6 +383,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     this.silent = this.replyOff || this.skipNext;
     this.skipNext = false;
     const pending = this.host.dispatcher.dispatch(this, args, raw);
+    this.commandsRun++;
     this.silent = false;
     if (pending === undefined) {
       this.showUnanswered();
@@ -413,8 +434,14 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       head = this.slots.peek();
     }
     if (this.closed) return;
-    if (more !== null) this.socket.write(Buffer.concat(more));
-    else if (first !== null) this.socket.write(first);
+    if (more !== null) {
+      const all = Buffer.concat(more);
+      this.netOut += all.length;
+      this.socket.write(all);
+    } else if (first !== null) {
+      this.netOut += first.length;
+      this.socket.write(first);
+    }
     if (this.closeAfterReply && this.slots.length === 0) {
       this.close();
       return;
@@ -447,6 +474,11 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       this.socket.resume();
     }
   }
+}
+
+/** A slot whose reply will be written to the client (CLIENT REPLY OFF's are not). */
+function isWritten(slot: ReplySlot): boolean {
+  return !slot.silent;
 }
 
 /** `ip:port`, with an IPv6 address in brackets, as Redis writes a peer. */

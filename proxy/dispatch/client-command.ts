@@ -54,6 +54,9 @@ export function clientCommand(server: ClientCommandServer, session: Client, name
       return kill(server, session, args);
     case 'client|reply':
       return reply(session, args[2]);
+    case 'client|capa':
+      // Valkey 8's capabilities (`redirect`): the proxy never redirects, so any is taken, as Valkey takes unknown ones.
+      return encode.OK;
     case 'client|no-evict': {
       const mode = lower(args[2]);
       return mode === 'on' || mode === 'off' ? encode.OK : encode.error(errors.SYNTAX_ERROR);

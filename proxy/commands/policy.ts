@@ -238,6 +238,13 @@ export const ADMIN_COMMANDS: ReadonlySet<string> = new Set([
 ]);
 
 /**
+ * POLICY entries for commands newer back ends have and the fallback (Redis 7.0) table lacks:
+ * Redis 7.2's WAITAOF, Valkey 8's CLIENT CAPA and SCRIPT SHOW. They apply once the back end's own
+ * COMMAND table is loaded.
+ */
+export const NEWER_THAN_FALLBACK: ReadonlySet<string> = new Set(['waitaof', 'client|capa', 'script|show']);
+
+/**
  * Local subcommands that an older back end may not list in its COMMAND table, with their arity:
  * CLIENT SETINFO came with Redis 7.2, and client libraries send it on connect to any server.
  */

@@ -157,6 +157,8 @@ test('SIGTERM lets a command in flight finish, answers it, then exits 0', async 
   await proxy.waitForLog(/slotproxy is listening/);
   const c = connect(port);
   const watcher = connect(port);
+  // Both connected first: what a client sends on connect (CLIENT SETINFO) must not count as the EVAL below.
+  await Promise.all([c.ping(), watcher.ping()]);
   const commandsBefore = Number(/proxy_total_commands_processed:(\d+)/.exec(String(await watcher.call('INFO', 'proxy')))?.[1]);
   // A keyless script that keeps its node busy for 300 ms.
   const spin =

@@ -42,5 +42,9 @@ export interface ClientSession extends ReplyOwner {
   readonly dedicated: Set<Releasable>;
   /** Reply bytes not yet taken by the client (Pub/Sub closes a subscriber that lets them pile up); absent for stand-in sessions. */
   readonly pendingOutputBytes?: number;
+  /** CLIENT SETINFO's LIB-NAME and LIB-VER, as CLIENT LIST shows them on Redis 7.2 and later; absent until set. */
+  lib?: { name: string; ver: string };
+  /** Earlier replies not yet written to the client (Redis 7.2's clientHasPendingReplies); absent for stand-in sessions. */
+  hasPendingReplies?(): boolean;
   destroy?(): void;
 }

@@ -80,6 +80,7 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['client|getredir', client],
   ['client|trackinginfo', client],
   ['client|unblock', client],
+  ['client|capa', client],
   ['client|pause', fanout],
   ['client|unpause', fanout],
   ['client|help', anyMaster],
@@ -120,8 +121,10 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['xinfo|help', anyMaster],
   ['xgroup|help', anyMaster],
   ['script|help', anyMaster],
+  // Valkey 8's SCRIPT SHOW sha1: a script loaded through the proxy is on every master.
+  ['script|show', anyMaster],
   ['pfselftest', anyMaster],
-  ['script', refuse('only SCRIPT LOAD, EXISTS, FLUSH and KILL are supported')],
+  ['script', refuse('only SCRIPT LOAD, EXISTS, FLUSH, KILL and SHOW are supported')],
 
   ['command', anyMaster],
   ['time', anyMaster],
@@ -171,6 +174,7 @@ export const POLICY: ReadonlyMap<string, Strategy> = new Map<string, Strategy>([
   ['swapdb', anyMaster],
   ['function', refuse('only FUNCTION LOAD, DELETE, FLUSH, RESTORE, KILL, LIST, DUMP and STATS are supported')],
   ['wait', { kind: 'wait' }],
+  ['waitaof', { kind: 'wait' }],
 
   // The server's reports about itself, merged from every master's (dispatch/server-merges.ts).
   ['slowlog|get', fanout],
@@ -232,6 +236,13 @@ export const ADMIN_COMMANDS: ReadonlySet<string> = new Set([
   'client|pause',
   'client|unpause',
 ]);
+
+/**
+ * POLICY entries for commands newer back ends have and the fallback (Redis 7.0) table lacks:
+ * Redis 7.2's WAITAOF, Valkey 8's CLIENT CAPA and SCRIPT SHOW. They apply once the back end's own
+ * COMMAND table is loaded.
+ */
+export const NEWER_THAN_FALLBACK: ReadonlySet<string> = new Set(['waitaof', 'client|capa', 'script|show']);
 
 /**
  * Local subcommands that an older back end may not list in its COMMAND table, with their arity:

@@ -1,6 +1,6 @@
 /**
- * ACL through the proxy, answered over the proxy's own users (security/auth.ts), as one Redis 7.0
- * answers over its users: SETUSER, GETUSER, DELUSER, LIST, USERS, DRYRUN and LOG here, WHOAMI in
+ * ACL through the proxy, answered over the proxy's own users (security/auth.ts), as one Redis of
+ * the back end's version answers over its users: SETUSER, GETUSER, DELUSER, LIST, USERS, DRYRUN and LOG here, WHOAMI in
  * local.ts; CAT, GENPASS and HELP are the same on every node and go to one (commands/policy.ts).
  * Texts and reply shapes are Redis's (acl.c, aclCommand).
  */
@@ -14,8 +14,11 @@ import { UserPermissions } from '../security/permissions';
 import { userFields, userLine } from '../security/acl-describe';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
+import { versionAtLeast } from '../resp/backend-version';
 
 export interface AclServer {
+  /** redis_version of the back end: Redis 7.2 changed how users are described and DRYRUN's and LOG's replies. */
+  readonly backendVersion: string;
   readonly auth: ClientAuth;
   readonly aclLog: AclLog;
   readonly table: CommandTable;
@@ -32,7 +35,7 @@ export function aclCommand(server: AclServer, session: ClientSession, name: stri
     case 'acl|deluser':
       return delUser(server, session, args.slice(2).map((a) => a.toString()));
     case 'acl|list':
-      return encode.arrayOfBulks(server.auth.all().map((u) => userLine(u, server.table)));
+      return encode.arrayOfBulks(server.auth.all().map((u) => userLine(u, server.table, since72(server))));
     case 'acl|users':
       return encode.arrayOfBulks(server.auth.all().map((u) => u.name));
     case 'acl|dryrun':
@@ -66,7 +69,7 @@ function setUser(server: AclServer, session: ClientSession, args: Buffer[]): Buf
 function getUser(server: AclServer, session: ClientSession, name: string): Buffer {
   const user = server.auth.user(name);
   if (user === undefined) return session.protocol === 3 ? encode.RESP3_NULL : encode.NULL_BULK;
-  const f = userFields(user, server.table);
+  const f = userFields(user, server.table, since72(server));
   const fields = [
     encode.bulk('flags'), session.protocol === 3 ? encode.setOfBulks(f.flags) : encode.arrayOfBulks(f.flags),
     encode.bulk('passwords'), encode.arrayOfBulks(f.passwords),
@@ -108,7 +111,8 @@ function dryRun(server: AclServer, args: Buffer[]): Buffer {
   const denial = user.permissions?.check(info, command) ?? null;
   if (denial === null || denial.object === undefined) return encode.OK;
   const what = denial.reason === 'command' ? `run the '${denial.object}' command` : `access the '${denial.object}' ${denial.reason}`;
-  return encode.bulk(`This user has no permissions to ${what}`);
+  // Redis 7.2 names the user.
+  return encode.bulk(`${since72(server) ? `User ${username}` : 'This user'} has no permissions to ${what}`);
 }
 
 /** LOG [count | RESET] */
@@ -121,5 +125,9 @@ function log(server: AclServer, session: ClientSession, args: Buffer[]): Buffer 
   }
   const count = args.length === 3 ? parseInteger(args[2]) : null;
   if (args.length === 3 && count === null) return encode.error(errors.NOT_INTEGER);
-  return server.aclLog.reply(count === null ? null : Math.max(0, count), session.protocol);
+  return server.aclLog.reply(count === null ? null : Math.max(0, count), session.protocol, since72(server));
+}
+
+function since72(server: AclServer): boolean {
+  return versionAtLeast(server.backendVersion, 7, 2);
 }

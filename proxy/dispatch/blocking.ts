@@ -257,7 +257,15 @@ function tookNothing(frame: Buffer): boolean {
  * WAIT numreplicas timeout: on a dedicated connection to every master (WAIT blocks its connection),
  * answered with the smallest count. A fresh connection has written nothing, so each master counts
  * the replicas in sync with it, which bounds what reached the replicas of the client's writes.
+ * WAITAOF numlocal numreplicas timeout (Redis 7.2) the same way: its two counts, each the smallest.
  */
+/** WAIT's count, or WAITAOF's pair of counts, each the smallest of the masters'. */
+function smallest(replies: unknown[]): Buffer {
+  if (!Array.isArray(replies[0])) return encode.integer(Math.min(...replies.map(Number)));
+  const pairs = replies as unknown[][];
+  return encode.arrayOfFrames(pairs[0].map((_, i) => encode.integer(Math.min(...pairs.map((p) => Number(p[i]))))));
+}
+
 export function runWait(ctx: ProxyContext, session: ClientSession, payload: Buffer): Promise<void> {
   const masters = ctx.router.masters();
   const slot = session.track(new ReplySlot(session));
@@ -275,7 +283,7 @@ export function runWait(ctx: ProxyContext, session: ClientSession, payload: Buff
       ctx.stats.waitingClients--;
       for (const l of links) l.release();
       const err = frames.find((f) => f[0] === 45);
-      slot.complete(err ?? encode.integer(Math.min(...frames.map((f) => Number(decodeReply(f))))));
+      slot.complete(err ?? smallest(frames.map((f) => decodeReply(f))));
       resolve();
     };
     for (const l of links) l.conn.send({ payload, onReply: collect, onFailure: (message) => collect(encode.error(message)) });

@@ -15,8 +15,9 @@ import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { CachingClient, ClientCaching } from '../tracking/client-caching';
 import { parseTracking, setCaching } from '../tracking/tracking-state';
+import { BackendIdentity, backendSince } from '../resp/backend-version';
 
-export interface ClientCommandServer {
+export interface ClientCommandServer extends BackendIdentity {
   readonly clients: ClientList;
   readonly auth: ClientAuth;
   readonly caching: ClientCaching;
@@ -44,7 +45,7 @@ export function clientCommand(server: ClientCommandServer, session: Client, name
     case 'client|setname':
       return setName(session, args[2]);
     case 'client|setinfo':
-      return setInfo(args);
+      return setInfo(session, args);
     case 'client|info':
       return encode.verbatim(`${describe(server, session)}\n`, session.protocol);
     case 'client|list':
@@ -53,6 +54,9 @@ export function clientCommand(server: ClientCommandServer, session: Client, name
       return kill(server, session, args);
     case 'client|reply':
       return reply(session, args[2]);
+    case 'client|capa':
+      // Valkey 8's capabilities (`redirect`): the proxy never redirects, so any is taken, as Valkey takes unknown ones.
+      return encode.OK;
     case 'client|no-evict': {
       const mode = lower(args[2]);
       return mode === 'on' || mode === 'off' ? encode.OK : encode.error(errors.SYNTAX_ERROR);
@@ -88,12 +92,15 @@ function printable(value: Buffer): boolean {
 
 /**
  * CLIENT SETINFO LIB-NAME|LIB-VER value: Redis 7.2's, answered even in front of 7.0 because client
- * libraries send it on connect to any server. The proxy does not keep the values.
+ * libraries send it on connect to any server. The values show in CLIENT LIST in front of 7.2 and later.
  */
-function setInfo(args: Buffer[]): Buffer {
+function setInfo(session: ClientSession, args: Buffer[]): Buffer {
   const attr = lower(args[2]);
   if (attr !== 'lib-name' && attr !== 'lib-ver') return encode.error(`ERR Unrecognized option '${args[2].toString()}'`);
   if (!printable(args[3])) return encode.error(`ERR ${attr} cannot contain spaces, newlines or special characters.`);
+  const lib = (session.lib ??= { name: '', ver: '' });
+  if (attr === 'lib-name') lib.name = args[3].toString();
+  else lib.ver = args[3].toString();
   return encode.OK;
 }
 
@@ -124,9 +131,12 @@ function list(server: ClientCommandServer, session: ClientSession, args: Buffer[
   return encode.verbatim(lines.map((l) => `${l}\n`).join(''), session.protocol);
 }
 
-/** CLIENT KILL addr, or CLIENT KILL [ID id] [TYPE type] [ADDR addr] [LADDR addr] [USER user] [SKIPME yes|no] ... */
+/**
+ * CLIENT KILL addr, or CLIENT KILL [ID id] [TYPE type] [ADDR addr] [LADDR addr] [USER user]
+ * [SKIPME yes|no] [MAXAGE seconds] ...; MAXAGE came with Redis 7.4 and Valkey 8.
+ */
 function kill(server: ClientCommandServer, session: ClientSession, args: Buffer[]): Buffer {
-  const match: { id?: number; type?: ClientType; addr?: string; laddr?: string; user?: string } = {};
+  const match: { id?: number; type?: ClientType; addr?: string; laddr?: string; user?: string; maxAge?: number } = {};
   let skipMe = true;
   if (args.length === 3) {
     match.addr = args[2].toString();
@@ -156,6 +166,11 @@ function kill(server: ClientCommandServer, session: ClientSession, args: Buffer[
         const yesNo = lower(value);
         if (yesNo !== 'yes' && yesNo !== 'no') return encode.error(errors.SYNTAX_ERROR);
         skipMe = yesNo === 'yes';
+      } else if (option === 'maxage' && backendSince(server, [7, 4], [8, 0])) {
+        const age = parseInteger(value);
+        if (age === null) return encode.error('ERR maxage is not an integer or out of range');
+        if (age <= 0) return encode.error('ERR maxage should be greater than 0');
+        match.maxAge = age;
       } else {
         return encode.error(errors.SYNTAX_ERROR);
       }
@@ -171,6 +186,7 @@ function kill(server: ClientCommandServer, session: ClientSession, args: Buffer[
     if (match.type !== undefined && c.type !== match.type) continue;
     if (match.id !== undefined && c.id !== match.id) continue;
     if (match.user !== undefined && c.user !== match.user) continue;
+    if (match.maxAge !== undefined && c.ageSeconds <= match.maxAge) continue;
     if (c.id === session.id) {
       if (skipMe) continue;
       killsSelf = true;

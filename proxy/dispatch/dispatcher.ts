@@ -6,7 +6,7 @@
 import { ProxyContext } from '../context';
 import { BLOCKING, CommandInfo, READONLY, SCRIPT_NAMED } from '../commands/table';
 import { arityMismatch, keyPositions, resolveSubcommand } from '../commands/keys';
-import { BLOCKS_ONLY_WITH_BLOCK_ARG, LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../commands/policy';
+import { LOCAL_SUBCOMMAND_ARITY, POLICY, RING_POLICY, Strategy, strategyFor } from '../commands/policy';
 import { ANY_MASTER, ForwardedCommand, slotArgument } from './forward';
 import { InfoServer } from './info';
 import { fanout, spreadInMulti } from './fanout-route';
@@ -19,6 +19,8 @@ import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
 import { versionAtLeast } from '../resp/backend-version';
+import { blocks, switchesConnection } from './order-barrier';
+import { ClientInfoFormat, clientInfoFormat } from '../client/client-list';
 import { convergingWrite, writePayload } from '../migration/start';
 import { CarriedWrite } from './carried-write';
 import { mustWaitForCopy, sendHeldUntilCopied, writesUndeclared } from '../migration/after-copy';
@@ -68,6 +70,16 @@ export class Dispatcher {
   /** New sessions start unauthenticated unless the default user is `on nopass` (no `auth` section, or requirepass ""). */
   get requiresAuth(): boolean {
     return this.ctx.auth.requiresAuth;
+  }
+
+  /** Which CLIENT LIST line the back end's version writes. */
+  get clientInfoFormat(): ClientInfoFormat {
+    return clientInfoFormat(this.ctx.backendServer, this.ctx.backendVersion);
+  }
+
+  /** The request must wait for the client's earlier replies before it is sent (order-barrier.ts). */
+  switchesConnection(session: DispatchSession, args: Buffer[]): boolean {
+    return switchesConnection(this.ctx.table, session, args);
   }
 
   /** A user's permissions under the current config (null: everything). */
@@ -451,10 +463,4 @@ function flagTransaction(session: DispatchSession): void {
 
 function hasKeySpecs(info: CommandInfo): boolean {
   return info.keySpecs.length > 0 || info.firstKey > 0;
-}
-
-/** XREAD and XREADGROUP carry the `blocking` flag but only block with a BLOCK argument. */
-function blocks(info: CommandInfo, args: Buffer[]): boolean {
-  if (!BLOCKS_ONLY_WITH_BLOCK_ARG.has(info.name)) return true;
-  return args.some((a) => a.length === 5 && a.toString('latin1').toLowerCase() === 'block');
 }

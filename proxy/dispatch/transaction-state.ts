@@ -22,6 +22,8 @@ export class Transaction {
   shas: Buffer[] = [];
   /** Queued commands that reach several nodes (DBSIZE, FLUSHALL, CONFIG SET ...), by their index in `queued`. */
   spread = new Map<number, Spread>();
+  /** The keys WATCHed, each once (CLIENT LIST's `watch` on Redis 7.2 and later). */
+  watchedKeys = new Set<string>();
   /** Every key named so far (WATCH and queued commands), to find the shard again at EXEC. */
   keys: Buffer[] = [];
   /** The keys of queued commands that write (a migration copies them after EXEC). */

@@ -299,7 +299,10 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
     }
   }
   const txn = session.transaction ?? begin(session);
-  for (const p of positions) txn.keys.push(args[p]);
+  for (const p of positions) {
+    txn.keys.push(args[p]);
+    txn.watchedKeys.add(args[p].toString('latin1'));
+  }
   const fresh = txn.watch === null;
   const link = txn.watch ?? openWatch(ctx, session, txn, shard);
   if (link === null) return;
@@ -309,6 +312,7 @@ function watch(ctx: ProxyContext, session: TransactionClient, info: CommandInfo,
   // A WATCH the node refused (CLUSTERDOWN, a lost node) watches nothing: its keys no longer bind the transaction.
   const refused = (): void => {
     txn.keys = txn.keys.filter((k) => !watched.includes(k));
+    for (const k of watched) txn.watchedKeys.delete(k.toString('latin1'));
     if (txn.keys.length === 0 && !txn.inMulti && session.transaction === txn) end(session, txn);
   };
   let failover: FailoverWait | null = null;

@@ -1,9 +1,11 @@
 /**
- * A user written back as rules, as Redis 7.0 writes one for ACL LIST and ACL GETUSER
+ * A user written back as rules, as Redis writes one for ACL LIST and ACL GETUSER
  * (ACLDescribeUser, ACLDescribeSelector, ACLDescribeSelectorCommandRules): flags, `#<sha256>`
- * passwords, key patterns, channels, then the commands as `+@all`/`-@all`, the categories that fit
- * best, and the single commands that still differ. Redis lists those single commands in its
- * command dictionary's (hashed) order; the proxy lists them in its command table's order.
+ * passwords, key patterns, channels, then the commands. Redis 7.0 writes them as `+@all`/`-@all`,
+ * the categories that fit best, and the single commands that still differ (Redis lists those in its
+ * command dictionary's hashed order, the proxy in its command table's). Redis 7.2 and later (Valkey
+ * too) write `+@all`/`-@all` and then the rules as they were given (`rules72`), and show
+ * `sanitize-payload` on every user that has no payload flag of its own (their new default).
  */
 import { ACL_CATEGORIES, CommandRule, KEY_READ, KEY_WRITE, KeyRule } from '../../config/acl-rules';
 import { CommandInfo, CommandTable } from '../commands/table';
@@ -20,25 +22,27 @@ export interface UserFields {
   readonly channels: string;
 }
 
-export function userFields(user: ProxyUser, table: CommandTable): UserFields {
+/** `as72`: as Redis 7.2 and later describe the user, else as 7.0 does. */
+export function userFields(user: ProxyUser, table: CommandTable, as72 = false): UserFields {
   const flags = [user.enabled ? 'on' : 'off'];
   if (user.nopass) flags.push('nopass');
   // Redis's flag order: skip-sanitize-payload before sanitize-payload (only one is ever set).
   if (user.sanitize !== null) flags.push(user.sanitize);
+  else if (as72) flags.push('sanitize-payload');
   const keys = keyPatterns(user.keys);
   const channels = channelPatterns(user);
   return {
     flags,
     passwords: user.passwords.map((p) => p.toString('hex')),
-    commands: describeCommands(user.commands, table),
+    commands: as72 ? rules72(user.commands) : describeCommands(user.commands, table),
     keys: keys === null ? '~*' : keys.join(' '),
     channels: channels === null ? '&*' : channels.join(' '),
   };
 }
 
 /** ACL LIST's line for the user. */
-export function userLine(user: ProxyUser, table: CommandTable): string {
-  const f = userFields(user, table);
+export function userLine(user: ProxyUser, table: CommandTable, as72 = false): string {
+  const f = userFields(user, table, as72);
   const keys = keyPatterns(user.keys);
   const channels = channelPatterns(user);
   const parts = [
@@ -131,4 +135,26 @@ function describeCommands(rules: readonly CommandRule[], table: CommandTable): s
     if (!verdict.allowed && verdict.firstArgs !== null) for (const arg of verdict.firstArgs) out.push(`+${info.name}|${arg}`);
   }
   return out.join(' ');
+}
+
+/**
+ * Redis 7.2's command rules (ACLUpdateCommandRules): `+@all` or `-@all` as the last of them sets
+ * future commands, then every rule since the last `allcommands`/`nocommands`, in the order given,
+ * lower case; a rule given again moves to the end, and a command's rule drops its subcommands' and
+ * first arguments' rules given before it.
+ */
+function rules72(rules: readonly CommandRule[]): string {
+  let future = false;
+  let kept: string[] = [];
+  for (const r of rules) {
+    if (r.kind === 'all') {
+      future = r.allow;
+      kept = [];
+      continue;
+    }
+    const body = (r.kind === 'category' ? `@${r.category}` : r.sub === null ? r.name : `${r.name}|${r.sub}`).toLowerCase();
+    kept = kept.filter((k) => k.slice(1) !== body && !k.slice(1).startsWith(`${body}|`));
+    kept.push(`${r.allow ? '+' : '-'}${body}`);
+  }
+  return [future ? '+@all' : '-@all', ...kept].join(' ');
 }

@@ -2,7 +2,8 @@
  * ACL LOG: the proxy's refusals (failed AUTH, and commands, keys and channels a user's rules
  * refused), kept as Redis 7.0 keeps them (ACLAddLogEntry): newest first, at most 128 entries
  * (Redis's acllog-max-len default), and an entry like one of the 10 newest, within 60 seconds,
- * counted into it rather than added. Nothing here runs unless something is refused.
+ * counted into it rather than added. Redis 7.2 added each entry's id (counted from the start,
+ * RESET or not) and when it was created and last counted. Nothing here runs unless something is refused.
  */
 import * as encode from '../resp/encode';
 
@@ -16,6 +17,9 @@ interface Entry {
   readonly username: string;
   /** When it last happened (ms). */
   createdMs: number;
+  /** 7.2's entry-id and timestamp-created (ms). */
+  readonly id: number;
+  readonly firstMs: number;
   /** The client's CLIENT LIST line then. */
   clientInfo: string;
 }
@@ -26,6 +30,7 @@ const SCANNED = 10;
 
 export class AclLog {
   private entries: Entry[] = [];
+  private added = 0;
 
   add(reason: AclLogReason, context: 'toplevel' | 'multi', object: string, username: string, clientInfo: string): void {
     const now = Date.now();
@@ -40,7 +45,7 @@ export class AclLog {
         return;
       }
     }
-    this.entries.unshift({ count: 1, reason, context, object, username, createdMs: now, clientInfo });
+    this.entries.unshift({ count: 1, reason, context, object, username, createdMs: now, clientInfo, id: this.added++, firstMs: now });
     if (this.entries.length > MAX_ENTRIES) this.entries.length = MAX_ENTRIES;
   }
 
@@ -48,8 +53,8 @@ export class AclLog {
     this.entries = [];
   }
 
-  /** ACL LOG's reply: the `count` newest entries (all: null), each with Redis's seven fields. */
-  reply(count: number | null, protocol: 2 | 3): Buffer {
+  /** ACL LOG's reply: the `count` newest entries (all: null), each with Redis 7.0's seven fields, or 7.2's ten (`as72`). */
+  reply(count: number | null, protocol: 2 | 3, as72 = false): Buffer {
     const now = Date.now();
     const shown = count === null ? this.entries : this.entries.slice(0, count);
     const frames = shown.map((e) => {
@@ -62,6 +67,13 @@ export class AclLog {
         encode.bulk('age-seconds'), encode.double((now - e.createdMs) / 1000, protocol),
         encode.bulk('client-info'), encode.bulk(e.clientInfo),
       ];
+      if (as72) {
+        fields.push(
+          encode.bulk('entry-id'), encode.integer(e.id),
+          encode.bulk('timestamp-created'), encode.integer(e.firstMs),
+          encode.bulk('timestamp-last-updated'), encode.integer(e.createdMs),
+        );
+      }
       return protocol === 3 ? encode.mapOfFrames(fields) : encode.arrayOfFrames(fields);
     });
     return encode.arrayOfFrames(frames);

@@ -7,7 +7,8 @@
  * Invariants:
  * - `slots` holds one slot per request, in request order; replies are written strictly from the
  *   head, so they come back in request order whatever order the nodes answer in.
- * - While a request waits for a node to name its keys (COMMAND GETKEYS), later requests are held,
+ * - While a request waits for a node to name its keys (COMMAND GETKEYS), or one for another back-end
+ *   connection waits for every earlier reply (dispatch/order-barrier.ts), later requests are held,
  *   so a client's commands reach the nodes in the order it sent them.
  * - Back-pressure: when the client does not read its replies (socket buffer above the high-water
  *   mark) or has too many replies outstanding, the session stops reading from the client. It never
@@ -126,6 +127,8 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   private monitorShow: ((reply: Buffer) => void) | null = null;
 
   private readonly slots = new Queue<ReplySlot>();
+  /** Who waits for every slot to be filled (runAfterEarlierReplies). */
+  private onAllAnswered: (() => void) | null = null;
   /** This client's own decoder while a request is half-read; null when it has none in progress. */
   private decoder: RequestDecoder | null = null;
   private held: { args: Buffer[]; raw: Buffer | null }[] | null = null;
@@ -140,6 +143,11 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   private skipNext = false;
   private silent = false;
   private signedInAs = DEFAULT_USER;
+  /** Valkey 8's CLIENT LIST counters: bytes read, bytes written, commands run. */
+  private netIn = 0;
+  private netOut = 0;
+  private commandsRun = 0;
+  lib?: { name: string; ver: string };
 
   constructor(
     private readonly socket: net.Socket,
@@ -174,6 +182,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   /** One read of the client's socket. */
   received(chunk: Buffer): void {
     this.lastActiveAt = nowSeconds();
+    this.netIn += chunk.length;
     batchBegin();
     try {
       let decoder = this.decoder;
@@ -264,12 +273,22 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       flags: flags === '' ? 'N' : flags,
       ...counts,
       multi: txn !== null && txn.inMulti ? txn.queued.length : -1,
+      watch: txn?.watchedKeys.size ?? 0,
       omem: this.socket.writableLength,
       oll: this.slots.length,
       cmd: this.command,
       user: this.user,
       resp: this.protocol,
-    });
+      libName: this.lib?.name ?? '',
+      libVer: this.lib?.ver ?? '',
+      netIn: this.netIn,
+      netOut: this.netOut,
+      commands: this.commandsRun,
+    }, this.host.dispatcher.clientInfoFormat);
+  }
+
+  get ageSeconds(): number {
+    return nowSeconds() - this.createdAt;
   }
 
   setReplyMode(mode: ReplyMode): void {
@@ -347,11 +366,20 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     return slot;
   }
 
+  hasPendingReplies(): boolean {
+    return this.slots.some(isWritten) || this.socket.writableLength > 0;
+  }
+
   replyNow(reply: Buffer): void {
     this.track(new ReplySlot(this)).complete(reply);
   }
 
   onSlotFilled(slot: ReplySlot): void {
+    if (this.onAllAnswered !== null && !this.slots.some(isUnanswered)) {
+      const go = this.onAllAnswered;
+      this.onAllAnswered = null;
+      void Promise.resolve().then(go);
+    }
     if (this.tracking !== null && this.tracking.ownWrites.size > 0) this.host.caching.writeAnswered(this.tracking, slot);
     if (slot !== this.slots.peek() || this.flushScheduled) return;
     // After the current batch: every reply of one back-end read is written with one client write.
@@ -360,9 +388,11 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   }
 
   private run(args: Buffer[], raw: Buffer | null): void {
+    if (this.slots.length > 0 && this.host.dispatcher.switchesConnection(this, args) && this.slots.some(isUnanswered)) return this.runAfterEarlierReplies(args, raw);
     this.silent = this.replyOff || this.skipNext;
     this.skipNext = false;
     const pending = this.host.dispatcher.dispatch(this, args, raw);
+    this.commandsRun++;
     this.silent = false;
     if (pending === undefined) {
       this.showUnanswered();
@@ -375,6 +405,22 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       if (this.tracking !== null) this.host.caching.afterCommand(this, this.tracking);
       this.release();
     });
+  }
+
+  /** A request for another back-end connection (dispatch/order-barrier.ts): run once every earlier one is answered, later ones held behind it. */
+  private runAfterEarlierReplies(args: Buffer[], raw: Buffer | null): void {
+    this.held = [];
+    this.onAllAnswered = () => {
+      const later = this.held ?? [];
+      this.held = null;
+      if (this.closed) return;
+      this.run(args, raw);
+      if (this.held !== null) (this.held as { args: Buffer[]; raw: Buffer | null }[]).push(...later);
+      else {
+        this.held = later;
+        this.release();
+      }
+    };
   }
 
   /** A monitored request that ran without a reply slot of its own (SUBSCRIBE's pushes): shown now. */
@@ -413,8 +459,14 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       head = this.slots.peek();
     }
     if (this.closed) return;
-    if (more !== null) this.socket.write(Buffer.concat(more));
-    else if (first !== null) this.socket.write(first);
+    if (more !== null) {
+      const all = Buffer.concat(more);
+      this.netOut += all.length;
+      this.socket.write(all);
+    } else if (first !== null) {
+      this.netOut += first.length;
+      this.socket.write(first);
+    }
     if (this.closeAfterReply && this.slots.length === 0) {
       this.close();
       return;
@@ -447,6 +499,15 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       this.socket.resume();
     }
   }
+}
+
+function isUnanswered(slot: ReplySlot): boolean {
+  return slot.reply === null;
+}
+
+/** A slot whose reply will be written to the client (CLIENT REPLY OFF's are not). */
+function isWritten(slot: ReplySlot): boolean {
+  return !slot.silent;
 }
 
 /** `ip:port`, with an IPv6 address in brackets, as Redis writes a peer. */

@@ -14,6 +14,7 @@ import { useProxy } from '../helpers/proxy';
 import { Exchange, RawRequest, exchange, splitReplies } from '../helpers/raw-exchange';
 import { Case, FIXTURES, FIXTURE_KEYS, LIBRARY, SCRIPT, SCRIPT_SHA1, casesFor, commandSpecs } from '../helpers/command-cases';
 import { keySlot } from '../../sharding/slot';
+import { SERVER, redisAtLeast } from '../helpers/server-version';
 
 // A long node timeout: PFSELFTEST holds its master for a while, on a loaded host past the default
 // 2 s, and then the master's replica took over and the next case's FLUSHALL met READONLY (seen twice
@@ -78,6 +79,11 @@ const c = (command: string, kind: string, requests: RawRequest[], extra: Partial
 const K = FIXTURE_KEYS;
 /** The slot of every fixture key. */
 const FIXTURE_SLOT = String(keySlot(Buffer.from('t')));
+/**
+ * Redis 7.4 (and Valkey 8) keep a dictionary per slot: GETKEYSINSLOT lists a slot's keys in its
+ * hash-table order, seeded at random per process, where 7.0 lists them newest first.
+ */
+const SLOT_KEYS_IN_HASH_ORDER = redisAtLeast(7, 4) || SERVER.flavor === 'valkey';
 
 /** Tricky requests, each a connection's worth, run after the same fixtures as the generated cases. */
 const CORPUS: CorpusCase[] = [
@@ -154,10 +160,10 @@ const CORPUS: CorpusCase[] = [
   c('CLUSTER COUNTKEYSINSLOT', 'the slot of the fixtures', [
     ['CLUSTER', 'COUNTKEYSINSLOT', FIXTURE_SLOT], ['CLUSTER', 'GETKEYSINSLOT', FIXTURE_SLOT, '100'], ['CLUSTER', 'GETKEYSINSLOT', FIXTURE_SLOT, '2'],
     ['CLUSTER', 'COUNTKEYSINSLOT', '16383'], ['CLUSTER', 'GETKEYSINSLOT', '16383', '0'], ['CLUSTER', 'GETKEYSINSLOT', '-1', '-1'],
-  ]),
+  ], { byShape: SLOT_KEYS_IN_HASH_ORDER }),
   c('CLUSTER COUNTKEYSINSLOT', 'COUNTKEYSINSLOT and GETKEYSINSLOT in MULTI', [
     ['MULTI'], ['SET', '{t}new', '1'], ['CLUSTER', 'COUNTKEYSINSLOT', FIXTURE_SLOT], ['CLUSTER', 'GETKEYSINSLOT', FIXTURE_SLOT, '1'], ['EXEC'],
-  ]),
+  ], { byShape: SLOT_KEYS_IN_HASH_ORDER }),
   c('MOVE', 'MOVE and SWAPDB in MULTI', [['MULTI'], ['MOVE', K.string, '1'], ['SWAPDB', '0', '1'], ['GET', K.string], ['EXEC'], ['GET', K.string]]),
   c('CONFIG GET', 'CONFIG GET maxmemory', [['CONFIG', 'GET', 'maxmemory']]),
   c('RANDOMKEY', 'RANDOMKEY on an empty db', [['FLUSHALL'], ['RANDOMKEY']]),
@@ -204,6 +210,23 @@ interface Row {
   commands: string[];
   /** Case names; `*` is every case of the command. */
   cases: string[];
+  /** The row holds on the back end under test (its "Back ends" cell). */
+  applies: boolean;
+}
+
+/**
+ * A "Back ends" cell: `every`, or a list of `Redis 7.2+` (that version and later) and `Valkey 8`
+ * (that major version and later). Commands a back end does not have are not compared on it.
+ */
+function appliesHere(cell: string): boolean {
+  if (cell === 'every') return true;
+  return cell.split(',').map((p) => p.trim()).some((part) => {
+    const redis = /^Redis (\d+)\.(\d+)\+$/.exec(part);
+    if (redis !== null) return SERVER.flavor === 'redis' && redisAtLeast(Number(redis[1]), Number(redis[2]));
+    const valkey = /^Valkey (\d+)$/.exec(part);
+    if (valkey !== null) return SERVER.flavor === 'valkey' && SERVER.major >= Number(valkey[1]);
+    throw new Error(`${COMPATIBILITY_PAGE}: cannot read the back ends "${cell}"`);
+  });
 }
 
 const COMPATIBILITY_PAGE = 'docs/compatibility.md';
@@ -223,13 +246,15 @@ function readCompatibilityTable(): Row[] {
     }
     const cells = line.slice(1, -1).split(/(?<!\\)\|/).map((s) => s.trim()); // `\|` is a | inside a cell
     if (!headerSeen) {
-      if (cells[0] !== 'Command' || cells[1] !== 'Case') throw new Error(`${COMPATIBILITY_PAGE}:${i + 1}: the table must start with | Command | Case |`);
+      if (cells[0] !== 'Command' || cells[1] !== 'Case' || cells[2] !== 'Back ends') {
+        throw new Error(`${COMPATIBILITY_PAGE}:${i + 1}: the table must start with | Command | Case | Back ends |`);
+      }
       headerSeen = true;
       continue;
     }
     if (/^-+$/.test(cells[0])) continue;
     const ticked = (cell: string): string[] => [...cell.matchAll(/`([^`]+)`/g)].map((m) => m[1]);
-    rows.push({ line: i + 1, commands: ticked(cells[0]), cases: ticked(cells[1]) });
+    rows.push({ line: i + 1, commands: ticked(cells[0]), cases: ticked(cells[1]), applies: appliesHere(cells[2]) });
   }
   return rows;
 }
@@ -300,15 +325,19 @@ test('every documented command and the corpus: through slotproxy as on one Redis
     if (JSON.stringify([view(want), want.closed]) !== JSON.stringify([view(got), got.closed])) differences.push({ test: t, want, got });
   }
 
-  const rows = readCompatibilityTable();
+  const rows = readCompatibilityTable().filter((r) => r.applies);
+  const hasCommand = new Set(cases.map((t) => t.command));
   const covers = (r: Row, d: Difference): boolean =>
     r.commands.includes(d.test.command) && (r.cases.includes('*') || r.cases.includes(d.test.kind));
   const unlisted = differences.filter((d) => !rows.some((r) => covers(r, d)));
   // A row stays true: each of its commands, and each case it names, still has a difference it covers.
   const stale: string[] = [];
   for (const r of rows) {
+    if (!r.commands.some((command) => hasCommand.has(command))) continue;
     const covered = differences.filter((d) => covers(r, d));
     for (const command of r.commands) {
+      // A command this back end has not (CLUSTER MYSHARDID before 7.2) cannot differ on it.
+      if (!hasCommand.has(command)) continue;
       if (!covered.some((d) => d.test.command === command)) stale.push(`${COMPATIBILITY_PAGE}:${r.line}: ${command} answers as one Redis does`);
     }
     for (const kind of r.cases.filter((k) => k !== '*')) {
@@ -322,4 +351,5 @@ test('every documented command and the corpus: through slotproxy as on one Redis
       `${stale.length > 0 ? `, ${stale.length} listed but no longer different` : ''}\n`,
   );
   expect({ unlisted: unlisted.map(show), stale }).toEqual({ unlisted: [], stale: [] });
-}, 120_000);
+  // About 1,400 cases, one after the other: 12 s on 7.0.15, 30-40 s on 7.4.1 and Valkey 8.0.1, 100 s on a loaded 2-core machine.
+}, 300_000);

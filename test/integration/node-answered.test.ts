@@ -10,6 +10,7 @@ import { keySlot } from '../../sharding/slot';
 import { useProxy, useRingProxy } from '../helpers/proxy';
 import { keyPerMaster } from '../helpers/master-keys';
 import { RawRequest, exchange } from '../helpers/raw-exchange';
+import { redisAtLeast } from '../helpers/server-version';
 
 const USER = ['--user', 'app', 'on', '>app-secret', '~*', '&*', '+@all'];
 
@@ -40,8 +41,10 @@ describe('cluster mode', () => {
       ['ACL', 'WHOAMI', 'x'], ['RESET'], ['AUTH', 'app', 'app-secret'], ['ACL', 'WHOAMI'],
     ]);
     expect(got).toBe(want);
-    // A failed AUTH leaves the client signed in as it was.
-    expect(got).toContain('$3\r\napp\r\n-WRONGPASS invalid username-password pair or user is disabled.\r\n$3\r\napp\r\n');
+    // A failed AUTH leaves the client signed in as it was. Redis 7.2 and later write nothing for a
+    // failed AUTH pipelined behind replies not yet written.
+    const wrongPass = redisAtLeast(7, 2) ? '' : '-WRONGPASS invalid username-password pair or user is disabled.\r\n';
+    expect(got).toContain(`$3\r\napp\r\n${wrongPass}$3\r\napp\r\n`);
   });
 
   test('ACL CAT, HELP and GENPASS answer as one Redis', async () => {

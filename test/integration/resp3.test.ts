@@ -3,6 +3,7 @@
 
 import net from 'node:net';
 import { useProxy } from '../helpers/proxy';
+import { HELLO_SERVER } from '../helpers/server-version';
 
 const env = useProxy();
 
@@ -60,7 +61,8 @@ describe('RESP3', () => {
     const v2 = new RawClient(port);
     try {
       const hello = await v3.send('HELLO 3', (s) => s.includes('modules') && s.endsWith('*0\r\n'));
-      expect(hello.startsWith('%7\r\n$6\r\nserver\r\n$5\r\nredis\r\n')).toBe(true);
+      // `server` as the back end names itself (Valkey: valkey).
+      expect(hello.startsWith(`%7\r\n$6\r\nserver\r\n$${HELLO_SERVER.server.length}\r\n${HELLO_SERVER.server}\r\n`)).toBe(true);
       expect(hello).toContain('$5\r\nproto\r\n:3\r\n');
 
       expect(await v2.send('HSET r3:h f v', exactly(':1\r\n'))).toBe(':1\r\n');

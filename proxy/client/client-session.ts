@@ -44,7 +44,5 @@ export interface ClientSession extends ReplyOwner {
   readonly pendingOutputBytes?: number;
   /** CLIENT SETINFO's LIB-NAME and LIB-VER, as CLIENT LIST shows them on Redis 7.2 and later; absent until set. */
   lib?: { name: string; ver: string };
-  /** Earlier replies not yet written to the client (Redis 7.2's clientHasPendingReplies); absent for stand-in sessions. */
-  hasPendingReplies?(): boolean;
   destroy?(): void;
 }

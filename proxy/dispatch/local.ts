@@ -83,18 +83,16 @@ function auth(server: LocalServer, session: ClientSession, args: Buffer[]): Buff
 
 /**
  * A failed AUTH or HELLO AUTH: Redis's WRONGPASS, and an ACL LOG entry naming the user tried.
- * Redis 7.2 and later (Valkey too) write no reply at all while earlier replies to the client are
- * not yet written (addAuthErrReply returns early when clientHasPendingReplies, the check meant for
- * module auth that answered already): a failed AUTH pipelined behind another request is silent.
+ * Always answered: Redis 7.2 and later (Valkey too) write no reply at all while earlier replies to
+ * the client are not yet written (addAuthErrReply returns early when clientHasPendingReplies, a
+ * check meant for module auth that answered already), which leaves a client that pipelined the
+ * AUTH waiting forever for its reply; the proxy does not copy that.
  */
 function authRefused(server: LocalServer, session: ClientSession, user: Buffer | null): Buffer {
   const username = user === null ? DEFAULT_USER : user.toString();
   server.aclLog.add('auth', 'toplevel', 'AUTH', username, server.clients.get(session.id)?.describe() ?? '');
-  if (versionAtLeast(server.backendVersion, 7, 2) && session.hasPendingReplies?.() === true) return NO_REPLY;
   return encode.error(errors.WRONGPASS);
 }
-
-const NO_REPLY = Buffer.alloc(0);
 
 function select(index: Buffer): Buffer {
   const db = parseInteger(index);

@@ -366,10 +366,6 @@ export class Session implements DispatchSession, ListedClient, Flushable {
     return slot;
   }
 
-  hasPendingReplies(): boolean {
-    return this.slots.some(isWritten) || this.socket.writableLength > 0;
-  }
-
   replyNow(reply: Buffer): void {
     this.track(new ReplySlot(this)).complete(reply);
   }
@@ -503,11 +499,6 @@ export class Session implements DispatchSession, ListedClient, Flushable {
 
 function isUnanswered(slot: ReplySlot): boolean {
   return slot.reply === null;
-}
-
-/** A slot whose reply will be written to the client (CLIENT REPLY OFF's are not). */
-function isWritten(slot: ReplySlot): boolean {
-  return !slot.silent;
 }
 
 /** `ip:port`, with an IPv6 address in brackets, as Redis writes a peer. */

@@ -55,3 +55,14 @@ export function busyText(kill: 'SCRIPT' | 'FUNCTION'): string {
 
 /** HELLO before AUTH on a server with a password: Redis 7.2 added `<proto>` to the hint. */
 export const NOAUTH_HELLO = `NOAUTH HELLO must be called with the client already authenticated, otherwise the HELLO ${redisAtLeast(7, 2) ? '<proto> ' : ''}AUTH <user> <pass> option can be used to authenticate the client and select the RESP protocol version at the same time`;
+
+const WRONGPASS_LINE = '-WRONGPASS invalid username-password pair or user is disabled.\r\n';
+
+/**
+ * The proxy's replies as a Redis 7.2+ node writes them: such a node writes nothing for a failed AUTH
+ * pipelined behind unwritten replies (the client would wait forever), where the proxy answers
+ * WRONGPASS. For comparing with the reference node byte for byte everywhere else.
+ */
+export function withoutPipelinedWrongpass(replies: string): string {
+  return redisAtLeast(7, 2) ? replies.split(WRONGPASS_LINE).join('') : replies;
+}

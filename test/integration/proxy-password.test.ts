@@ -14,7 +14,7 @@ import { ProxyServer } from '../../proxy/server/server';
 import { Placement } from '../../sharding/migration';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { eventually } from '../helpers/eventually';
-import { NOAUTH_HELLO, redisAtLeast } from '../helpers/server-version';
+import { NOAUTH_HELLO, withoutPipelinedWrongpass } from '../helpers/server-version';
 
 const NOAUTH = 'NOAUTH Authentication required.';
 
@@ -65,9 +65,9 @@ describe('cluster mode, compared with one Redis', () => {
       const after = await exchange(port, [['PING'], ['AUTH', 'x'], ['AUTH', 'default', 'x'], ['CONFIG', 'GET', 'requirepass']]);
       seen[where] = [set.replies, fresh.replies, hello[0].slice(0, 1), hello[1], stillIn, unset.replies, after.replies];
     }
-    expect(seen.proxy).toEqual(seen.redis);
-    // Redis 7.2 and later answer nothing to a failed AUTH pipelined behind replies not yet written.
-    const wrongPass = redisAtLeast(7, 2) ? '' : '-WRONGPASS invalid username-password pair or user is disabled.\r\n'.repeat(2);
+    expect(seen.proxy.map((r) => (typeof r === 'string' ? withoutPipelinedWrongpass(r) : r))).toEqual(seen.redis);
+    // Always answered (Redis 7.2 and later answer nothing to a failed AUTH pipelined behind replies not yet written).
+    const wrongPass = '-WRONGPASS invalid username-password pair or user is disabled.\r\n'.repeat(2);
     expect(seen.proxy[1]).toBe(
       `-${NOAUTH}\r\n-${NOAUTH}\r\n-${NOAUTH_HELLO}\r\n${wrongPass}-ERR syntax error\r\n` +
         '+OK\r\n$1\r\nv\r\n*2\r\n$11\r\nrequirepass\r\n$9\r\ntemp_pass\r\n+OK\r\n',

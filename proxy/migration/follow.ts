@@ -35,10 +35,9 @@ import { StreamCommand, StreamReader } from '../replication/stream-reader';
 import { FollowRouter, Part, Routed } from './follow-router';
 import { FollowApplier, recordKeyOf } from './follow-applier';
 import { ownersOf } from './copy-keys';
-import { decodeReply } from '../resp/decode-reply';
 import { request } from '../backend/request';
 import { readSnapshot } from './follow-snapshot';
-import { onEveryMaster, removeMovingKeys, statesAt } from './follow-states';
+import { onEveryMaster, recordedOffsets, removeMovingKeys, statesAt } from './follow-states';
 import { BulkRestore } from './follow-restore';
 import { tooSoon } from './follow-expiry';
 import { log } from '../telemetry/log';
@@ -111,10 +110,6 @@ export class NodeFollower {
   /** Links lost in a row (a node that refuses PSYNC): the next attempt waits longer, up to RESUME_CAP_MS. */
   private losses = 0;
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
-  /** Side A closed for done: B may take writes, so nothing more of A's stream is applied. */
-  private frozen = false;
-  /** Commands heard after the close and not applied (a write made straight on A, an expiry's DEL). */
-  missedAfterClose = 0;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -140,8 +135,6 @@ export class NodeFollower {
 
   stop(reason = 'the follow ended'): void {
     if (this.stopped) return;
-    this.missedAfterClose = this.frozen ? this.commands.length : 0;
-    if (this.missedAfterClose > 0 || (this.frozen && this.intake.spooled > 0)) log.warn({ node: this.source, commands: this.missedAfterClose, spooledBytes: this.intake.spooled }, 'migration: commands of side A\'s stream after it closed for done were not applied on side B');
     this.stopped = true;
     this.intake.close();
     this.state = 'stopped';
@@ -149,11 +142,6 @@ export class NodeFollower {
     this.link?.close(reason);
     for (const a of this.appliers.values()) a.close(reason);
     for (const w of this.waiters.splice(0)) w.done();
-  }
-
-  freeze(frozen: boolean): void {
-    this.frozen = frozen;
-    if (!frozen) void this.process();
   }
 
   /** Age of the oldest command handed on and not yet on B, in seconds. */
@@ -239,26 +227,13 @@ export class NodeFollower {
     this.link = link;
   }
 
-  /** Where to resume: every node of B recorded an offset in the same history, the lowest of them. */
+  /** Where to resume (follow-states.ts), keeping what each node of B recorded. */
   private async recorded(): Promise<{ replid: string; offset: number } | null> {
     const to = this.placement().to;
-    if (to === null) return null;
-    const owners = ownersOf(to);
-    let replid: string | null = null;
-    let lowest = Infinity;
-    const floors = new Map<string, number>();
-    for (const b of to.masters()) {
-      const reply = decodeReply(await request(this.ctx.pool.connection(b, LANE), ['HGET', recordKeyOf(b, owners), this.source], this.ctx.forward.retryWindowMs));
-      if (typeof reply !== 'string') return null;
-      const [id, off] = reply.split(' ');
-      if (replid !== null && id !== replid) return null;
-      replid = id;
-      floors.set(b, Number(off));
-      lowest = Math.min(lowest, Number(off));
-    }
-    if (replid === null || !Number.isFinite(lowest)) return null;
-    this.floors = floors;
-    return { replid, offset: lowest };
+    const found = to === null ? null : await recordedOffsets(this.ctx, to, this.source);
+    if (found === null) return null;
+    this.floors = found.floors;
+    return { replid: found.replid, offset: found.offset };
   }
 
   private lost(reason: string): void {
@@ -310,7 +285,7 @@ export class NodeFollower {
     if (this.processing) return;
     this.processing = true;
     try {
-      while (this.commands.length > 0 && !this.stopped && this.state !== 'failed' && !this.frozen) {
+      while (this.commands.length > 0 && !this.stopped && this.state !== 'failed') {
         const cmd = this.commands.peek() as StreamCommand;
         const routed = this.router().route(cmd.args);
         try {
@@ -427,7 +402,7 @@ export class NodeFollower {
 
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */
   private recordIdle(): void {
-    if (this.state !== 'live' || this.frozen || this.applied < 0) return;
+    if (this.state !== 'live' || this.applied < 0) return;
     for (const b of this.placement().to?.masters() ?? []) this.applierOf(b).idle(this.applied);
   }
 

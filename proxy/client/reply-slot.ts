@@ -30,3 +30,8 @@ export class ReplySlot {
     if (this.onFilled !== null) this.onFilled(frame);
   }
 }
+
+/** A slot whose reply has not come yet. */
+export function isUnanswered(slot: ReplySlot): boolean {
+  return slot.reply === null;
+}

@@ -18,6 +18,7 @@
  *   reset, not a half-open socket that swallows its bytes until its send buffer blocks.
  */
 // Imported, not the global: Node 20's global `Buffer` is a getter, called on every use (bench/NOTES.md, round 10).
+import { formatPeer } from '../client/peer-address';
 import { Buffer } from 'node:buffer';
 import net from 'node:net';
 import { RequestDecoder, DecoderLimits } from '../resp/request-decoder';
@@ -30,7 +31,7 @@ import { ReplyMode, Releasable, Unblockable } from '../client/client-session';
 import { ClientType, ListedClient, clientInfoLine } from '../client/client-list';
 import { DEFAULT_USER } from '../security/auth';
 import { UserPermissions } from '../security/permissions';
-import { ReplySlot } from '../client/reply-slot';
+import { ReplySlot, isUnanswered } from '../client/reply-slot';
 import { Queue } from '../client/queue';
 import { Flushable, batchBegin, batchEnd, markReady } from '../client/reply-flusher';
 import { ProxyStats } from '../telemetry/stats';
@@ -495,14 +496,4 @@ export class Session implements DispatchSession, ListedClient, Flushable {
       this.socket.resume();
     }
   }
-}
-
-function isUnanswered(slot: ReplySlot): boolean {
-  return slot.reply === null;
-}
-
-/** `ip:port`, with an IPv6 address in brackets, as Redis writes a peer. */
-function formatPeer(ip: string | undefined, port: number | undefined): string {
-  const host = ip ?? '?';
-  return host.includes(':') ? `[${host}]:${port ?? 0}` : `${host}:${port ?? 0}`;
 }

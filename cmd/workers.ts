@@ -86,7 +86,8 @@ export async function superviseWorkers(count: number, metrics?: MetricsConfig, s
   log.info({ workers: count }, 'started worker processes');
   if (metrics !== undefined) {
     // Loaded only when asked for, as in proxy/server/server.ts.
-    const { MetricsServer, workersMetrics } = require('../proxy/telemetry/metrics') as typeof import('../proxy/telemetry/metrics');
+    const { MetricsServer } = require('../proxy/telemetry/metrics') as typeof import('../proxy/telemetry/metrics');
+    const { workersMetrics } = require('../proxy/telemetry/worker-metrics') as typeof import('../proxy/telemetry/worker-metrics');
     const { consoleRoute } = require('../proxy/console/http') as typeof import('../proxy/console/http');
     const { workersConsole, workersRefusal } = require('./worker-console') as typeof import('./worker-console');
     // Ready when every worker serves; each worker's own /readyz conditions are met before it listens.

@@ -382,7 +382,7 @@ export class ProxyServer {
       // A worker's metrics (and console) are served, summed with its siblings', by the primary
       // (cmd/workers.ts), which asks a worker whether a request may read them.
       if (cluster.isWorker) {
-        metrics.shareWithPrimary(registry);
+        (require('../telemetry/worker-metrics') as typeof import('../telemetry/worker-metrics')).shareWithPrimary(registry);
         this.workerHttp = { refusal: guard, consoleState: consoleSource === null ? null : () => consoleSource.state() };
         return;
       }

@@ -10,7 +10,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import tls from 'node:tls';
-import { AggregatorRegistry, Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import { MIGRATION_PHASES, MigrationPhase, parseHostPort } from '../../config/schema';
 import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
 import { ProxyStats } from './stats';
@@ -360,23 +360,6 @@ export function createRegistry(sources: MetricsSources): Registry {
 export interface MetricsSource {
   metrics(): Promise<string>;
   readonly contentType: string;
-}
-
-/**
- * With `--workers N` each worker has its own registry; the primary serves /metrics and sums the
- * workers' (prom-client's AggregatorRegistry asks them over the cluster IPC channel at scrape time).
- * A worker calls this instead of listening itself: workers share ports, so each scrape would
- * otherwise reach one worker at random.
- */
-export function shareWithPrimary(registry: Registry): void {
-  new AggregatorRegistry(); // installs the worker's answer to the primary's requests
-  AggregatorRegistry.setRegistries([registry]);
-}
-
-/** The primary's source: every worker's metrics, summed (gauges too: clients, connections). */
-export function workersMetrics(): MetricsSource {
-  const aggregator = new AggregatorRegistry();
-  return { metrics: () => aggregator.clusterMetrics(), contentType: aggregator.contentType };
 }
 
 /** One node's answer to the back-end health check (proxy/server/backend-health.ts). */

@@ -29,6 +29,7 @@ import { NodeEviction } from './node-eviction';
 import { readKeysOfCall } from './script-read-keys';
 import { versionAtLeast } from '../resp/backend-version';
 import { FlushGates, flushTellsFirst, isFlush } from './flush-gates';
+import { hasKeys, holdsOwnPushes } from './tracking-rules';
 
 /** What the hub needs of a client of the proxy (server/session.ts implements it). */
 export interface CachingClient extends ReplyOwner {
@@ -206,7 +207,7 @@ export class ClientCaching {
     // A node that may evict for maxmemory does so before the next command it runs (the feeds'
     // fence after this one's reply, if no other): its keys are told right after this reply.
     const changes = info.name === 'exec' || (script !== null && script.writes && !inMulti) || (!inMulti && this.eviction.mayEvict && hasKeys(info, args));
-    if (changes && holdsOwnPushes(client, tracking)) {
+    if (changes && holdsOwnPushes(client.protocol, tracking)) {
       tracking.holdPushes = true;
       tracking.lastClaimed = null;
       tracking.armedWrite ??= []; // its reply slot is claimed, and writeAnswered says when it came
@@ -493,19 +494,4 @@ export class ClientCaching {
     else if (target.protocol === 3) target.pushOutOfBand(Buffer.concat([PUSH_HEAD, body]));
     else if (redirected && target.subscribed) target.pushOutOfBand(Buffer.concat([MESSAGE_HEAD, body]));
   }
-}
-
-/** Whether the command names keys (a command the proxy answers itself runs nothing on a node that could evict). */
-function hasKeys(info: CommandInfo, args: Buffer[]): boolean {
-  const positions = keyPositions(info, args);
-  return positions !== null && positions.length > 0;
-}
-
-/**
- * Whether the client's own changes reach it on its own connection right after the reply that made
- * them: RESP3, no REDIRECT, default mode (BCAST pushes come once the event loop turn ends), and not
- * NOLOOP (which hides them).
- */
-function holdsOwnPushes(client: CachingClient, tracking: ClientTracking): boolean {
-  return client.protocol === 3 && tracking.redirect === 0 && !tracking.bcast && !tracking.noloop;
 }

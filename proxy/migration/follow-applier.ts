@@ -10,7 +10,9 @@
  * exactly the commands at or before the recorded offset, and nothing runs twice. One batch is in
  * flight at a time, so batches run in order. A command the node refuses (a type it cannot hold,
  * a key it does not serve after a reshard of B) comes back failed, and follow.ts carries its keys as
- * their result instead.
+ * their result instead. A node that does not answer (paused, slow past the command timeout,
+ * restarting) refuses nothing: the same batch is sent again until it answers, and the script skips
+ * a batch its record says it already holds (a batch whose connection timed out may still run).
  */
 import { ProxyContext } from '../context';
 import { SlotOwners } from '../../sharding/key-space';
@@ -30,10 +32,19 @@ export const APPLIED_KEY = `${BOOKKEEPING_PREFIX}applied`;
  * and its arguments. Answers the 0-based indexes of the commands that failed, each followed by its
  * error; or {-1} when B is fenced: a proxy switches to done, so B takes writes of its own and
  * nothing more of A's stream may land there (an expiry on A must not delete a key B renewed).
+ * A batch at or before the record (same replid) is already on the node: nothing runs, {} answers.
  */
 export const APPLY_STREAM_SCRIPT = `#!lua flags=allow-cross-slot-keys
 if redis.call('EXISTS', ARGV[4]) == 1 then
   return {-1}
+end
+local held = redis.call('HGET', ARGV[1], ARGV[2])
+if held then
+  local id, at = string.match(held, '^(%S+) (%d+)$')
+  local want, upto = string.match(ARGV[3], '^(%S+) (%d+)$')
+  if id ~= nil and id == want and tonumber(at) >= tonumber(upto) then
+    return {}
+  end
 end
 local failed = {}
 local i = 5
@@ -67,9 +78,17 @@ export interface AppliedPart {
 }
 
 const LANE = 0;
+const RETRY_MS = 100;
+const RETRY_CAP_MS = 2000;
+/** Error replies of a node that will take the batch shortly: waited for, never refusals. */
+const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN)\b/;
 
 export class FollowApplier {
   private queued: AppliedPart[] = [];
+  /** Records asked for (recordThrough): resolved once the node's record is at or past them. */
+  private marks: { offset: number; done: () => void }[] = [];
+  /** Why the node does not answer now (null: it does), for status lines and one log line per episode. */
+  unanswered: string | null = null;
   private inFlight = false;
   private scheduled = false;
   private closed = false;
@@ -110,30 +129,66 @@ export class FollowApplier {
   idle(offset: number): void {
     if (this.inFlight || this.closed || this.queued.length > 0 || offset <= this.recorded) return;
     this.inFlight = true;
-    void this.send([], offset).finally(() => {
-      this.inFlight = false;
-      if (this.queued.length > 0) this.flush();
+    void this.send([], offset).finally(() => this.next());
+  }
+
+  /** Resolves once the node's record says `offset` (or more), after what is queued; or on close. */
+  recordThrough(offset: number): Promise<void> {
+    if (offset <= this.recorded || this.closed) return Promise.resolve();
+    return new Promise((done) => {
+      this.marks.push({ offset, done });
+      if (!this.inFlight && !this.scheduled) this.flush();
     });
   }
 
   close(reason: string): void {
     this.closed = true;
     for (const p of this.queued.splice(0)) p.done(reason);
+    for (const m of this.marks.splice(0)) m.done();
+  }
+
+  private next(): void {
+    this.inFlight = false;
+    for (const m of this.marks.filter((m) => m.offset <= this.recorded)) m.done();
+    this.marks = this.marks.filter((m) => m.offset > this.recorded);
+    if (this.queued.length > 0 || this.marks.length > 0) this.flush();
   }
 
   private flush(): void {
     this.scheduled = false;
-    if (this.inFlight || this.closed || this.queued.length === 0) return;
+    if (this.inFlight || this.closed) return;
+    if (this.queued.length === 0) {
+      // Only records asked for: one empty batch at the furthest of them.
+      if (this.marks.length === 0) return;
+      this.inFlight = true;
+      void this.send([], Math.max(...this.marks.map((m) => m.offset))).finally(() => this.next());
+      return;
+    }
     const batch = this.queued;
     this.queued = [];
     this.inFlight = true;
-    void this.send(batch).finally(() => {
-      this.inFlight = false;
-      if (this.queued.length > 0) this.flush();
-    });
+    void this.send(batch).finally(() => this.next());
   }
 
+  /** The batch until the node answers it (a slow or paused node is waited for); then each part done. */
   private async send(batch: AppliedPart[], through = batch[batch.length - 1].end): Promise<void> {
+    for (let attempt = 0; ; attempt++) {
+      const outcome = await this.attempt(batch, through);
+      if (outcome === 'answered' || this.closed) break;
+      if (this.unanswered === null) log.warn({ node: this.address, source: this.source, reason: outcome }, 'migration: a node of side B does not answer the follow\'s commands; they wait and are sent again');
+      this.unanswered = outcome;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref());
+      if (this.closed) break;
+    }
+    if (this.closed && this.unanswered !== null) for (const p of batch) p.done(`${this.address}: the follow ended`);
+    else if (this.unanswered !== null) {
+      log.info({ node: this.address, source: this.source }, 'migration: a node of side B answers the follow\'s commands again');
+      this.unanswered = null;
+    }
+  }
+
+  /** One try: 'answered' once the node replied (each part done), else why it did not. */
+  private async attempt(batch: AppliedPart[], through: number): Promise<string> {
     this.recordKey ??= recordKeyOf(this.address, this.owners);
     this.fenceKey ??= fenceKeyOf(this.address, this.owners);
     // The command by SHA1, built once; by body only where the node lacks the script.
@@ -148,26 +203,32 @@ export class FollowApplier {
       const byBody = (): Buffer[] => [EVAL, BODY, ...bySha.slice(2)];
       const frame = await migrationScript(this.ctx, null, this.address, (sha) => (sha ? bySha : byBody()), LANE);
       const reply = decodeReply(frame);
-      if (!Array.isArray(reply)) throw new Error(reply instanceof Error ? reply.message : 'unexpected reply to the apply script');
+      if (reply instanceof Error && TRANSIENT.test(reply.message)) return `${this.address}: ${reply.message}`;
+      if (!Array.isArray(reply)) {
+        // A real error reply to the whole batch (OOM, NOPERM ...): each command is refused.
+        const why = `${this.address}: ${reply instanceof Error ? reply.message : 'unexpected reply to the apply script'}`;
+        for (const p of batch) p.done(why);
+        return 'answered';
+      }
       if (reply.length === 1 && Number(reply[0]) === -1) {
         // Fenced for done: these commands are past what B takes from A; counted, never applied.
         if (this.afterFence === 0 && batch.length > 0) log.info({ node: this.address, source: this.source }, 'migration: side B is fenced for done; the rest of side A\'s stream is not applied there');
         this.afterFence += batch.length;
         this.recorded = Math.max(this.recorded, through);
         for (const p of batch) p.done(null);
-        return;
+        return 'answered';
       }
       failed = new Map();
       for (let i = 0; i + 1 < reply.length; i += 2) failed.set(Number(reply[i]), String(reply[i + 1]));
     } catch (err) {
+      // No reply (a timeout, a lost connection): nothing is refused, the batch goes again.
       this.recordKey = null; // a reshard of B may have moved it
       this.fenceKey = null;
-      const why = `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
-      for (const p of batch) p.done(why);
-      return;
+      return `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
     }
     this.recorded = Math.max(this.recorded, through);
     batch.forEach((p, i) => p.done(failed.get(i) ?? null));
+    return 'answered';
   }
 }
 

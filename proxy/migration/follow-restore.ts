@@ -2,17 +2,81 @@
  * The snapshot's entries restored on side B as fast as B takes them: each RESTORE is one request on
  * the pool's connection to its node (many share a write, as clients' requests do), with at most
  * WINDOW unanswered at a time for the whole snapshot. A cluster's redirect (B resharded meanwhile)
- * is followed for that key alone (side-request.ts); any other refusal fails the snapshot.
+ * is followed for that key alone (side-request.ts); any other refusal fails the snapshot. A RESTORE
+ * that gets no reply (B paused or slow past the command timeout, a lost connection) is sent again
+ * after a backoff, while the follow lasts: a slow B is waited for, never a failure.
  */
 import { ProxyContext } from '../context';
-import { SlotOwners } from '../../sharding/key-space';
+import { KeySpace, SlotOwners } from '../../sharding/key-space';
 import { sideRequest } from './side-request';
 import { redirectOf } from './redirect';
 import * as encode from '../resp/encode';
+import { FollowRouter } from './follow-router';
+import { readSnapshot } from './follow-snapshot';
+import { ownersOf } from './copy-keys';
+import { recordKeyOf } from './follow-applier';
+import { onB } from './follow-states';
+import { tooSoon } from './follow-expiry';
 
 const WINDOW = 20_000;
 const LANE = 0;
+const RETRY_MS = 100;
+const RETRY_CAP_MS = 2000;
+/** A node that takes the RESTORE again shortly: loading, a busy script. */
+const TRANSIENT = /^-(LOADING|BUSY)\b/;
 const NO_CLIENT = Object.freeze({ id: -1 });
+const RESTORE = Buffer.from('RESTORE');
+const REPLACE = Buffer.from('REPLACE');
+const ABSTTL = Buffer.from('ABSTTL');
+
+/** What restoring a snapshot needs of its follower (follow.ts). */
+export interface SnapshotHost {
+  router: FollowRouter;
+  removeMovingKeys(): Promise<void>;
+  everyMaster(args: Buffer[]): Promise<void>;
+  live(): boolean;
+  /** Entries read and restored so far. */
+  progress(entries: number, restored: number): void;
+  /** `<replid> <offset>`: what every node of B records once the snapshot is restored. */
+  record: string;
+}
+
+/**
+ * A full sync's snapshot (the file) onto B: every node's record of `source` removed first (a
+ * follower that dies half-way must not resume over it), B's copies of the moving keys removed (the
+ * snapshot is the truth), each moving key restored ABSTTL REPLACE on its owner, function libraries
+ * loaded on every master, and only then the record of the snapshot's offset written.
+ */
+export async function restoreSnapshot(ctx: ProxyContext, to: KeySpace, source: string, file: string, host: SnapshotHost): Promise<void> {
+  const owners = ownersOf(to);
+  for (const b of to.masters()) await recordOnB(ctx, b, ['HDEL', recordKeyOf(b, owners), source], host.live);
+  await host.removeMovingKeys();
+  const router = host.router;
+  const restore = new BulkRestore(ctx, owners, host.live);
+  let entries = 0;
+  await readSnapshot(file, {
+    wants: (key) => router.ownerInB(key) !== null,
+    entry: async (key, expireAtMs, dump) => {
+      entries++;
+      const to = router.ownerInB(key);
+      if (to === null) return;
+      // An expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts).
+      const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
+      await restore.push(to, [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])]);
+      host.progress(entries, restore.restored);
+    },
+    func: async (code) => host.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
+  });
+  await restore.finish();
+  host.progress(entries, restore.restored);
+  for (const b of to.masters()) await recordOnB(ctx, b, ['HSET', recordKeyOf(b, owners), source, host.record], host.live);
+}
+
+/** A record write on node `b` of B, waited for while B does not answer; an error reply fails the snapshot. */
+async function recordOnB(ctx: ProxyContext, b: string, args: string[], live: () => boolean): Promise<void> {
+  const frame = await onB(ctx, b, args, live);
+  if (frame[0] === 45) throw new Error(`${b} refused ${args[0]}: ${frame.toString('utf8', 1, frame.length - 2)}`);
+}
 
 export class BulkRestore {
   private open = 0;
@@ -23,19 +87,30 @@ export class BulkRestore {
   constructor(
     private readonly ctx: ProxyContext,
     private readonly owners: SlotOwners | null,
+    /** False once the follow ended: nothing is sent again. */
+    private readonly live: () => boolean = () => true,
   ) {}
 
   /** Sends one RESTORE; resolves at once unless WINDOW are unanswered (then once fewer are). */
   async push(to: string, args: Buffer[]): Promise<void> {
     if (this.failure !== null) throw this.failure;
     this.open++;
-    const payload = encode.command(args);
+    this.send(to, args, encode.command(args), 0);
+    if (this.open >= WINDOW) await new Promise<void>((resolve) => (this.wake = resolve));
+  }
+
+  private send(to: string, args: Buffer[], payload: Buffer, attempt: number): void {
+    const again = (why: string): void => {
+      if (!this.live()) return this.done(`RESTORE on ${to}: ${why}`);
+      setTimeout(() => this.send(to, args, payload, attempt + 1), Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref();
+    };
     this.ctx.pool.connection(to, LANE).send({
       payload,
       internal: true,
       owner: NO_CLIENT,
       onReply: (frame) => {
         if (frame[0] !== 45) return this.done(null);
+        if (TRANSIENT.test(frame.toString('latin1', 0, 16))) return again(frame.toString('utf8', 1, frame.length - 2));
         if (this.owners !== null && redirectOf(frame, to) !== null) {
           void sideRequest(this.ctx.pool, this.owners, to, args, { lane: LANE, maxRedirects: this.ctx.forward.maxRedirects, retryWindowMs: this.ctx.forward.retryWindowMs }).then(
             (f) => this.done(f[0] === 45 ? `RESTORE on ${to}: ${f.toString('utf8', 1, f.length - 2)}` : null),
@@ -45,9 +120,8 @@ export class BulkRestore {
         }
         this.done(`RESTORE on ${to}: ${frame.toString('utf8', 1, frame.length - 2)}`);
       },
-      onFailure: (message) => this.done(`RESTORE on ${to}: ${message}`),
+      onFailure: (message) => again(message),
     });
-    if (this.open >= WINDOW) await new Promise<void>((resolve) => (this.wake = resolve));
   }
 
   /** Resolves once every RESTORE sent is answered; rejects with the first refusal. */

@@ -2,8 +2,15 @@
  * A spooled full-sync snapshot read back at side B's pace: replication/rdb-reader.ts cuts it into
  * entries (each key's DUMP payload as the node would give it), and each is handed on in turn,
  * the file read no faster than `entry` resolves. Databases other than 0 stop it with the reason.
+ *
+ * The follower's files are named for the followed node, this host and this process
+ * (`slotproxy-follow-<node>.<host>.<pid>.rdb`), so a follower starting finds those of an earlier
+ * follower of the same node on this host whose process is gone (killed mid-snapshot) and removes
+ * them; a file of a process still running, or of another host sharing the folder, is left alone.
  */
 import fs from 'node:fs';
+import os from 'node:os';
+import path from 'node:path';
 import { RdbReader } from '../replication/rdb-reader';
 
 export interface SnapshotSink {
@@ -42,5 +49,48 @@ export async function readSnapshot(file: string, sink: SnapshotSink): Promise<vo
     if (failure !== null) throw failure;
   } finally {
     await fd.close();
+  }
+}
+
+const PREFIX = 'slotproxy-follow-';
+
+function safe(s: string): string {
+  return s.replace(/[^0-9a-zA-Z]/g, '_');
+}
+
+/** Where this process's follower of `source` writes its snapshot (rdb) or stream spool. */
+export function followFileOf(dir: string, source: string, kind: 'rdb' | 'stream'): string {
+  return path.join(dir, `${PREFIX}${safe(source)}.${safe(os.hostname())}.${process.pid}.${kind}`);
+}
+
+/** Files in `dir` of earlier followers of `source` on this host whose process is gone, removed; their names. */
+export function removeStaleFollowFiles(dir: string, source: string): string[] {
+  let names: string[];
+  try {
+    names = fs.readdirSync(dir);
+  } catch {
+    return [];
+  }
+  const mine = new RegExp(`^${PREFIX}${safe(source)}\\.${safe(os.hostname())}\\.(\\d+)\\.(rdb|stream)$`);
+  const removed: string[] = [];
+  for (const name of names) {
+    const pid = Number(mine.exec(name)?.[1] ?? NaN);
+    if (!Number.isSafeInteger(pid) || pid === process.pid || running(pid)) continue;
+    try {
+      fs.rmSync(path.join(dir, name), { force: true });
+      removed.push(name);
+    } catch {
+      // another follower removed it first
+    }
+  }
+  return removed;
+}
+
+function running(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'EPERM'; // alive, another user's
   }
 }

@@ -1,13 +1,14 @@
 /**
  * What the follower (follow.ts) asks of the nodes beside the stream: keys' states read on side A at a
  * known offset (a command carried as its result), and writes that reach every node of side B (a
- * flush's removal of the node's moving keys, a FUNCTION write).
+ * flush's removal of the node's moving keys, a FUNCTION write). A node of B that does not answer
+ * (paused, slow past the command timeout, restarting) is waited for (onB): only its error replies
+ * are failures.
  */
 import { ProxyContext } from '../context';
 import { KeySpace } from '../../sharding/key-space';
 import { request } from '../backend/request';
 import { decodeReply, Reply } from '../resp/decode-reply';
-import { scanNode } from './feed-copy';
 import { FollowRouter } from './follow-router';
 import { withoutPastExpiry } from './follow-expiry';
 import { log } from '../telemetry/log';
@@ -15,6 +16,31 @@ import { ownersOf } from './copy-keys';
 import { recordKeyOf } from './follow-applier';
 
 const LANE = 0;
+const RETRY_MS = 100;
+const RETRY_CAP_MS = 2000;
+/** Error replies of a node that takes the request again shortly (loading, a busy script, a cluster in a failover). */
+const TRANSIENT = /^-(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN)\b/;
+/** Keys per SCAN of a node of B. */
+const SCAN_COUNT = '500';
+
+/**
+ * `args` on node `address` of B until it answers: a request that gets no reply (the connection's
+ * command timeout, a lost connection) or a transient error goes again after a backoff, while
+ * `live()`; the reply frame, an error reply too. Throws only once `live()` is false.
+ */
+export async function onB(ctx: ProxyContext, address: string, args: readonly (Buffer | string)[], live: () => boolean): Promise<Buffer> {
+  for (let attempt = 0; ; attempt++) {
+    if (!live()) throw new Error('the follow ended');
+    try {
+      // No timeout of its own: the connection's command timeout fails it, and every request queued with it.
+      const frame = await request(ctx.pool.connection(address, LANE), args, 0);
+      if (!TRANSIENT.test(frame.toString('latin1', 0, 16))) return frame;
+    } catch {
+      // no reply: sent again
+    }
+    await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref());
+  }
+}
 
 /**
  * Each key's DUMP and PEXPIRETIME on `source` with ROLE's offset, in one MULTI: the states are A's
@@ -40,21 +66,28 @@ export async function statesAt(ctx: ProxyContext, source: string, keys: readonly
 }
 
 /** A FLUSHALL on `source`, or a new full sync: its moving keys are removed from every node of B. */
-export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace, source: string, router: FollowRouter): Promise<void> {
+export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace, source: string, router: FollowRouter, live: () => boolean): Promise<void> {
   for (const b of to.masters()) {
     if (b === source) continue;
-    await scanNode(ctx, b, async (keys) => {
-      const mine = keys.filter((k) => router.ownerInB(k) === b);
-      if (mine.length > 0) await request(ctx.pool.connection(b, LANE), ['DEL', ...mine], ctx.forward.retryWindowMs);
-    });
+    let cursor = '0';
+    do {
+      const reply = decodeReply(await onB(ctx, b, ['SCAN', cursor, 'COUNT', SCAN_COUNT], live), true);
+      if (!Array.isArray(reply) || reply.length !== 2 || !Buffer.isBuffer(reply[0]) || !Array.isArray(reply[1])) throw new Error(`${b}: unexpected SCAN reply`);
+      cursor = reply[0].toString('latin1');
+      const mine = reply[1].filter((k): k is Buffer => Buffer.isBuffer(k) && router.ownerInB(k) === b);
+      if (mine.length > 0) {
+        const frame = await onB(ctx, b, ['DEL', ...mine], live);
+        if (frame[0] === 45) throw new Error(`${b} refused DEL: ${frame.toString('utf8', 1, frame.length - 2)}`);
+      }
+    } while (cursor !== '0');
   }
 }
 
 /** A FUNCTION write on every master of B but `source` (already there). */
-export async function onEveryMaster(ctx: ProxyContext, to: KeySpace | null, source: string, args: Buffer[]): Promise<void> {
+export async function onEveryMaster(ctx: ProxyContext, to: KeySpace | null, source: string, args: Buffer[], live: () => boolean): Promise<void> {
   for (const b of to?.masters() ?? []) {
     if (b === source) continue;
-    const frame = await request(ctx.pool.connection(b, LANE), args, ctx.forward.retryWindowMs);
+    const frame = await onB(ctx, b, args, live);
     if (frame[0] === 45 && !/not found|already exists/i.test(frame.toString())) log.warn({ node: b, error: frame.toString().trim() }, 'migration: a FUNCTION write of side A failed on side B');
   }
 }

@@ -23,23 +23,22 @@
  * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in
  * one go, the states are restored on B, and later stream commands on those keys up to R are
  * skipped (they are in the states read). The stream waits for that, so order holds.
+ * A node of B that does not answer (paused, slow) is waited for, never taken for a refusal; a link
+ * lost meanwhile resumes once all received is on B and recorded: one full sync per A that cannot continue.
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import os from 'node:os';
-import path from 'node:path';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { ReplicationLink } from '../replication/link';
 import { StreamCommand, StreamReader } from '../replication/stream-reader';
 import { FollowRouter, Part, Routed } from './follow-router';
-import { FollowApplier, recordKeyOf } from './follow-applier';
+import { FollowApplier } from './follow-applier';
 import { ownersOf } from './copy-keys';
-import { request } from '../backend/request';
-import { readSnapshot } from './follow-snapshot';
+import { followFileOf, removeStaleFollowFiles } from './follow-snapshot';
 import { onEveryMaster, recordedOffsets, removeMovingKeys, statesAt } from './follow-states';
-import { BulkRestore } from './follow-restore';
-import { tooSoon } from './follow-expiry';
+import { restoreSnapshot } from './follow-restore';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 import { StreamIntake } from './follow-spool';
@@ -59,10 +58,6 @@ export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 *
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
 const RESUME_CAP_MS = 5000;
-const LANE = 0;
-const RESTORE = Buffer.from('RESTORE');
-const REPLACE = Buffer.from('REPLACE');
-const ABSTTL = Buffer.from('ABSTTL');
 
 interface Ticket {
   end: number;
@@ -109,6 +104,9 @@ export class NodeFollower {
   private received = -1;
   /** Links lost in a row (a node that refuses PSYNC): the next attempt waits longer, up to RESUME_CAP_MS. */
   private losses = 0;
+  /** B holds this history through `applied` (a snapshot restored, or a resume): its records may move there. */
+  private historyOnB = false;
+  private readonly live = (): boolean => !this.stopped;
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
 
   constructor(
@@ -117,7 +115,7 @@ export class NodeFollower {
     private readonly placement: () => Placement,
     private readonly options: FollowOptions = DEFAULT_FOLLOW_OPTIONS,
   ) {
-    this.intake = new StreamIntake(this.spoolFile('stream'), options.spoolBytes, source, {
+    this.intake = new StreamIntake(followFileOf(options.spoolDir, source, 'stream'), options.spoolBytes, source, {
       inMemory: () => this.parsedThrough - this.applied,
       parse: (chunk, first) => this.parse(chunk, first),
       taking: () => !this.stopped && this.state !== 'failed',
@@ -126,6 +124,8 @@ export class NodeFollower {
   }
 
   start(): void {
+    const stale = removeStaleFollowFiles(this.options.spoolDir, this.source);
+    if (stale.length > 0) log.info({ node: this.source, dir: this.options.spoolDir, files: stale }, 'migration: removed the snapshot files an earlier follower of this node left (its process is gone)');
     this.ackTimer = setInterval(() => {
       this.link?.ack(this.applied);
       this.recordIdle();
@@ -184,12 +184,13 @@ export class NodeFollower {
         this.snapshotMs = 0;
         this.state = 'full-sync';
         this.loading = true;
+        this.historyOnB = false;
         this.floors = new Map();
         this.skipUntil.clear();
         this.applied = offset;
         this.received = offset;
         this.parsedThrough = offset;
-        const file = this.spoolFile('rdb');
+        const file = followFileOf(this.options.spoolDir, this.source, 'rdb');
         try {
           spool = { file, fd: fs.openSync(file, 'w') };
         } catch (err) {
@@ -214,13 +215,20 @@ export class NodeFollower {
         this.state = 'live';
         this.reason = '';
         this.applied = resume?.offset ?? this.applied;
+        this.historyOnB = true;
         this.received = this.applied;
         this.parsedThrough = this.applied;
         log.info({ node: this.source, offset: this.applied }, 'migration: follow of a node of side A resumed (+CONTINUE)');
       },
       streamBytes: (chunk, first) => this.heard(link, chunk, first),
       lost: (reason) => {
-        if (spool !== null) fs.closeSync(spool.fd);
+        if (spool !== null) {
+          // Cut mid-snapshot: nothing of it reached B, the next link starts over.
+          fs.closeSync(spool.fd);
+          fs.rm(spool.file, { force: true }, () => undefined);
+          spool = null;
+          this.loading = false;
+        }
         if (this.link === link) this.lost(reason);
       },
     });
@@ -242,11 +250,11 @@ export class NodeFollower {
     this.state = 'lost';
     this.reason = reason;
     log.warn({ node: this.source, reason }, 'migration: replication link to a node of side A lost; resumed from the applied offset');
-    // Resumed once what was received is applied, so the records say where to continue.
+    // Once all received is on B (however slow) and every node records it: the resume asks for applied + 1.
     const again = (): void => {
-      if (this.stopped) return;
+      if (this.stopped || this.state === 'failed') return;
       if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0 || this.intake.spooled > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
-      void this.connect();
+      void this.recordApplied().then(() => this.connect());
     };
     this.losses++;
     setTimeout(again, Math.min(RESUME_CAP_MS, RESUME_AFTER_MS * 2 ** (this.losses - 1))).unref();
@@ -256,8 +264,16 @@ export class NodeFollower {
     this.state = 'failed';
     this.reason = reason;
     log.error({ node: this.source, reason }, 'migration: the follow of a node of side A stopped');
-    this.link?.close(reason);
+    // Unset first: the link's loss is this failure, not one to resume from (a resume would sync again).
+    const link = this.link;
     this.link = null;
+    link?.close(reason);
+  }
+
+  /** Every node of B records `applied` (after what it has queued), where this history is on B. */
+  private async recordApplied(): Promise<void> {
+    if (!this.historyOnB || this.applied < 0) return;
+    await Promise.all((this.placement().to?.masters() ?? []).map((b) => this.applierOf(b).recordThrough(this.applied)));
   }
 
   private heard(link: ReplicationLink, chunk: Buffer, first: number): void {
@@ -277,9 +293,6 @@ export class NodeFollower {
     if (cmds.length > 0) this.parsedThrough = cmds[cmds.length - 1].end;
   }
 
-  private spoolFile(kind: 'rdb' | 'stream'): string {
-    return path.join(this.options.spoolDir, `slotproxy-follow-${process.pid}-${this.source.replace(/[^0-9a-zA-Z]/g, '_')}.${kind}`);
-  }
   /** The stream's commands in order; a command that needs A or every node of B first waits for it. */
   private async process(): Promise<void> {
     if (this.processing) return;
@@ -441,50 +454,39 @@ export class NodeFollower {
 
   private removeMovingKeys(): Promise<void> {
     const to = this.placement().to;
-    return to === null ? Promise.resolve() : removeMovingKeys(this.ctx, to, this.source, this.router());
+    return to === null ? Promise.resolve() : removeMovingKeys(this.ctx, to, this.source, this.router(), this.live);
   }
 
   private everyMaster(args: Buffer[]): Promise<void> {
-    return onEveryMaster(this.ctx, this.placement().to, this.source, args);
+    return onEveryMaster(this.ctx, this.placement().to, this.source, args, this.live);
   }
 
-  /** The snapshot, read from its spool at B's pace: moving keys restored, functions loaded on every master. */
+  /** The snapshot, read from its spool at B's pace (follow-restore.ts); the stream waits behind it. */
   private async load(link: ReplicationLink, file: string): Promise<void> {
     this.state = 'loading';
     try {
       const to = this.placement().to as NonNullable<Placement['to']>;
-      const owners = ownersOf(to);
-      // A follower that dies while this snapshot is half restored must not resume over it.
-      for (const b of to.masters()) await request(this.ctx.pool.connection(b, LANE), ['HDEL', recordKeyOf(b, owners), this.source], this.ctx.forward.retryWindowMs);
-      await this.removeMovingKeys();
-      const router = this.router();
-      const restore = new BulkRestore(this.ctx, owners);
-      await readSnapshot(file, {
-        wants: (key) => router.ownerInB(key) !== null,
-        entry: async (key, expireAtMs, dump) => {
-          this.snapshotEntries++;
-          const to = router.ownerInB(key);
-          if (to === null) return;
-          // An expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts).
-          const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
-          await restore.push(to, [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])]);
-          this.snapshotRestored = restore.restored;
+      await restoreSnapshot(this.ctx, to, this.source, file, {
+        router: this.router(),
+        removeMovingKeys: () => this.removeMovingKeys(),
+        everyMaster: (args) => this.everyMaster(args),
+        live: this.live,
+        progress: (entries, restored) => {
+          this.snapshotEntries = entries;
+          this.snapshotRestored = restored;
         },
-        func: async (code) => this.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
+        record: `${this.replid} ${this.applied}`,
       });
-      await restore.finish();
-      this.snapshotRestored = restore.restored;
-      // Only now may a resume start from this snapshot's offset.
-      for (const b of to.masters()) {
-        await request(this.ctx.pool.connection(b, LANE), ['HSET', recordKeyOf(b, owners), this.source, `${this.replid} ${this.applied}`], this.ctx.forward.retryWindowMs);
-      }
       this.snapshotMs = Math.round(performance.now() - this.syncStartedAt);
       log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
       this.loading = false;
-      this.state = 'live';
+      this.historyOnB = true;
+      // A link lost meanwhile stays lost: what it brought is applied, then the follow resumes.
+      if (this.link === link) this.state = 'live';
       void this.process();
     } catch (err) {
       this.loading = false;
+      if (this.stopped) return;
       const reason = err instanceof Error ? err.message : String(err);
       this.commands = new Queue();
       this.intake.reset();

@@ -129,7 +129,7 @@ export class FollowApplier {
   idle(offset: number): void {
     if (this.inFlight || this.closed || this.queued.length > 0 || offset <= this.recorded) return;
     this.inFlight = true;
-    void this.send([], offset).finally(() => this.next());
+    void this.send([], offset).finally(() => this.next(offset));
   }
 
   /** Resolves once the node's record says `offset` (or more), after what is queued; or on close. */
@@ -147,10 +147,12 @@ export class FollowApplier {
     for (const m of this.marks.splice(0)) m.done();
   }
 
-  private next(): void {
+  /** A send through `through` answered (its record written, or refused: a record asked for is not asked again). */
+  private next(through: number): void {
     this.inFlight = false;
-    for (const m of this.marks.filter((m) => m.offset <= this.recorded)) m.done();
-    this.marks = this.marks.filter((m) => m.offset > this.recorded);
+    const covered = Math.max(this.recorded, through);
+    for (const m of this.marks.filter((m) => m.offset <= covered)) m.done();
+    this.marks = this.marks.filter((m) => m.offset > covered);
     if (this.queued.length > 0 || this.marks.length > 0) this.flush();
   }
 
@@ -160,14 +162,15 @@ export class FollowApplier {
     if (this.queued.length === 0) {
       // Only records asked for: one empty batch at the furthest of them.
       if (this.marks.length === 0) return;
+      const through = Math.max(...this.marks.map((m) => m.offset));
       this.inFlight = true;
-      void this.send([], Math.max(...this.marks.map((m) => m.offset))).finally(() => this.next());
+      void this.send([], through).finally(() => this.next(through));
       return;
     }
     const batch = this.queued;
     this.queued = [];
     this.inFlight = true;
-    void this.send(batch).finally(() => this.next());
+    void this.send(batch).finally(() => this.next(-1));
   }
 
   /** The batch until the node answers it (a slow or paused node is waited for); then each part done. */

@@ -11,7 +11,8 @@
  * The file is unlinked as soon as it is opened: it is this process's scratch, gone when the
  * follower stops or the process dies (even by kill -9). A restart or takeover resumes from the
  * offset B recorded, never from a spool. Bounded by `maxBytes`: once full, the follower stops
- * reading the link and the node holds the rest, as for a slow replica.
+ * reading the link and the node holds the rest, as for a slow replica, until B has taken half of
+ * the spool (one warning, one count and the `full` flag per such episode).
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -135,6 +136,11 @@ export class StreamIntake {
     return this.spool.bytes;
   }
 
+  /** True while the spool is full and the link is not read (until B has taken half of it). */
+  get full(): boolean {
+    return this.paused !== null;
+  }
+
   /** Bytes from the link; true when they went straight to the follower. */
   heard(link: ReplicationLink, chunk: Buffer, first: number): boolean {
     if (this.spool.bytes === 0 && this.host.inMemory() < MEMORY_BYTES) {
@@ -176,7 +182,8 @@ export class StreamIntake {
       this.host.parse(taken.chunk, taken.first);
       took = true;
     }
-    if (this.paused !== null && !this.spool.full) {
+    // Read again once half is taken, so a B that stays slow makes few long episodes, not one per chunk.
+    if (this.paused !== null && this.spool.bytes <= this.spool.maxBytes / 2) {
       this.paused.resume();
       this.paused = null;
       log.info({ node: this.source, pausedMs: Math.round(performance.now() - this.pausedAt), spooledBytes: this.spool.bytes }, 'migration: the follow\'s stream spool has room again; the link is read again');

@@ -223,8 +223,7 @@ export class NodeFollower {
       streamBytes: (chunk, first) => this.heard(link, chunk, first),
       lost: (reason) => {
         if (spool !== null) {
-          // Cut mid-snapshot: nothing of it reached B, the next link starts over.
-          fs.closeSync(spool.fd);
+          fs.closeSync(spool.fd); // cut mid-snapshot: nothing of it reached B, the next link starts over
           fs.rm(spool.file, { force: true }, () => undefined);
           spool = null;
           this.loading = false;
@@ -385,6 +384,7 @@ export class NodeFollower {
 
   /** B refused a command: its keys are carried as their result, before the stream goes on. */
   private refused(part: Part, end: number, error: string, ticket: Ticket): void {
+    if (this.stopped) return; // the appliers closed: nothing was refused
     log.warn({ node: this.source, to: part.to, command: part.args[0].toString('latin1'), error }, 'migration: side B refused a command of the stream; its keys are carried as their state');
     const retry = (): void => {
       this.carryResult(end, part.keys).then(

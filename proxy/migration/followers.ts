@@ -79,7 +79,7 @@ export class NodeFollowers {
   }
 
   counts(): FollowCounts[] {
-    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes, spoolBytes: f.intake.spooled, spoolFulls: f.intake.fulls }));
+    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes, spoolBytes: f.intake.spooled, spoolFulls: f.intake.fulls, spoolFull: f.intake.full }));
   }
 
   infoLines(): string[] {

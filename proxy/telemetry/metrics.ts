@@ -63,6 +63,8 @@ export interface FollowCounts {
   spoolBytes: number;
   /** Times the spool filled and the link stopped being read until side B caught up. */
   spoolFulls: number;
+  /** The spool is full now: the link is not read. */
+  spoolFull: boolean;
 }
 
 const FOLLOW_STATES = ['live', 'connecting', 'full-sync', 'loading', 'lost', 'failed', 'stopped'];
@@ -311,6 +313,16 @@ export function createRegistry(sources: MetricsSources): Registry {
     collect() {
       this.reset();
       for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.spoolBytes);
+    },
+  });
+  new Gauge({
+    name: 'slotproxy_migration_follow_spool_paused',
+    help: 'Migration, replication carry: 1 while a follow\'s spool is full and its link to the node of side A is not read (side B is slower than A\'s writes; A holds the stream, and cuts the link past its client-output-buffer-limit for replicas).',
+    labelNames: ['node'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.spoolFull ? 1 : 0);
     },
   });
   new Counter({

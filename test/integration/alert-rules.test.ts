@@ -89,6 +89,8 @@ tests:
         values: '1x20'
       - series: 'slotproxy_migration_phase{job="slotproxy",instance="p2",phase="read-new"}'
         values: '1x20'
+      - series: 'slotproxy_migration_follow_spool_paused{job="slotproxy",instance="p1",node="10.0.0.2:6379"}'
+        values: '0 1 1 1 1 1 1 1'
     alert_rule_test:
       - eval_time: 1m
         alertname: SlotproxyNoBackendConnections
@@ -117,6 +119,16 @@ tests:
             exp_annotations:
               summary: 'slotproxy proxies route by different migration phases'
               description: 'Some proxies are in one phase and some in another for 5 minutes: run \`slotproxy migrate status -c FILE\` and finish the switch with \`slotproxy migrate phase\` (docs/migration.md, Runbook).'
+      - eval_time: 2m
+        alertname: SlotproxyMigrationFollowSpoolFull
+        exp_alerts: []
+      - eval_time: 3m
+        alertname: SlotproxyMigrationFollowSpoolFull
+        exp_alerts:
+          - exp_labels: { severity: warn, instance: p1, node: '10.0.0.2:6379' }
+            exp_annotations:
+              summary: 'slotproxy p1: the follow of 10.0.0.2:6379 stopped reading its link, its spool full'
+              description: 'Side B takes the node''s stream slower than side A writes it and migration.spool.maxBytes is reached: A holds the rest in its output buffer for the follower, and past its client-output-buffer-limit for replicas cuts the link (a new full sync). Check side B''s nodes (paused, slow, out of memory) and give the spool more room (docs/migration.md, Following side A as a replica).'
 `;
   const file = path.join(tmp, 'alert-rules.test.yml');
   fs.writeFileSync(file, tests);

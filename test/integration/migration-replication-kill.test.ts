@@ -31,9 +31,10 @@ function open(addr: string): Redis {
   return nodeClients.open(addr);
 }
 
-function setup(): { config: Record<string, unknown>; placement: Placement } {
+function setup(spoolDir?: string): { config: Record<string, unknown>; placement: Placement } {
   const cfg = grow.config();
-  const config = { mode: 'ring', ring: { hash: 'md5', nodes: cfg.ring.nodes }, migration: { phase: 'double-write', carry: 'replication', to: { nodes: (cfg.migration?.to as { nodes: unknown[] }).nodes } } };
+  const spool = spoolDir === undefined ? {} : { spool: { dir: spoolDir } };
+  const config = { mode: 'ring', ring: { hash: 'md5', nodes: cfg.ring.nodes }, migration: { phase: 'double-write', carry: 'replication', ...spool, to: { nodes: (cfg.migration?.to as { nodes: unknown[] }).nodes } } };
   return { config, placement: Placement.fromConfig(cfg.ring, cfg.migration) };
 }
 
@@ -111,8 +112,9 @@ test('kill -9 of the following proxy mid-stream: the next one continues with +CO
   second.proxy.child.kill('SIGTERM');
 }, 120_000);
 
-test('kill -9 of the following proxy mid-snapshot: the next one makes a new full sync and B ends equal to A', async () => {
-  const { config, placement } = setup();
+test('kill -9 of the following proxy mid-snapshot: the next one removes the snapshot file left behind, makes a new full sync, and B ends equal to A', async () => {
+  const spoolDir = fs.mkdtempSync(`${dir}/spool-`);
+  const { config, placement } = setup(spoolDir);
   for (const a of placement.from.masters()) {
     const node = open(a);
     for (let i = 0; i < 100_000; i += 10_000) {
@@ -124,6 +126,12 @@ test('kill -9 of the following proxy mid-snapshot: the next one makes a new full
   const first = await startProxyProcess(config, dir);
   await first.proxy.waitForLog(/full sync of a node of side A begun/, 30_000);
   first.proxy.child.kill('SIGKILL');
+  await first.proxy.exitCode();
+  const left = fs.readdirSync(spoolDir);
+  expect(left.filter((f) => f.endsWith(`.${first.proxy.pid}.rdb`)).length).toBeGreaterThanOrEqual(1);
+  // A live process's file (this one's, as another proxy's on this host would be) is not removed.
+  const alive = left[0].replace(`.${first.proxy.pid}.rdb`, `.${process.pid}.rdb`);
+  fs.writeFileSync(`${spoolDir}/${alive}`, 'another follower');
   // What the dead proxy restored may include keys A deletes before the next one follows.
   const a0 = open(placement.from.masters()[0]);
   const gone = (await a0.keys('big:*')).slice(0, 500);
@@ -132,5 +140,9 @@ test('kill -9 of the following proxy mid-snapshot: the next one makes a new full
   const info = await caughtUp(second.port, placement);
   expect(info).toMatch(/migration_follow_full_syncs:2\r\n/);
   expect(await differences(placement)).toEqual([]);
+  expect(second.proxy.log).toMatch(/removed the snapshot files an earlier follower of this node left/);
+  // The dead proxy's files are gone, the second's own snapshots removed once restored.
+  await eventually(async () => fs.readdirSync(spoolDir), (files) => files.length === 1, 10_000);
+  expect(fs.readdirSync(spoolDir)).toEqual([alive]);
   second.proxy.child.kill('SIGTERM');
 }, 180_000);

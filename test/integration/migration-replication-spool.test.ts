@@ -178,6 +178,8 @@ test('a spool too small for a slow side B: the follower stops reading the link, 
   for (const a of placement.from.masters()) {
     expect(Number(new RegExp(`slotproxy_migration_follow_spool_full_total\\{node="${a}"\\} (\\d+)`).exec(metrics)?.[1])).toBeGreaterThanOrEqual(1);
     expect(Number(new RegExp(`slotproxy_migration_follow_spool_bytes\\{node="${a}"\\} (\\d+)`).exec(metrics)?.[1])).toBeGreaterThanOrEqual(1024 * 1024);
+    // The flag the shipped alert (SlotproxyMigrationFollowSpoolFull) fires on: the link is not read now.
+    expect(metrics).toContain(`slotproxy_migration_follow_spool_paused{node="${a}"} 1`);
   }
   await open(slow).call('CLIENT', 'UNPAUSE');
 
@@ -187,6 +189,10 @@ test('a spool too small for a slow side B: the follower stops reading the link, 
   expect(info).toMatch(/migration_follow_resumes:0\r\n/);
   expect(await fullSyncsOn(placement)).toEqual([1, 1]);
   expect(proxy.log).toMatch(/stream spool has room again/);
+  // One warning per episode of a full spool, not one per chunk read while it stays full.
+  expect((proxy.log.match(/stream spool is full/g) ?? []).length).toBe([...perNode(info, 'migration_follow_spool_full').values()].reduce((n, v) => n + v, 0));
+  const after = await (await fetch(`http://127.0.0.1:${metricsPort}/metrics`)).text();
+  for (const a of placement.from.masters()) expect(after).toContain(`slotproxy_migration_follow_spool_paused{node="${a}"} 0`);
   expect(await differences(placement)).toEqual([]);
   proxy.kill('SIGTERM');
 }, 180_000);

@@ -177,14 +177,16 @@ export class FollowApplier {
   private async send(batch: AppliedPart[], through = batch[batch.length - 1].end): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       const outcome = await this.attempt(batch, through);
-      if (outcome === 'answered' || this.closed) break;
+      if (outcome === 'answered') break;
+      if (this.closed) {
+        for (const p of batch) p.done(`${this.address}: the follow ended`);
+        return;
+      }
       if (this.unanswered === null) log.warn({ node: this.address, source: this.source, reason: outcome }, 'migration: a node of side B does not answer the follow\'s commands; they wait and are sent again');
       this.unanswered = outcome;
       await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref());
-      if (this.closed) break;
     }
-    if (this.closed && this.unanswered !== null) for (const p of batch) p.done(`${this.address}: the follow ended`);
-    else if (this.unanswered !== null) {
+    if (this.unanswered !== null) {
       log.info({ node: this.address, source: this.source }, 'migration: a node of side B answers the follow\'s commands again');
       this.unanswered = null;
     }

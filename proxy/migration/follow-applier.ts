@@ -176,12 +176,12 @@ export class FollowApplier {
   /** The batch until the node answers it (a slow or paused node is waited for); then each part done. */
   private async send(batch: AppliedPart[], through = batch[batch.length - 1].end): Promise<void> {
     for (let attempt = 0; ; attempt++) {
-      const outcome = await this.attempt(batch, through);
-      if (outcome === 'answered') break;
       if (this.closed) {
         for (const p of batch) p.done(`${this.address}: the follow ended`);
         return;
       }
+      const outcome = await this.attempt(batch, through);
+      if (outcome === 'answered') break;
       if (this.unanswered === null) log.warn({ node: this.address, source: this.source, reason: outcome }, 'migration: a node of side B does not answer the follow\'s commands; they wait and are sent again');
       this.unanswered = outcome;
       await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref());

@@ -179,3 +179,24 @@ test('A cuts the link of a follower whose spool is full while side B is paused: 
   expect(await differences(placement)).toEqual([]);
   proxy.kill('SIGTERM');
 }, 120_000);
+
+test('a full sync while side B is paused: its restore waits for B through many command timeouts, one full sync per node, and B ends exact', async () => {
+  const { config, placement, slow } = setup();
+  await writeOnA(placement, 5, 100);
+  await open(slow).call('CLIENT', 'PAUSE', '60000', 'WRITE');
+  const { proxy, port } = await startProxyProcess(config, dir);
+  await proxy.waitForLog(/full sync of a node of side A begun/, 20_000, 2);
+  // The snapshot's restore waits on paused B: before, each timeout failed it and a new full sync began.
+  await timeoutsOn(slow, 6);
+  expect(await fullSyncsOn(placement)).toEqual([1, 1]);
+  expect(await proxyInfo(port)).toMatch(/migration_follows:\S+=loading,\S+=loading/);
+  await writeOnA(placement, 5, 100);
+  await open(slow).call('CLIENT', 'UNPAUSE');
+
+  const info = await caughtUp(port, placement);
+  expect(await fullSyncsOn(placement)).toEqual([1, 1]);
+  expect(info).toMatch(/migration_follow_full_syncs:2\r\n/);
+  expect(proxy.log).not.toMatch(/side B refused a command|the follow of a node of side A stopped/);
+  expect(await differences(placement)).toEqual([]);
+  proxy.kill('SIGTERM');
+}, 120_000);

@@ -164,7 +164,9 @@ test('--workers 2 with a nutcracker.yml: every worker serves the pool; the stats
     await new Promise((r) => setTimeout(r, 20));
   }
   expect(sp.out).toBe(`nutcracker stats at 127.0.0.1:${statsPort}\n`);
-  // Both workers said they serve (each logs it).
+  // Both workers said they serve (each logs it; its log is written asynchronously, so it may come
+  // after the primary's line on stdout).
+  await sp.waitForLog(/slotproxy is listening/, 10_000, 2);
   expect(sp.log.match(/slotproxy is listening/g)).toHaveLength(2);
   const pool = (j: Json): Json => j.alpha as Json;
   const requests = (j: Json): number => serverKeys(pool(j)).reduce((n, s) => n + ((pool(j)[s] as Json).requests as number), 0);

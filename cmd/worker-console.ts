@@ -62,11 +62,10 @@ function ask(worker: Worker, request: Omit<HttpRequest, 'type' | 'id'>): Promise
     };
     const timer = setTimeout(() => done(null), ANSWER_WITHIN_MS);
     worker.on('message', onMessage);
-    try {
-      worker.send({ type: REQUEST, id, ...request } satisfies HttpRequest);
-    } catch {
-      done(null);
-    }
+    // A worker that has just died (EPIPE): left out at once, not after the timeout.
+    worker.send({ type: REQUEST, id, ...request } satisfies HttpRequest, (err: Error | null) => {
+      if (err !== null) done(null);
+    });
   });
 }
 

@@ -49,10 +49,17 @@ function isPhaseMessage(m: unknown, type: string): m is PhaseMessage {
   return p?.type === type && typeof p.id === 'number' && typeof p.pool === 'number' && typeof p.phase === 'string';
 }
 
-/** Resolves with the first message from `source` that `pick` accepts, or `fallback()` after `ms`. */
-function reply<T>(source: NodeJS.EventEmitter, pick: (m: unknown) => T | undefined, ms: number, fallback: () => T): Promise<T> {
+/**
+ * Resolves with the first message from `source` that `pick` accepts, or `fallback()` after `ms`.
+ * `send` runs once listening; it settles the wait itself when its message cannot be sent (the
+ * other end has just died: EPIPE comes to the send's callback on a later turn).
+ */
+function reply<T>(source: NodeJS.EventEmitter, pick: (m: unknown) => T | undefined, ms: number, fallback: () => T, send: (settle: (value: T) => void) => void): Promise<T> {
   return new Promise((resolve) => {
+    let settled = false;
     const done = (value: T): void => {
+      if (settled) return;
+      settled = true;
       clearTimeout(timer);
       source.off('message', onMessage);
       resolve(value);
@@ -63,6 +70,7 @@ function reply<T>(source: NodeJS.EventEmitter, pick: (m: unknown) => T | undefin
     };
     const timer = setTimeout(() => done(fallback()), ms);
     source.on('message', onMessage);
+    send(done);
   });
 }
 
@@ -74,20 +82,27 @@ export function relayPhaseSwitches(servers: readonly ProxyServer[]): void {
   const here = servers.map((server, pool) =>
     server.relayPhaseSwitches(async (phase) => {
       const id = nextId++;
-      process.send?.({ type: RELAY, id, pool, phase } satisfies PhaseMessage);
+      let unsent: string | null = null;
       const outcomes = await reply<WorkerSwitch[] | null>(process, (m) => {
         const r = m as Partial<RelayedMessage> | null;
         return r?.type === RELAYED && r.id === id && Array.isArray(r.outcomes) ? r.outcomes : undefined;
-      }, RELAY_WITHIN_MS, () => null);
-      if (outcomes === null) throw new Error(`the primary process did not answer within ${RELAY_WITHIN_MS} ms`);
+      }, RELAY_WITHIN_MS, () => null, (settle) =>
+        process.send?.({ type: RELAY, id, pool, phase } satisfies PhaseMessage, undefined, {}, (err: Error | null) => {
+          if (err === null) return;
+          unsent = err.message;
+          settle(null);
+        }),
+      );
+      if (outcomes === null) throw new Error(unsent === null ? `the primary process did not answer within ${RELAY_WITHIN_MS} ms` : `the primary process cannot be asked: ${unsent}`);
       return outcomes;
     }),
   );
   process.on('message', (m: unknown) => {
     if (!isPhaseMessage(m, SWITCH)) return;
     const pool = here[m.pool];
+    // Not sent (the primary is gone): nobody waits for it.
     const outcome = (problem: string | null): void =>
-      void process.send?.({ type: SWITCHED, id: m.id, outcome: { pid: process.pid, id: pool?.fleetId() ?? '', problem } } satisfies SwitchedMessage);
+      void process.send?.({ type: SWITCHED, id: m.id, outcome: { pid: process.pid, id: pool?.fleetId() ?? '', problem } } satisfies SwitchedMessage, undefined, {}, () => undefined);
     if (pool === undefined) return outcome(`no pool ${m.pool} in this worker`);
     pool.switchHere(m.phase).then(outcome, (err: unknown) => outcome(err instanceof Error ? err.message : String(err)));
   });
@@ -99,18 +114,17 @@ export function relayPhaseSwitch(from: Worker, m: unknown, serving: () => Worker
   const ask = (worker: Worker): Promise<WorkerSwitch> => {
     const id = nextId++;
     const pid = worker.process.pid ?? 0;
-    try {
-      // Replies come on a later turn: listening right after sending misses none.
-      worker.send({ type: SWITCH, id, pool: m.pool, phase: m.phase } satisfies PhaseMessage);
-    } catch (err) {
-      return Promise.resolve({ pid, id: '', problem: `cannot be asked: ${err instanceof Error ? err.message : String(err)}` });
-    }
     return reply<WorkerSwitch>(worker, (r) => {
       const s = r as Partial<SwitchedMessage> | null;
       return s?.type === SWITCHED && s.id === id && s.outcome !== undefined ? s.outcome : undefined;
-    }, SWITCH_WITHIN_MS, () => ({ pid, id: '', problem: `did not answer within ${SWITCH_WITHIN_MS} ms` }));
+    }, SWITCH_WITHIN_MS, () => ({ pid, id: '', problem: `did not answer within ${SWITCH_WITHIN_MS} ms` }), (settle) =>
+      worker.send({ type: SWITCH, id, pool: m.pool, phase: m.phase } satisfies PhaseMessage, (err: Error | null) => {
+        if (err !== null) settle({ pid, id: '', problem: `cannot be asked: ${err.message}` });
+      }),
+    );
   };
   void Promise.all(serving().map(ask)).then((outcomes) => {
-    if (from.isConnected()) from.send({ type: RELAYED, id: m.id, outcomes } satisfies RelayedMessage);
+    // The asking worker gone meanwhile: nobody waits for the answer.
+    if (from.isConnected()) from.send({ type: RELAYED, id: m.id, outcomes } satisfies RelayedMessage, () => undefined);
   });
 }

@@ -47,11 +47,10 @@ function ask(worker: Worker, id: number): Promise<NamedPoolSource[] | null> {
     };
     const timer = setTimeout(() => done(null), ANSWER_WITHIN_MS);
     worker.on('message', onMessage);
-    try {
-      worker.send({ type: REQUEST, id } satisfies StatsRequest);
-    } catch {
-      done(null);
-    }
+    // A worker that has just died (EPIPE): left out at once, not after the timeout.
+    worker.send({ type: REQUEST, id } satisfies StatsRequest, (err: Error | null) => {
+      if (err !== null) done(null);
+    });
   });
 }
 

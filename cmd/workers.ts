@@ -45,8 +45,18 @@ export async function superviseWorkers(count: number, metrics?: MetricsConfig, s
   let allServing: () => void = () => undefined;
   const ready = new Promise<void>((resolve) => (allServing = resolve));
   const servingWorkers = (): Worker[] => Object.values(cluster.workers ?? {}).filter((w): w is Worker => w !== undefined && serving.has(w.id) && w.isConnected());
+  /**
+   * Workers forked and not exited. Not cluster.workers: Node removes a worker from it only once it
+   * has both exited and disconnected, in either order, so the first of the last worker's two events
+   * still finds it there.
+   */
+  const alive = new Set<Worker>();
   const fork = (): Worker => {
     const worker = cluster.fork();
+    alive.add(worker);
+    // A message sent to a worker that has just died (its disconnect not yet seen) fails with
+    // EPIPE, as an 'error' event: unheard, it would end the primary. The worker's 'exit' follows.
+    worker.on('error', (err: Error) => log.debug({ pid: worker.process.pid, err: err.message }, 'a message to a worker failed'));
     worker.on('message', (m: { type?: unknown } | null) => relayPhaseSwitch(worker, m, servingWorkers));
     worker.on('message', (m: { type?: unknown } | null) => {
       if (m?.type !== SERVING) return;
@@ -56,12 +66,16 @@ export async function superviseWorkers(count: number, metrics?: MetricsConfig, s
     worker.on('exit', () => listening.delete(worker.id));
     worker.on('exit', () => serving.delete(worker.id));
     worker.on('exit', (code, signal) => {
+      alive.delete(worker);
       if (stopping) {
-        if (Object.keys(cluster.workers ?? {}).length === 0) process.exit(0);
+        if (alive.size === 0) process.exit(0);
         return;
       }
       log.error({ pid: worker.process.pid, code, signal }, 'a worker died; starting a new one');
-      setTimeout(fork, RESTART_DELAY_MS);
+      // Not once stopping: a worker forked then would never be told to stop.
+      setTimeout(() => {
+        if (!stopping) fork();
+      }, RESTART_DELAY_MS);
     });
     return worker;
   };
@@ -74,6 +88,8 @@ export async function superviseWorkers(count: number, metrics?: MetricsConfig, s
     if (stopping) return;
     stopping = true;
     log.info({ signal, workers: count }, received ? signalReceived(signal, 'stopping the workers') : 'stopping the workers');
+    // Every worker dead already (one waiting to be replaced): nothing to wait for.
+    if (alive.size === 0) process.exit(0);
     forward('SIGTERM');
   };
   process.on('SIGTERM', () => stop('SIGTERM', true));

@@ -14,7 +14,9 @@
  *   refused request waits for the answer like one that found its master down. And from the moment
  *   a sentinel starts promoting a replica (`+failover-state-send-slaveof-noone`, just before its
  *   SLAVEOF NO ONE) writes for that master wait for the move: the old master, if alive (a planned
- *   `SENTINEL FAILOVER`), would acknowledge them and drop them when it is made a replica.
+ *   `SENTINEL FAILOVER`), would acknowledge them and drop them when it is made a replica. Writes
+ *   sent before the event is heard may still be dropped: Sentinel sends SLAVEOF NO ONE one tick
+ *   (50-100 ms) after it, and replication is asynchronous (docs/ring-mode.md says so).
  */
 import { BackendPool } from '../backend/pool';
 import { request } from '../backend/request';

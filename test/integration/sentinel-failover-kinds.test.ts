@@ -5,8 +5,11 @@
 // (kill -9). An error is allowed only for a request sent before the master was gone (on the wire
 // when it died) and must say it may have run; every request sent after waits for the promotion and
 // succeeds: no "unreachable", no "no longer where its requests go". Then a planned failover
-// (SENTINEL FAILOVER) of shard2 under the same load: no error at all, and every increment a
-// client saw acknowledged (MULTI, pipelines, scripts, FCALL) is on the new master.
+// (SENTINEL FAILOVER) of shard2 under the same load: no error at all, and every write a client saw
+// acknowledged (MULTI, pipelines, scripts, FCALL: each sets a key of its own and increments its
+// kind's counter) is on the new master, unless it was sent before the proxies could know of the
+// promotion: Redis replicates asynchronously, and what the old master acknowledged after its
+// replica left is dropped when Sentinel makes it a replica (docs/ring-mode.md, "A planned failover").
 import Redis from 'ioredis';
 import { parseConfig } from '../../config/load';
 import { ProxyServer } from '../../proxy/server/server';
@@ -24,8 +27,17 @@ function tagOf(shard: string): string {
 const ON_THE_WIRE = /may or may not have run|unreachable \(Connection reset by peer\)/;
 /** Clients per kind and proxy, each with one request in flight. */
 const CLIENTS_PER_KIND = 2;
-const INCR_SCRIPT = "return redis.call('INCR', KEYS[1])";
-const LIBRARY = "#!lua name=kinds\nredis.register_function('kinds_incr', function(keys) return redis.call('INCR', keys[1]) end)";
+/** KEYS[1] the kind's counter, KEYS[2] the request's own key. */
+const INCR_SCRIPT = "redis.call('SET', KEYS[2], 'v') return redis.call('INCR', KEYS[1])";
+const LIBRARY = "#!lua name=kinds\nredis.register_function('kinds_incr', function(keys) redis.call('SET', keys[2], 'v') return redis.call('INCR', keys[1]) end)";
+/** The kinds that write a key of their own per request: the prefix of that key, and their counter. */
+const MARKED: Record<string, { own: string; counter: string }> = {
+  multi: { own: 'm', counter: 'mcount' },
+  pipeline: { own: 'p', counter: 'pcount' },
+  eval: { own: 'e', counter: 'eval' },
+  evalsha: { own: 's', counter: 'evalsha' },
+  fcall: { own: 'f', counter: 'fcall' },
+};
 
 let env: SentinelGroups | undefined;
 const proxies: ProxyServer[] = [];
@@ -33,6 +45,8 @@ const clients: Redis[] = [];
 
 interface Outcome {
   kind: string;
+  /** The request's number: its own key is `${MARKED[kind].own}${i}`. */
+  i: number;
   sentAt: number;
   doneAt: number;
   error: string | null;
@@ -76,9 +90,9 @@ class KindsLoad {
         const n = Number(await c.get(key('w')));
         await c.multi().set(key('w'), String(n + 1)).exec();
       },
-      eval: (c) => c.eval(INCR_SCRIPT, 1, key('eval')),
-      evalsha: (c) => c.evalsha(sha, 1, key('evalsha')),
-      fcall: (c) => c.call('FCALL', 'kinds_incr', '1', key('fcall')),
+      eval: (c, i) => c.eval(INCR_SCRIPT, 2, key('eval'), key(`e${i}`)),
+      evalsha: (c, i) => c.evalsha(sha, 2, key('evalsha'), key(`s${i}`)),
+      fcall: (c, i) => c.call('FCALL', 'kinds_incr', '2', key('fcall'), key(`f${i}`)),
       blpop: (c) => c.blpop(key('queue'), 0.2),
     };
     const each = Object.entries(kinds).flatMap(([kind, run]) => Array.from({ length: CLIENTS_PER_KIND }, (_, n) => [kind, run, n] as const));
@@ -87,7 +101,7 @@ class KindsLoad {
       for (let i = n * 1_000_000; !this.stopping; i++) {
         const sentAt = Date.now();
         const error = await run(c, i).then(() => null, (err: Error) => err.message);
-        this.outcomes.push({ kind, sentAt, doneAt: Date.now(), error });
+        this.outcomes.push({ kind, i, sentAt, doneAt: Date.now(), error });
       }
     });
   }
@@ -166,20 +180,41 @@ test('kill -9 of a master: MULTI/EXEC, WATCH, EVAL, EVALSHA, FCALL, BLPOP and pi
     }
     // At most the one request each client had in flight.
     expect(Math.max(0, ...Object.values(errorsByKind))).toBeLessThanOrEqual(2 * CLIENTS_PER_KIND);
-    // And the requests did wait across the failover: some kind sent right after the kill was answered after the promotion.
-    expect(all.some((o) => o.error === null && o.sentAt > goneAt && o.sentAt < goneAt + 500 && o.doneAt >= switchedAt - 200)).toBe(true);
+    // And the requests did wait across the failover: some kind sent right after the kill was
+    // answered after the promotion. From the kill on, not from goneAt: on a busy machine the
+    // clients' errors (and so their next requests) may come before this process sees the exit.
+    expect(all.some((o) => o.error === null && o.sentAt > killedAt && o.sentAt < goneAt + 500 && o.doneAt >= switchedAt - 200)).toBe(true);
   } finally {
     await Promise.all(loads.map((l) => l.stop()));
   }
 }, 90_000);
 
-test('SENTINEL FAILOVER: every kind is held while the replica is promoted, no error, no acknowledged write lost', async () => {
+/** When `sentinel` is first heard publishing on `channel` (a subscriber kept for afterAll). */
+async function heardFrom(sentinel: { port: number }, channel: string): Promise<() => number | null> {
+  const sub = new Redis({ port: sentinel.port, lazyConnect: true, maxRetriesPerRequest: 0, retryStrategy: () => null });
+  clients.push(sub);
+  await sub.connect();
+  let at: number | null = null;
+  sub.on('message', (ch: string) => {
+    if (ch === channel) at ??= Date.now();
+  });
+  await sub.subscribe(channel);
+  return () => at;
+}
+
+test('SENTINEL FAILOVER: every kind is held while the replica is promoted, no error, no write lost that the proxies could hold', async () => {
   const old = await groups().masterOf('shard2');
   await groups().waitUntilWatched();
   const sha = String(await (await connect(proxies[0])).script('LOAD', INCR_SCRIPT));
+  // The leader (the sentinel asked) publishes +failover-state-send-slaveof-noone, on which the
+  // proxies hold writes, then one of its ticks later (50-100 ms) sends SLAVEOF NO ONE and
+  // publishes this: once it is heard here, the proxies (in this process, subscribed to the same
+  // sentinel) have heard the first, so every write sent from then on is held.
+  const promotionSent = await heardFrom(groups().sentinels[0], '+failover-state-wait-promotion');
   const loads = proxies.map((p, i) => new KindsLoad(p, `f${i}`, sha, 'shard2'));
   try {
     await waitFor('every kind served before the failover', async () => loads.every((l) => l.succeededAfter(0).size === 8));
+    const askedAt = Date.now();
     expect(await groups().sentinels[0].command('SENTINEL', 'FAILOVER', 'shard2')).toBe('OK');
     await groups().failoverFrom('shard2', old);
     const switchedAt = Date.now();
@@ -187,14 +222,35 @@ test('SENTINEL FAILOVER: every kind is held while the replica is promoted, no er
     await Promise.all(loads.map((l) => l.stop()));
     const all = loads.flatMap((l) => l.outcomes);
     expect(all.filter((o) => o.error !== null).map((o) => `${o.kind}: ${o.error}`)).toEqual([]);
-    // Every increment acknowledged is on the new master: none went to the old one while it was being demoted.
+    const knownAt = promotionSent();
+    expect(knownAt).not.toBeNull();
+    // Every acknowledged write is on the new master, but one the old master may have taken after
+    // its replica left (sent before the proxies heard of the promotion: Redis' own window).
     const check = await connect(proxies[1]);
+    const lost: string[] = [];
     for (const l of loads) {
-      const acked = (kind: string): number => l.outcomes.filter((o) => o.kind === kind && o.error === null).length;
-      for (const [kind, counter] of [['multi', 'mcount'], ['pipeline', 'pcount'], ['eval', 'eval'], ['evalsha', 'evalsha'], ['fcall', 'fcall']] as const) {
-        expect([kind, Number(await check.get(l.key(counter)))]).toEqual([kind, acked(kind)]);
+      for (const [kind, { own, counter }] of Object.entries(MARKED)) {
+        const acked = l.outcomes.filter((o) => o.kind === kind && o.error === null);
+        const present = await Promise.all(acked.map((o) => check.exists(l.key(`${own}${o.i}`))));
+        const missing = acked.filter((_, n) => present[n] === 0);
+        for (const o of missing) {
+          lost.push(`${kind} ${o.i} sent ${o.sentAt - (knownAt ?? 0)} ms after the promotion was known`);
+          expect({ kind, i: o.i, sentBeforePromotionKnown: o.sentAt < (knownAt ?? 0) }).toEqual({ kind, i: o.i, sentBeforePromotionKnown: true });
+        }
+        // The counter agrees: one increment per acknowledged write on the new master. A pipeline's
+        // SET and INCR are separate writes: either may be the one dropped, but only in a pipeline
+        // answered after the failover was asked and sent before the proxies could hold it.
+        const count = Number(await check.get(l.key(counter)));
+        if (kind !== 'pipeline') expect([kind, count]).toEqual([kind, acked.length - missing.length]);
+        else {
+          const exposed = acked.filter((o) => o.doneAt >= askedAt && o.sentAt < (knownAt ?? 0)).length;
+          expect([kind, count >= acked.length - exposed && count <= acked.length]).toEqual([kind, true]);
+        }
       }
     }
+    // Seen in the test's output: the acknowledged writes Redis dropped (usually none; under load, one per client at most).
+    // eslint-disable-next-line no-console
+    console.log(`SENTINEL FAILOVER of shard2: ${all.length} requests, acknowledged writes lost (sent before the proxies could hold them): ${lost.length === 0 ? 'none' : lost.join('; ')}`);
   } finally {
     await Promise.all(loads.map((l) => l.stop()));
   }

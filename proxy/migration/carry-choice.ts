@@ -40,8 +40,10 @@ export async function chooseCarry(pool: BackendPool, placement: Placement, confi
     if (refused !== undefined) throw new Error(`migration.carry: replication refused: ${refused.why}`);
     return { carry: 'replication', why: 'migration.carry: replication' };
   }
-  if (refused === undefined) return { carry: 'replication', why: 'every node of side A can be followed as a replica' };
-  const why = `${refused.why}; the change feeds carry instead (migration.carry: feeds)`;
+  // Unset is auto, and says so: an operator reading INFO may not know the default.
+  const unset = configured === undefined ? 'auto (migration.carry unset): ' : '';
+  if (refused === undefined) return { carry: 'replication', why: `${unset}every node of side A can be followed as a replica` };
+  const why = `${unset}${refused.why}; the change feeds carry instead (migration.carry: feeds)`;
   log.warn({ why }, 'side A cannot be followed as a replica');
   return { carry: 'feeds', why };
 }

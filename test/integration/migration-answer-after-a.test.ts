@@ -30,8 +30,8 @@ function connect(p: ProxyServer): Redis {
 }
 
 async function startProxies(n: number, carry?: 'feeds'): Promise<ProxyServer[]> {
-  const cfg = grow.config();
-  if (carry !== undefined) cfg.migration = { ...cfg.migration!, carry };
+  const base = grow.config();
+  const cfg = carry === undefined ? base : { ...base, migration: { ...base.migration!, carry } };
   for (let i = 0; i < n; i++) proxies.push(await ProxyServer.start(cfg));
   return proxies.slice();
 }
@@ -107,7 +107,8 @@ test('double-write answers after side A; when writes stop, side B holds A\'s fin
     }
     return true;
   });
-  for (const k of counters) expect(Number(await sides(k).b.get(k))).toBe(acked.get(k));
+  // A counter no writer reached in the 2 s (a loaded machine) is absent on both sides: 0.
+  for (const k of counters) expect(Number(await sides(k).b.get(k))).toBe(acked.get(k) ?? 0);
 }, 60_000);
 
 test.each([2, 3])('the switch to read-new is a fleet barrier (%i proxies): a write acknowledged through one proxy is read from side B through another', async (count) => {

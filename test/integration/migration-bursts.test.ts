@@ -51,8 +51,8 @@ beforeEach(async () => {
 
 /** The proxy of a test, on the change feeds (`feeds`) or on the default carry (replication on these nodes). */
 async function start(carry?: 'feeds'): Promise<ProxyServer> {
-  const cfg = grow.config();
-  if (carry !== undefined) cfg.migration = { ...cfg.migration!, carry };
+  const base = grow.config();
+  const cfg = carry === undefined ? base : { ...base, migration: { ...base.migration!, carry } };
   placement = Placement.fromConfig(cfg.ring, cfg.migration);
   proxy = await ProxyServer.start(cfg);
   expect(await carryOf(connect(proxy.address.port))).toBe(carry ?? 'replication');

@@ -180,3 +180,22 @@ test('a ring B node down: writes to keys moving there converge (the client hears
   expect(await c.incr(key)).toBe(3);
   await until('the key carried to the restarted node', async () => (await newNode.command('GET', key).catch(() => null)) === '3');
 }, 60_000);
+
+// Right after the start the follows are in their full syncs (Redis waits repl-diskless-sync-delay,
+// 5 s by default, before it sends the snapshot): a switch to read-new waits for them, then switches.
+test('replication carry: a reload into read-new during the follows\' full syncs waits for them, then switches; a write through it is read from B', async () => {
+  const [p1] = await startProxies(1);
+  const c = connect(p1);
+  expect(/migration_carry:(\w+)/.exec(String(await c.call('INFO', 'proxy')))?.[1]).toBe('replication');
+  const phase = async (): Promise<string> => /phase:(\S+)/.exec(String(await c.call('PROXY', 'MIGRATION', 'STATUS')))?.[1] ?? '';
+  const uncovered = async (): Promise<string> => /uncovered:([^\r\n]*)/.exec(String(await c.call('PROXY', 'MIGRATION', 'STATUS')))?.[1] ?? '';
+  expect(await uncovered()).not.toBe('');
+  const base = grow.config();
+  expect(() => p1.reloadRing({ ...base, migration: { ...base.migration!, phase: 'read-new' } })).not.toThrow();
+  expect(await phase()).toBe('double-write');
+  await until('the reload to switch to read-new', async () => (await phase()) === 'read-new', 30_000);
+  expect(await uncovered()).toBe('');
+  const [key] = movingKeys('after-wait', 1);
+  expect(await c.incr(key)).toBe(1);
+  expect(await sides(key).b.get(key)).toBe('1');
+}, 60_000);

@@ -8,8 +8,7 @@
  * - `migration.carry: auto`: replication where every node of A allows it (replication/probe.ts,
  *   no sync started), else the change feeds, saying which node refused and why. A node that cannot
  *   be asked now (down) does not decide: its follower reports it until it answers.
- * - unset: the change feeds, for now (the scenario suite of the feeds is not yet all passing on
- *   the replication carry; docs/migration.md says what differs).
+ * - unset: as `auto`.
  *
  * Every proxy of a fleet asks the same nodes with the same user, so they choose alike.
  */
@@ -30,7 +29,7 @@ export interface CarryChoice {
 
 /** The carry for a migration from `placement`'s side A; throws, naming the node, when `replication` is asked of a node that refuses it. */
 export async function chooseCarry(pool: BackendPool, placement: Placement, configured: MigrationCarry | undefined, timeoutMs: number): Promise<CarryChoice> {
-  if (configured === 'feeds' || configured === undefined) return { carry: 'feeds', why: configured === undefined ? 'the default carry' : 'migration.carry: feeds' };
+  if (configured === 'feeds') return { carry: 'feeds', why: 'migration.carry: feeds' };
   const opts = pool.linkOptions();
   // As the follower's link: READONLY is for replicas of a cluster, never sent to a master.
   const handshake = opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY'));
@@ -41,8 +40,10 @@ export async function chooseCarry(pool: BackendPool, placement: Placement, confi
     if (refused !== undefined) throw new Error(`migration.carry: replication refused: ${refused.why}`);
     return { carry: 'replication', why: 'migration.carry: replication' };
   }
-  if (refused === undefined) return { carry: 'replication', why: 'every node of side A can be followed as a replica' };
-  const why = `${refused.why}; the change feeds carry instead (migration.carry: feeds)`;
+  // Unset is auto, and says so: an operator reading INFO may not know the default.
+  const unset = configured === undefined ? 'auto (migration.carry unset): ' : '';
+  if (refused === undefined) return { carry: 'replication', why: `${unset}every node of side A can be followed as a replica` };
+  const why = `${unset}${refused.why}; the change feeds carry instead (migration.carry: feeds)`;
   log.warn({ why }, 'side A cannot be followed as a replica');
   return { carry: 'feeds', why };
 }

@@ -20,6 +20,7 @@ import { ProxyContext } from '../context';
 import { ClientSession } from '../client/client-session';
 import { copyTargets, missedByFence, snapshotThenApply } from './copy-keys';
 import { log } from '../telemetry/log';
+import { afterCopy } from './after-copy';
 
 export interface BlockingRoute {
   /** The node the command blocks on; null when none serves its keys. */
@@ -40,9 +41,16 @@ export function blockingRoute(ctx: ProxyContext, session: ClientSession, keys: r
     const placement = ring.placement;
     const shard = placement.shardOf(keys[0]);
     const address = readonly ? placement.readAddress(shard) : placement.writeAddress(shard);
-    // Under the replication carry what a blocking pop took reaches B through A's stream (as a pop).
-    const targets = readonly || ring.carry.replication ? [] : copyTargets(placement, keys);
+    const targets = readonly ? [] : copyTargets(placement, keys);
     if (targets.length === 0) return { address, identity: `${address}` };
+    if (ring.carry.replication && address !== null) {
+      // What a blocking pop took reaches B through A's stream (as a pop); while some proxy may read
+      // from B, its reply waits until the node's follower applied it (as a carried write's), decided
+      // when the reply comes, so a switch does not move the command while it blocks.
+      const carry = ring.carry;
+      const settle = async (frame: Buffer): Promise<Buffer> => (ring.placement.phase === 'read-new' || !carry.answerAfterA ? afterCopy(ctx, address, frame) : frame);
+      return { address, identity: `${address}|replicated`, settle };
+    }
     const settle = async (frame: Buffer): Promise<Buffer | { rerunOn: string }> => {
       const copy = snapshotThenApply(ctx, session.id, targets);
       ring.track(copy.then(

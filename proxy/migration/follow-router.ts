@@ -37,6 +37,8 @@ export interface Part {
   args: Buffer[];
   /** The part's keys (for a marked snapshot's skips). */
   keys: Buffer[];
+  /** A key's state carried for a refused command: carried again should B fail it too (its node down). */
+  carries?: Buffer[];
 }
 
 /** Commands longer than this are carried as their result (one Lua unpack holds at most ~8000 values). */

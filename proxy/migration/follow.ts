@@ -385,9 +385,9 @@ export class NodeFollower {
   /** B refused a command: its keys are carried as their result, before the stream goes on. */
   private refused(part: Part, end: number, error: string, ticket: Ticket): void {
     if (this.stopped) return; // the appliers closed: nothing was refused
-    log.warn({ node: this.source, to: part.to, command: part.args[0].toString('latin1'), error }, 'migration: side B refused a command of the stream; its keys are carried as their state');
+    if (part.carries === undefined) log.warn({ node: this.source, to: part.to, command: part.args[0].toString('latin1'), error }, 'migration: side B refused a command of the stream; its keys are carried as their state');
     const retry = (): void => {
-      this.carryResult(end, part.keys).then(
+      this.carryResult(end, part.carries ?? part.keys).then(
         () => {
           ticket.open--;
           this.advance();
@@ -395,7 +395,9 @@ export class NodeFollower {
         () => void (this.stopped || setTimeout(retry, RESUME_AFTER_MS).unref()),
       );
     };
-    retry();
+    // A carried state B failed as well (its node down): carried again after a pause, never dropped.
+    if (part.carries !== undefined) setTimeout(retry, RESUME_AFTER_MS).unref();
+    else retry();
   }
 
   private advance(): void {
@@ -447,7 +449,7 @@ export class NodeFollower {
       const to = router.ownerInB(k);
       if (to === null) return;
       this.skipUntil.set(k.toString('latin1'), read.at);
-      parts.push({ to, keys: [], args: read.commands[i] });
+      parts.push({ to, keys: [], carries: [k], args: read.commands[i] });
     });
     this.ticket(end, parts);
   }

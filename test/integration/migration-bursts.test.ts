@@ -2,14 +2,18 @@
 // to one node of ring A go as one MULTI, yet every client gets its own replies in its own order,
 // a read pipelined behind a write sees it, ring B ends up equal to ring A, and a write refused at
 // queue time inside a shared burst gets its own refusal while the others run (grow 2 -> 3).
+// Bursts are the change feeds' converging path, so those tests pin `carry: feeds`; on the
+// replication carry (the default) nothing converges, and the same pipelines are checked there too:
+// each client's replies in order, a refusal of its own, and B equal to A once A's stream carried it.
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
 import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
+import { carriedToB, carryOf } from '../helpers/carried';
 
 const grow = useRingGrow();
 
-let proxy: ProxyServer;
+let proxy: ProxyServer | undefined;
 let placement: Placement;
 const clients: Redis[] = [];
 
@@ -43,18 +47,27 @@ async function commandCalls(name: string): Promise<number> {
 beforeEach(async () => {
   await Promise.all(grow.nodes().nodes.map((n) => n.command('FLUSHALL')));
   await Promise.all(grow.nodes().nodes.map((n) => n.command('ACL', 'SETUSER', 'default', 'on', 'nopass', '+@all', '~*', '&*')));
-  const cfg = grow.config();
+});
+
+/** The proxy of a test, on the change feeds (`feeds`) or on the default carry (replication on these nodes). */
+async function start(carry?: 'feeds'): Promise<ProxyServer> {
+  const base = grow.config();
+  const cfg = carry === undefined ? base : { ...base, migration: { ...base.migration!, carry } };
   placement = Placement.fromConfig(cfg.ring, cfg.migration);
   proxy = await ProxyServer.start(cfg);
-});
+  expect(await carryOf(connect(proxy.address.port))).toBe(carry ?? 'replication');
+  return proxy;
+}
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.disconnect();
-  await proxy.close(200);
+  await proxy?.close(200);
+  proxy = undefined;
   await Promise.all(grow.nodes().nodes.map((n) => n.command('ACL', 'SETUSER', 'default', 'on', 'nopass', '+@all', '~*', '&*')));
 });
 
-test.each(['double-write', 'read-new'])('%s: pipelined writes of many clients share bursts, each client gets its own replies in order, and ring B equals ring A', async (phase) => {
+/** Ten clients' pipelines of writes and reads, moving keys and staying ones: each gets its replies in order; the moving keys returned with the writes made to them. */
+async function pipelines(proxy: ProxyServer, phase: string): Promise<{ moving: string[]; movingWrites: number }> {
   const admin = connect(proxy.address.port);
   expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', phase)).toBe('OK');
   await Promise.all(grow.nodes().nodes.map((n) => n.command('CONFIG', 'RESETSTAT')));
@@ -89,12 +102,11 @@ test.each(['double-write', 'read-new'])('%s: pipelined writes of many clients sh
   const keys = (await Promise.all(runs)).flat();
   const moving = keys.flatMap((k) => [k, `{${k}}:n`, `{${k}}:l`]).filter(moves);
   expect(movingWrites).toBeGreaterThan(50);
-  // Fewer MULTIs than converging writes: bursts were shared (one per write without sharing). Not
-  // half of them: on a loaded machine, beside other test files, fewer writes meet in one turn (68
-  // MULTIs for 115 writes was seen so).
-  const multis = await commandCalls('multi');
-  expect(multis).toBeGreaterThan(0);
-  expect(multis).toBeLessThan(movingWrites);
+  return { moving, movingWrites };
+}
+
+/** Every moving key of `moving` is on its node of B as on its node of A, type and value. */
+async function bEqualsA(moving: readonly string[]): Promise<void> {
   for (const k of moving) {
     const t = placement.copyTarget(Buffer.from(k));
     if (t === null) continue;
@@ -104,9 +116,35 @@ test.each(['double-write', 'read-new'])('%s: pipelined writes of many clients sh
     expect([type, await read(b)]).toEqual([type, await read(a)]);
     expect(await b.type(k)).toBe(type);
   }
+}
+
+test.each(['double-write', 'read-new'])('%s: pipelined writes of many clients share bursts, each client gets its own replies in order, and ring B equals ring A', async (phase) => {
+  const proxy = await start('feeds');
+  if (phase === 'double-write') {
+    // Double-write's writes converge (and share bursts) while a read barrier lasts (read-barrier.ts:
+    // READING_TTL_MS after a switch to read-new), not only in a new proxy's first second.
+    expect(await connect(proxy.address.port).call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+  }
+  const { moving, movingWrites } = await pipelines(proxy, phase);
+  expect(String(await connect(proxy.address.port).info('proxy'))).toContain('migration_write_answer:converging');
+  // Fewer MULTIs than converging writes: bursts were shared (one per write without sharing). Not
+  // half of them: on a loaded machine, beside other test files, fewer writes meet in one turn (68
+  // MULTIs for 115 writes was seen so).
+  const multis = await commandCalls('multi');
+  expect(multis).toBeGreaterThan(0);
+  expect(multis).toBeLessThan(movingWrites);
+  await bEqualsA(moving);
+}, 60_000);
+
+test.each(['double-write', 'read-new'])('replication carry, %s: pipelined writes of many clients, each client gets its own replies in order, and ring B equals ring A', async (phase) => {
+  const { moving } = await pipelines(await start(), phase);
+  // Double-write answers after A: B holds the writes once A's stream carried them. Read-new's replies waited for B.
+  if (phase === 'double-write') await carriedToB(placement.from.masters());
+  await bEqualsA(moving);
 }, 60_000);
 
 test('a write refused at queue time inside a shared burst gets its own refusal; the others run once, or are told they did not run when their client\'s next request is already behind the burst', async () => {
+  const proxy = await start('feeds');
   const admin = connect(proxy.address.port);
   expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'double-write')).toBe('OK');
   const [nodeA, nodeB] = grow.nodes().addresses;
@@ -148,4 +186,22 @@ test('a write refused at queue time inside a shared burst gets its own refusal; 
   expect([third[0], third[2], third[3]]).toEqual(['OK', 'OK', 'one']);
   expect(String(third[1])).toMatch(/^NOPERM .*'incr'/);
   expect([await onB(j1), await onB(j3)]).toEqual(['one', 'three']);
+}, 30_000);
+
+test('replication carry: a write refused on A inside a pipeline gets its own refusal; the others run once, and reach B', async () => {
+  const proxy = await start();
+  const [, nodeB] = grow.nodes().addresses;
+  const onB = async (k: string): Promise<string | null> => nodeClient(placement.copyTarget(Buffer.from(k))?.to ?? '').get(k);
+  const c = connect(proxy.address.port);
+  const b = nodeClient(nodeB);
+  await b.call('ACL', 'SETUSER', 'default', '-incr');
+  await b.config('RESETSTAT');
+  const [k1, k2, k3] = movingKeys('refused-', 3, nodeB);
+  const replies = (await c.pipeline().set(k1, 'one').incr(k2).set(k3, 'three').get(k1).exec()) ?? [];
+  const results = replies.map(([err, r]) => (err === null ? r : String(err.message)));
+  expect([results[0], results[2], results[3]]).toEqual(['OK', 'OK', 'one']);
+  expect(String(results[1])).toMatch(/^NOPERM .*'incr'/);
+  expect(Number(/cmdstat_set:calls=(\d+)/.exec(String(await b.info('commandstats')))?.[1])).toBe(2);
+  await carriedToB(placement.from.masters());
+  expect([await onB(k1), await onB(k3), await nodeClient(placement.copyTarget(Buffer.from(k2))?.to ?? '').exists(k2)]).toEqual(['one', 'three', 0]);
 }, 30_000);

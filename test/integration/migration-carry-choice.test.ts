@@ -1,7 +1,7 @@
 // How a migration's changes reach side B is chosen before double-write (migration/carry-choice.ts):
 // with `migration.carry: auto`, the replication carry where every node of side A lets the back-end
 // user follow it, else the change feeds, saying which node refused and why; `replication` and
-// `feeds` force either; unset, the feeds. A reload cannot change the carry of a migration. The question
+// `feeds` force either; unset is auto, and says so. A reload cannot change the carry of a migration. The question
 // is asked without starting a sync (replication/probe.ts): real redis-servers, real ACL users and a
 // node with PSYNC renamed, as managed services do.
 import Redis from 'ioredis';
@@ -102,10 +102,16 @@ describe('the probe', () => {
 });
 
 describe('the carry of a migration', () => {
-  test('unset: the change feeds', async () => {
+  test('unset: auto, saying so: the replication carry where every node of A allows it', async () => {
     await grant();
     const c = await start();
-    expect(await carryOf(c)).toEqual({ carry: 'feeds', why: 'the default carry' });
+    expect(await carryOf(c)).toEqual({ carry: 'replication', why: 'auto (migration.carry unset): every node of side A can be followed as a replica' });
+  });
+
+  test('unset, a user without +psync: the change feeds, as auto, naming the node and the refusal', async () => {
+    await grant('-psync');
+    const c = await start();
+    expect(await carryOf(c)).toEqual({ carry: 'feeds', why: `auto (migration.carry unset): ${nodes!.addresses[0]} refuses PSYNC: ${nopermText('command', USER, 'psync')}; the change feeds carry instead (migration.carry: feeds)` });
   });
 
   test('auto: the replication carry where every node of A allows it', async () => {

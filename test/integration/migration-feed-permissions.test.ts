@@ -1,7 +1,10 @@
 // A back-end user that cannot read every key of side A is refused before a migration's change feeds
 // start (newer Redis versions filter a tracking connection's invalidations by its key permissions,
 // so such a feed would miss changes silently): at start, on a reload into double-write, and over
-// `PROXY MIGRATION PHASE double-write`. Real ACL users on real standalone redis-servers.
+// `PROXY MIGRATION PHASE double-write`. Real ACL users on real standalone redis-servers. These are
+// the change feeds' permissions, so the migrations pin `carry: feeds`; unset, the carry is auto,
+// which takes the feeds where the user may not follow side A (no +psync), and checks them so too.
+// (What auto chooses, and why, is migration-carry-choice.test.ts's.)
 import fs from 'node:fs';
 import path from 'node:path';
 import Redis from 'ioredis';
@@ -43,13 +46,13 @@ async function grant(...patterns: string[]): Promise<void> {
 
 const ringNodes = (count: number): { name: string; addr: string }[] => nodes!.addresses.slice(0, count).map((addr, i) => ({ name: `n${i}`, addr }));
 
-/** Ring A: the first two nodes; with `phase`, a migration into all three. */
-function config(phase: 'double-write' | 'read-new' | null, port = 0): Record<string, unknown> {
+/** Ring A: the first two nodes; with `phase`, a migration into all three, on the change feeds unless `carry` is null (unset). */
+function config(phase: 'double-write' | 'read-new' | null, port = 0, carry: 'feeds' | null = 'feeds'): Record<string, unknown> {
   return {
     listen: `127.0.0.1:${port}`,
     mode: 'ring',
     ring: { hash: 'md5', nodes: ringNodes(2) },
-    ...(phase === null ? {} : { migration: { phase, to: { nodes: ringNodes(3) } } }),
+    ...(phase === null ? {} : { migration: { phase, ...(carry === null ? {} : { carry }), to: { nodes: ringNodes(3) } } }),
     backend: { username: USER, password: 'feeder-pw' },
     log: { level: 'silent' },
   };
@@ -85,6 +88,19 @@ test('at start in double-write: a user limited to ~app:* on ring A stops the pro
   await started.waitForLog(/slotproxy is listening/, 30_000);
   started.kill('SIGTERM');
   expect(await started.exitCode()).toBe(0);
+}, 60_000);
+
+test('carry unset, a user without +psync limited to ~app:*: auto takes the change feeds, and their check refuses the start; ~* lets it start on them', async () => {
+  await grant('~app:*', '-psync');
+  await expect(ProxyServer.start(parseConfig(config('double-write', 0, null)))).rejects.toThrow(
+    new RegExp(`migration\\.phase double-write refused: .*may not read every key on side A's node (${nodes!.addresses.slice(0, 2).join('|')}) \\(its key patterns: ~app:\\*\\)`),
+  );
+  await grant('~*', '-psync');
+  const proxy = await ProxyServer.start(parseConfig(config('double-write', 0, null)));
+  proxies.push(proxy);
+  const admin = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
+  clients.push(admin);
+  expect(String(await admin.info('proxy'))).toMatch(/migration_carry:feeds\r\nmigration_carry_why:auto \(migration\.carry unset\): .* refuses PSYNC: /);
 }, 60_000);
 
 test('PROXY MIGRATION PHASE double-write: refused while the user reads only ~app:*, naming the node; OK once it reads every key', async () => {

@@ -1,10 +1,13 @@
 // Transactions (with WATCH) and blocking commands on keys that move in a live ring migration
 // (grow 2 -> 3 over real redis-servers): each behaves as on one Redis, and ring B ends up with
-// exactly the state ring A has, in every phase, across a switch made while a command blocks.
+// exactly the state ring A has, in every phase, across a switch made while a command blocks. On the
+// replication carry (the default here) a double-write's effect is on B once A's stream carried it;
+// in read-new the reply itself waits for B.
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
 import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
+import { carriedToB, carryOf } from '../helpers/carried';
 
 const grow = useRingGrow();
 const config = grow.config;
@@ -35,6 +38,11 @@ function sides(key: string): { a: Redis; b: Redis } {
     return c;
   };
   return { a: byAddr(t.from), b: byAddr(t.to) };
+}
+
+/** Double-write on the replication carry: until every node of A's stream carried what it holds now. */
+async function carried(): Promise<void> {
+  if ((await carryOf(connect())) === 'replication') await carriedToB(placement.from.masters());
 }
 
 beforeEach(async () => {
@@ -68,6 +76,7 @@ test.each(['double-write', 'read-new'])('%s: MULTI/EXEC with WATCH on a moving k
   const [exec, got] = await Promise.all([c.multi().incr(key).exec(), c.get(key)]);
   expect(exec).toEqual([[null, 13]]);
   expect(got).toBe('13');
+  if (phase === 'double-write') await carried();
   const { a, b } = sides(key);
   expect(await b.get(key)).toBe('13');
   expect(await a.get(key)).toBe('13');
@@ -83,10 +92,11 @@ test('a WATCHed moving key touched by another client makes EXEC return nil, and 
   await other.set(key, '2');
   expect(await c.multi().set(key, '3').exec()).toBeNull();
   expect(await c.get(key)).toBe('2');
+  await carried();
   expect(await sides(key).b.get(key)).toBe('2');
 }, 30_000);
 
-test('EXECABORT and runtime errors inside a converging transaction answer as one Redis does', async () => {
+test('EXECABORT and runtime errors inside a transaction on a moving key answer as one Redis does', async () => {
   const c = connect();
   const key = movingKey(placement, 'e');
   await c.set(key, 'text');
@@ -94,6 +104,7 @@ test('EXECABORT and runtime errors inside a converging transaction answer as one
   const reply = await c.multi().incr(key).append(key, '!').exec();
   expect(String(reply?.[0][0])).toContain('not an integer');
   expect(reply?.[1]).toEqual([null, 5]);
+  await carried();
   expect(await sides(key).b.get(key)).toBe('text!');
   // A queue-time error aborts everything.
   await expect(c.multi().set(key, 'x').call('SET', key).exec()).rejects.toThrow(/EXECABORT/);
@@ -113,8 +124,10 @@ test.each(['double-write', 'read-new'])('%s: BLPOP and BLMOVE on moving keys pop
   while (!String(await a.info('clients')).includes('blocked_clients:1')) await new Promise((r) => setImmediate(r));
   await producer.rpush(key, 'job1', 'job2');
   expect(await popped).toEqual([key, 'job1']);
+  if (phase === 'double-write') await carried();
   expect(await b.lrange(key, 0, -1)).toEqual(['job2']);
   expect(await consumer.blmove(key, dst, 'LEFT', 'RIGHT', 1)).toBe('job2');
+  if (phase === 'double-write') await carried();
   expect(await b.exists(key)).toBe(0);
   expect(await b.lrange(dst, 0, -1)).toEqual(['job2']);
   expect(await a.lrange(dst, 0, -1)).toEqual(['job2']);

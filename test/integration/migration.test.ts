@@ -1,6 +1,7 @@
 // Live ring migrations over real standalone redis-servers, with two proxies serving a mixed write
 // load at once: grow 2 -> 3 nodes and shrink 3 -> 2, through double-write, copy, read-new (and
 // back and forth), done and cleanup. The final state must equal exactly what clients were told.
+// Unset, the carry is auto: the replication carry on these nodes; the walks run on the feeds too.
 import net from 'node:net';
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
@@ -15,6 +16,7 @@ import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { isBookkeepingKey } from '../../proxy/migration/converge';
 import { Expected, GROUPS, MixedLoad, checkState, keyOf, seed, walkPhases } from './migration-load';
+import { carriedToB, carryOf } from '../helpers/carried';
 
 const NAMES = ['a', 'b', 'c'];
 const CLIENTS_PER_PROXY = 3;
@@ -33,7 +35,7 @@ function ringNodes(count: number): { name: string; addr: string; weight: number 
   return nodes!.addresses.slice(0, count).map((addr, i) => ({ name: NAMES[i], addr, weight: 1 }));
 }
 
-function migrationConfig(from: number, to: number, carry?: 'replication'): RingModeConfig {
+function migrationConfig(from: number, to: number, carry?: 'feeds' | 'replication'): RingModeConfig {
   const cfg = parseConfig({
     listen: '127.0.0.1:0',
     mode: 'ring',
@@ -51,11 +53,21 @@ function connect(proxy: ProxyServer): Redis {
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
+/** In double-write on the replication carry a write is on B once its node's stream carried it, not when its reply comes. */
+async function onB(proxy: ProxyServer, placement: Placement): Promise<void> {
+  const c = connect(proxy);
+  try {
+    if ((await carryOf(c)) === 'replication') await carriedToB(placement.from.masters());
+  } finally {
+    c.disconnect();
+  }
+}
+
 async function phase(admins: Redis[], name: string): Promise<void> {
   for (const a of admins) expect(await a.call('PROXY', 'MIGRATION', 'PHASE', name)).toBe('OK');
 }
 
-async function runMigration(from: number, to: number, carry?: 'replication'): Promise<void> {
+async function runMigration(from: number, to: number, carry?: 'feeds'): Promise<void> {
   await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
   const config = migrationConfig(from, to, carry);
   const placement = Placement.fromConfig(config.ring, config.migration);
@@ -81,6 +93,7 @@ async function runMigration(from: number, to: number, carry?: 'replication'): Pr
     for (let i = 0; i < 2; i++) proxies.push(await ProxyServer.start(config));
     const admins = proxies.map(connect);
     clients.push(...admins);
+    expect(await carryOf(admins[0])).toBe(carry ?? 'replication');
     const loadClients = proxies.flatMap((p) => Array.from({ length: CLIENTS_PER_PROXY }, () => connect(p)));
     clients.push(...loadClients);
     // One BLPOP consumer per proxy against the LPUSH producers of the load.
@@ -112,7 +125,7 @@ async function runMigration(from: number, to: number, carry?: 'replication'): Pr
     const liveKeys = seeded - expected.deleted.size + queues;
     expect(await admins[0].dbsize()).toBe(liveKeys);
     console.log(
-      `migration ${from} -> ${to} (${carry ?? 'feeds'}): ${seeded} keys before, ${expected.ops} acknowledged operations by ${loadClients.length} clients ` +
+      `migration ${from} -> ${to} (${carry ?? 'replication'}): ${seeded} keys before, ${expected.ops} acknowledged operations by ${loadClients.length} clients ` +
         `through 2 proxies, copy scanned ${copied.scanned} and copied ${copied.copied} (${copied.skippedNewer} already newer), ` +
         `verify compared ${verified.compared} moved keys, ${verified.differing} differ; cleanup deleted ${cleaned.deleted}; ` +
         `${expected.ackedJobs.size} jobs pushed, ${expected.poppedJobs.length} popped by BLPOP, none lost or twice`,
@@ -125,26 +138,27 @@ async function runMigration(from: number, to: number, carry?: 'replication'): Pr
   }
 }
 
-test('grow a ring from 2 to 3 nodes under load, with two proxies', async () => {
+test('grow a ring from 2 to 3 nodes under load, with two proxies, side A followed as a replica', async () => {
   await runMigration(2, 3);
 }, 90_000);
 
-test('shrink a ring from 3 to 2 nodes under load, with two proxies', async () => {
+test('shrink a ring from 3 to 2 nodes under load, with two proxies, side A followed as a replica', async () => {
   await runMigration(3, 2);
 }, 90_000);
 
-// The same walks on the replication carry: the copy is each node's full sync, every write goes to A.
-test('grow a ring from 2 to 3 nodes under load, with two proxies, side A followed as a replica', async () => {
-  await runMigration(2, 3, 'replication');
+// The same walks on the change feeds (pinned): they carry wherever side A refuses replication.
+test('grow a ring from 2 to 3 nodes under load, with two proxies, on the change feeds', async () => {
+  await runMigration(2, 3, 'feeds');
 }, 90_000);
 
-test('shrink a ring from 3 to 2 nodes under load, with two proxies, side A followed as a replica', async () => {
-  await runMigration(3, 2, 'replication');
+test('shrink a ring from 3 to 2 nodes under load, with two proxies, on the change feeds', async () => {
+  await runMigration(3, 2, 'feeds');
 }, 90_000);
 
+// On the change feeds (pinned) a converging write tells its client that B missed it.
 test('a ring B node down during double-write: writes to keys moving there get a clear error, others work; copy repairs', async () => {
   await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
-  const config = migrationConfig(2, 3);
+  const config = migrationConfig(2, 3, 'feeds');
   const placement = Placement.fromConfig(config.ring, config.migration);
   const find = (moves: boolean, from = 0): string => {
     for (let i = from; ; i++) if ((placement.copyTarget(Buffer.from(`h${i}`)) !== null) === moves) return `h${i}`;
@@ -176,6 +190,45 @@ test('a ring B node down during double-write: writes to keys moving there get a 
     await proxy.close(200);
   }
 }, 30_000);
+
+// On the replication carry the write is answered after A; the follower retries B's node, and B converges once it is back.
+test('a ring B node down during double-write, side A followed as a replica: writes are answered after A, and B converges once the node is back', async () => {
+  await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
+  const config = migrationConfig(2, 3);
+  const placement = Placement.fromConfig(config.ring, config.migration);
+  const find = (moves: boolean): string => {
+    for (let i = 0; ; i++) if ((placement.copyTarget(Buffer.from(`h${i}`)) !== null) === moves) return `h${i}`;
+  };
+  const proxy = await ProxyServer.start(config);
+  const c = connect(proxy);
+  const newNode = nodes!.nodes[2];
+  try {
+    expect(await carryOf(c)).toBe('replication');
+    const moving = find(true);
+    const staying = find(false);
+    expect(await c.incr(moving)).toBe(1);
+    await carriedToB(placement.from.masters());
+    expect(await newNode.command('GET', moving)).toBe('1');
+    // Down with its data kept (a reboot): what it held is on disk, what it missed comes by the stream.
+    await newNode.command('SAVE');
+    await newNode.stop();
+    try {
+      expect(await c.incr(moving)).toBe(2);
+      expect(await c.incr(staying)).toBe(1);
+      expect(await c.get(moving)).toBe('2');
+    } finally {
+      await newNode.restart();
+    }
+    await carriedToB(placement.from.masters());
+    expect(await newNode.command('GET', moving)).toBe('2');
+    expect(await c.incr(moving)).toBe(3);
+    await carriedToB(placement.from.masters());
+    expect(await newNode.command('GET', moving)).toBe('3');
+  } finally {
+    c.disconnect();
+    await proxy.close(200);
+  }
+}, 60_000);
 
 test('two proxies, eight clients, the same ten keys: every increment and push is kept through every phase', async () => {
   await Promise.all(nodes!.nodes.map((n) => n.command('FLUSHALL')));
@@ -255,6 +308,7 @@ test('a RESP3 client (HELLO 3) double-writes too, with replies in RESP3', async 
     }
     expect(got.startsWith('%')).toBe(true);
     expect(got).toContain(':1\r\n:0\r\n$1\r\n1\r\n%0\r\n');
+    await onB(proxy, placement);
     expect(await nodes!.nodes[2].command('GET', key)).toBe('1');
   } finally {
     socket.destroy();
@@ -277,6 +331,7 @@ test('EVALSHA of a script the proxy knows double-writes a moving key even after 
     // Every node forgets its scripts (a restart, a failover): the client must not see NOSCRIPT.
     for (const n of nodes!.nodes) await n.command('SCRIPT', 'FLUSH');
     expect(await c.evalsha(sha, 1, key, 2)).toBe(7);
+    await onB(proxy, placement);
     expect(await nodes!.nodes[2].command('GET', key)).toBe('7');
     // A script the proxy never saw is still NOSCRIPT, so clients fall back to EVAL as usual.
     await expect(c.evalsha('0'.repeat(40), 1, key, 1)).rejects.toThrow(/NOSCRIPT/);

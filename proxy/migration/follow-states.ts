@@ -11,8 +11,6 @@ import { scanNode } from './feed-copy';
 import { FollowRouter } from './follow-router';
 import { withoutPastExpiry } from './follow-expiry';
 import { log } from '../telemetry/log';
-import { ownersOf } from './copy-keys';
-import { recordKeyOf } from './follow-applier';
 
 const LANE = 0;
 
@@ -57,26 +55,4 @@ export async function onEveryMaster(ctx: ProxyContext, to: KeySpace | null, sour
     const frame = await request(ctx.pool.connection(b, LANE), args, ctx.forward.retryWindowMs);
     if (frame[0] === 45 && !/not found|already exists/i.test(frame.toString())) log.warn({ node: b, error: frame.toString().trim() }, 'migration: a FUNCTION write of side A failed on side B');
   }
-}
-
-/**
- * Where a follow of `source` resumes: every node of B recorded an offset in the same history (one
- * replid), the lowest of them, and each node's own (it skips what it holds); null for a full sync.
- */
-export async function recordedOffsets(ctx: ProxyContext, to: KeySpace, source: string): Promise<{ replid: string; offset: number; floors: Map<string, number> } | null> {
-  const owners = ownersOf(to);
-  let replid: string | null = null;
-  let lowest = Infinity;
-  const floors = new Map<string, number>();
-  for (const b of to.masters()) {
-    const reply = decodeReply(await request(ctx.pool.connection(b, LANE), ['HGET', recordKeyOf(b, owners), source], ctx.forward.retryWindowMs));
-    if (typeof reply !== 'string') return null;
-    const [id, off] = reply.split(' ');
-    if (replid !== null && id !== replid) return null;
-    replid = id;
-    floors.set(b, Number(off));
-    lowest = Math.min(lowest, Number(off));
-  }
-  if (replid === null || !Number.isFinite(lowest)) return null;
-  return { replid, offset: lowest, floors };
 }

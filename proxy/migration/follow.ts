@@ -37,7 +37,8 @@ import { FollowApplier, recordKeyOf } from './follow-applier';
 import { ownersOf } from './copy-keys';
 import { request } from '../backend/request';
 import { readSnapshot } from './follow-snapshot';
-import { onEveryMaster, recordedOffsets, removeMovingKeys, statesAt } from './follow-states';
+import { onEveryMaster, removeMovingKeys, statesAt } from './follow-states';
+import { ResumePoint, forgetRecords, resumeFrom } from './follow-lineage';
 import { BulkRestore } from './follow-restore';
 import { tooSoon } from './follow-expiry';
 import { log } from '../telemetry/log';
@@ -164,11 +165,11 @@ export class NodeFollower {
   private async connect(): Promise<void> {
     if (this.stopped) return;
     this.state = 'connecting';
-    let resume: { replid: string; offset: number } | null = null;
+    let resume: ResumePoint | null = null;
     try {
       resume = await this.recorded();
     } catch (err) {
-      return this.lost(`cannot read side B's applied offsets: ${err instanceof Error ? err.message : String(err)}`);
+      return this.lost(`cannot tell where to resume: ${err instanceof Error ? err.message : String(err)}`);
     }
     const opts = this.ctx.pool.linkOptions();
     this.stream = new StreamReader();
@@ -216,7 +217,9 @@ export class NodeFollower {
         this.applied = resume?.offset ?? this.applied;
         this.received = this.applied;
         this.parsedThrough = this.applied;
-        log.info({ node: this.source, offset: this.applied }, 'migration: follow of a node of side A resumed (+CONTINUE)');
+        log.info({ node: this.source, offset: this.applied, recordedAs: resume?.recordedAs }, 'migration: follow of a node of side A resumed (+CONTINUE)');
+        const to = this.placement().to;
+        if (resume !== null && resume.recordedAs !== this.source && to !== null) void forgetRecords(this.ctx, to, resume).catch(() => undefined);
       },
       streamBytes: (chunk, first) => this.heard(link, chunk, first),
       lost: (reason) => {
@@ -227,13 +230,12 @@ export class NodeFollower {
     this.link = link;
   }
 
-  /** Where to resume (follow-states.ts), keeping what each node of B recorded. */
-  private async recorded(): Promise<{ replid: string; offset: number } | null> {
+  /** Where to resume (follow-lineage.ts: after a failover, the old master's records), keeping what each node of B recorded. */
+  private async recorded(): Promise<ResumePoint | null> {
     const to = this.placement().to;
-    const found = to === null ? null : await recordedOffsets(this.ctx, to, this.source);
-    if (found === null) return null;
-    this.floors = found.floors;
-    return { replid: found.replid, offset: found.offset };
+    const found = to === null ? null : await resumeFrom(this.ctx, to, this.source);
+    if (found !== null) this.floors = found.floors;
+    return found;
   }
 
   private lost(reason: string): void {

@@ -38,11 +38,11 @@ export async function statesAt(ctx: ProxyContext, source: string, keys: readonly
 }
 
 /** A FLUSHALL on `source`, or a new full sync: its moving keys are removed from every node of B. */
-export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace, source: string, router: FollowRouter): Promise<void> {
-  for (const b of to.masters()) {
+export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace | null, source: string, router: FollowRouter): Promise<void> {
+  for (const b of to?.masters() ?? []) {
     if (b === source) continue;
     await scanNode(ctx, b, async (keys) => {
-      const mine = keys.filter((k) => router.ownerInB(k) === b);
+      const mine = keys.filter((k) => router.ownerInB(k) === b && router.heldInA(k));
       if (mine.length > 0) await request(ctx.pool.connection(b, LANE), ['DEL', ...mine], ctx.forward.retryWindowMs);
     });
   }

@@ -44,6 +44,7 @@ import { tooSoon } from './follow-expiry';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 import { StreamIntake } from './follow-spool';
+import { SlotHandoff } from './follow-handoff';
 
 export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
 
@@ -53,6 +54,8 @@ export interface FollowOptions {
   /** Where snapshots and the stream's spool are written. */
   spoolDir: string;
   announcePort: number;
+  /** Another node of A's follower in this proxy (a slot moving between them, follow-handoff.ts). */
+  peer?: (address: string) => NodeFollower | undefined;
 }
 
 export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
@@ -111,6 +114,8 @@ export class NodeFollower {
   /** Links lost in a row (a node that refuses PSYNC): the next attempt waits longer, up to RESUME_CAP_MS. */
   private losses = 0;
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
+  /** A cluster A's slots moving to this node: the earlier owner's changes on B first. */
+  readonly handoff: SlotHandoff;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -124,12 +129,14 @@ export class NodeFollower {
       taking: () => !this.stopped && this.state !== 'failed',
       fail: (reason) => this.fail(reason),
     });
+    this.handoff = new SlotHandoff(ctx, source, () => this.placement().from, () => this.placement().to, (a) => options.peer?.(a));
   }
 
   start(): void {
     this.ackTimer = setInterval(() => {
       this.link?.ack(this.applied);
       this.recordIdle();
+      this.handoff.watch(this.received);
     }, ACK_EVERY_MS).unref();
     void this.connect();
   }
@@ -167,10 +174,13 @@ export class NodeFollower {
     this.state = 'connecting';
     let resume: ResumePoint | null = null;
     try {
-      resume = await this.recorded();
+      // Where to resume (follow-lineage.ts: after a failover, the old master's records), keeping what each node of B recorded.
+      const to = this.placement().to;
+      resume = to === null ? null : await resumeFrom(this.ctx, to, this.source);
     } catch (err) {
       return this.lost(`cannot tell where to resume: ${err instanceof Error ? err.message : String(err)}`);
     }
+    if (resume !== null) this.floors = resume.floors;
     const opts = this.ctx.pool.linkOptions();
     this.stream = new StreamReader();
     this.commands = new Queue();
@@ -187,6 +197,7 @@ export class NodeFollower {
         this.loading = true;
         this.floors = new Map();
         this.skipUntil.clear();
+        this.handoff.reset();
         this.applied = offset;
         this.received = offset;
         this.parsedThrough = offset;
@@ -212,6 +223,7 @@ export class NodeFollower {
         this.replid = replid;
         this.resumes++;
         this.losses = 0;
+        this.handoff.begin();
         this.state = 'live';
         this.reason = '';
         this.applied = resume?.offset ?? this.applied;
@@ -228,14 +240,6 @@ export class NodeFollower {
       },
     });
     this.link = link;
-  }
-
-  /** Where to resume (follow-lineage.ts: after a failover, the old master's records), keeping what each node of B recorded. */
-  private async recorded(): Promise<ResumePoint | null> {
-    const to = this.placement().to;
-    const found = to === null ? null : await resumeFrom(this.ctx, to, this.source);
-    if (found !== null) this.floors = found.floors;
-    return found;
   }
 
   private lost(reason: string): void {
@@ -291,6 +295,8 @@ export class NodeFollower {
         const cmd = this.commands.peek() as StreamCommand;
         const routed = this.router().route(cmd.args);
         try {
+          const held = this.handoff.ahead(cmd.end, routed, this.received, this.router());
+          if (held !== null) await held;
           // Most commands are handed on at once: only those that wait for A or B suspend the loop.
           const waiting = this.run(cmd, routed);
           if (waiting !== undefined) await waiting;
@@ -326,13 +332,13 @@ export class NodeFollower {
       case 'flush':
         return (async () => {
           await this.drained();
-          await this.removeMovingKeys();
+          await removeMovingKeys(this.ctx, this.placement().to, this.source, this.router());
           this.ticket(cmd.end, []);
         })();
       case 'every-master':
         return (async () => {
           await this.drained();
-          await this.everyMaster(routed.args);
+          await onEveryMaster(this.ctx, this.placement().to, this.source, routed.args);
           this.ticket(cmd.end, []);
         })();
       case 'stop':
@@ -441,15 +447,6 @@ export class NodeFollower {
     this.ticket(end, parts);
   }
 
-  private removeMovingKeys(): Promise<void> {
-    const to = this.placement().to;
-    return to === null ? Promise.resolve() : removeMovingKeys(this.ctx, to, this.source, this.router());
-  }
-
-  private everyMaster(args: Buffer[]): Promise<void> {
-    return onEveryMaster(this.ctx, this.placement().to, this.source, args);
-  }
-
   /** The snapshot, read from its spool at B's pace: moving keys restored, functions loaded on every master. */
   private async load(link: ReplicationLink, file: string): Promise<void> {
     this.state = 'loading';
@@ -458,7 +455,8 @@ export class NodeFollower {
       const owners = ownersOf(to);
       // A follower that dies while this snapshot is half restored must not resume over it.
       for (const b of to.masters()) await request(this.ctx.pool.connection(b, LANE), ['HDEL', recordKeyOf(b, owners), this.source], this.ctx.forward.retryWindowMs);
-      await this.removeMovingKeys();
+      await this.handoff.barrier(this.received, [], to.masters());
+      await removeMovingKeys(this.ctx, this.placement().to, this.source, this.router());
       const router = this.router();
       const restore = new BulkRestore(this.ctx, owners);
       await readSnapshot(file, {
@@ -472,7 +470,7 @@ export class NodeFollower {
           await restore.push(to, [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])]);
           this.snapshotRestored = restore.restored;
         },
-        func: async (code) => this.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
+        func: async (code) => onEveryMaster(this.ctx, to, this.source, [Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
       });
       await restore.finish();
       this.snapshotRestored = restore.restored;

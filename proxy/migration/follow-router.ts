@@ -4,8 +4,11 @@
  * owner in B is another node than `source` (in a ring grow `source` may be in B too: a key that
  * stays on it is already there).
  *
- * - Keys not owned by `source` in A (written straight on it by another program), and the
- *   migration's bookkeeping, are skipped: their own node's stream carries them.
+ * - Keys not owned by `source` in a ring A (written straight on it by another program), and the
+ *   migration's bookkeeping, are skipped: their own node's stream carries them. A cluster node
+ *   holds only its own slots' keys, so every key in its stream is its own (during a reshard the
+ *   slot map lags; follow-handoff.ts orders the two owners' streams). `RESTORE-ASKING` (MIGRATE's)
+ *   runs as `RESTORE ... REPLACE`: B may hold the copy the old owner's stream carried.
  * - A command whose moving keys all have one owner in B runs there as it is.
  * - `MSET`, `DEL`, `UNLINK` whose keys have several owners are split per owner, in key order.
  * - Any other command with keys on several owners (`RENAME`, `SMOVE`, `LMOVE`, `SUNIONSTORE`,

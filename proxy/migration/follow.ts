@@ -14,10 +14,11 @@
  *
  * Exactness: B holds A's snapshot of the moving keys at offset O, then every command after O in
  * A's order, so at every applied offset B's moving keys are A's at that offset; nothing is
- * versioned. A resume (lost link, takeover, restart) asks A for `PSYNC <replid> <lowest recorded
- * offset + 1>`, and each node of B skips what its own record says it holds. When A cannot continue,
- * a new full sync first removes the moving keys of this node from B (the new snapshot is the
- * truth), so keys deleted on A meanwhile do not survive on B.
+ * versioned. A resume (lost link, takeover, restart; a failover: the old master's records,
+ * follow-lineage.ts) asks A for `PSYNC <replid> <lowest recorded offset + 1>`, and each node of B
+ * skips what its own record says it holds. When A cannot continue, a new full sync first removes
+ * the moving keys of this node from B (the new snapshot is the truth), so keys deleted on A
+ * meanwhile do not survive on B. A slot of a cluster A moving between masters: follow-handoff.ts.
  *
  * A command B refuses, and one whose keys land on several nodes of B that cannot be split, is
  * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in

@@ -178,7 +178,11 @@ test('a slot moved between masters of A, and one moved to a master added, while 
   // A master added: it meets the cluster with no slot, then a slot moves to it.
   await added!.command('CLUSTER', 'MEET', m0.host, m0.port);
   await eventually(async () => String(await m0.command('CLUSTER', 'NODES')), (t) => t.includes(`${added!.port}@`) && !/handshake|noaddr/.test(t.split('\n').find((l) => l.includes(`${added!.port}@`)) ?? 'handshake'), 20_000);
-  await eventually(async () => String(await added!.command('CLUSTER', 'NODES')).split('\n').filter((l) => l.trim() !== '').length, (n) => n === 3, 20_000);
+  await eventually(
+    async () => Promise.all([m0, m1, added!].map(async (n) => String(await n.command('CLUSTER', 'INFO')))),
+    (all) => all.every((t) => t.includes('cluster_state:ok') && t.includes('cluster_known_nodes:3')),
+    20_000,
+  );
   await moveSlot(keySlot(Buffer.from(`{${toAdded}}`)), added!, [m0, m1, added!]);
   await eventually(info, (t) => field(t, 'migration_follows').includes(`${added!.address}=live`), 60_000);
   mark = load.done();

@@ -11,9 +11,12 @@
  *     -> the record in the node's own history (its replid), or in its old master's (its replid2,
  *        through second_repl_offset): PSYNC from there; each node of B keeps its own floor.
  *
- * Once continued, the records move to the new address under the new replid (offsets go on in the
- * same count, and a node accepts its current replid at any offset still in its backlog), and the
- * old address's record is removed, so a later takeover resumes from the new one.
+ * Before that PSYNC the records are copied to the new address under the new replid (offsets go on
+ * in the same count, and a node accepts its current replid at any offset still in its backlog), so
+ * a later resume or takeover finds its own; once `+CONTINUE` came, the old address's are removed.
+ * The old master may have gone on past the promotion with no-ops only (Sentinel's hellos are
+ * PUBLISHed into its stream): each record's third field, the last command applied on that node of
+ * B, says so, and the follow then resumes at `second_repl_offset` (inHistory below).
  */
 import { ProxyContext } from '../context';
 import { KeySpace } from '../../sharding/key-space';

@@ -3,7 +3,7 @@
  * a batch per event-loop turn (follow.ts hands them over; follow-router.ts chose the node).
  *
  *   queued parts --one turn--> one script on the node: every command of the batch, then
- *   HSET <applied record> <source> "<replid> <offset>"  --reply--> each part done (or failed)
+ *   HSET <applied record> <source> "<replid> <offset> <last applied>"  --reply--> each part done (or failed)
  *
  * The record is written in the same script as the commands, so it never says more or less than the
  * node holds: a follower that resumes (a lost link, a takeover, a kill -9) skips on this node
@@ -40,8 +40,8 @@ if redis.call('EXISTS', ARGV[4]) == 1 then
 end
 local held = redis.call('HGET', ARGV[1], ARGV[2])
 if held then
-  local id, at = string.match(held, '^(%S+) (%d+)$')
-  local want, upto = string.match(ARGV[3], '^(%S+) (%d+)$')
+  local id, at = string.match(held, '^(%S+) (%d+)')
+  local want, upto = string.match(ARGV[3], '^(%S+) (%d+)')
   if id ~= nil and id == want and tonumber(at) >= tonumber(upto) then
     return {}
   end
@@ -98,6 +98,12 @@ export class FollowApplier {
   afterFence = 0;
   /** The offset this node's record says (as far as this follower wrote it). */
   private recorded = -1;
+  /**
+   * The end of the last command this follower applied on the node (-1: none yet). Recorded third,
+   * as `<replid> <offset> <last applied>`: past it the node took only no-ops (Sentinel's PUBLISHed
+   * hellos, PINGs), so a resume on a promoted replica may start there (follow-lineage.ts).
+   */
+  private lastApplied = -1;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -197,7 +203,9 @@ export class FollowApplier {
     this.recordKey ??= recordKeyOf(this.address, this.owners);
     this.fenceKey ??= fenceKeyOf(this.address, this.owners);
     // The command by SHA1, built once; by body only where the node lacks the script.
-    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(`${this.replid()} ${through}`), Buffer.from(this.fenceKey)];
+    const last = batch.length > 0 ? Math.max(through, this.lastApplied) : this.lastApplied;
+    const value = `${this.replid()} ${through}${last >= 0 ? ` ${last}` : ''}`;
+    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(value), Buffer.from(this.fenceKey)];
     for (const part of batch) {
       const n = part.args.length;
       bySha.push(n < COUNTS.length ? COUNTS[n] : Buffer.from(String(n)));
@@ -220,6 +228,7 @@ export class FollowApplier {
         if (this.afterFence === 0 && batch.length > 0) log.info({ node: this.address, source: this.source }, 'migration: side B is fenced for done; the rest of side A\'s stream is not applied there');
         this.afterFence += batch.length;
         this.recorded = Math.max(this.recorded, through);
+        this.lastApplied = last;
         for (const p of batch) p.done(null);
         return 'answered';
       }
@@ -232,6 +241,7 @@ export class FollowApplier {
       return `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
     }
     this.recorded = Math.max(this.recorded, through);
+    this.lastApplied = last;
     batch.forEach((p, i) => p.done(failed.get(i) ?? null));
     return 'answered';
   }

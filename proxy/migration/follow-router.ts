@@ -4,8 +4,11 @@
  * owner in B is another node than `source` (in a ring grow `source` may be in B too: a key that
  * stays on it is already there).
  *
- * - Keys not owned by `source` in A (written straight on it by another program), and the
- *   migration's bookkeeping, are skipped: their own node's stream carries them.
+ * - Keys not owned by `source` in a ring A (written straight on it by another program), and the
+ *   migration's bookkeeping, are skipped: their own node's stream carries them. A cluster node
+ *   holds only its own slots' keys, so every key in its stream is its own (during a reshard the
+ *   slot map lags; follow-handoff.ts orders the two owners' streams). `RESTORE-ASKING` (MIGRATE's)
+ *   runs as `RESTORE ... REPLACE`: B may hold the copy the old owner's stream carried.
  * - A command whose moving keys all have one owner in B runs there as it is.
  * - `MSET`, `DEL`, `UNLINK` whose keys have several owners are split per owner, in key order.
  * - Any other command with keys on several owners (`RENAME`, `SMOVE`, `LMOVE`, `SUNIONSTORE`,
@@ -70,6 +73,8 @@ export class FollowRouter {
     if (name === 'function') return { kind: 'every-master', args: functionOnB(args) };
     const renamed = RENAMED.get(name);
     if (renamed !== undefined) args = [Buffer.from(renamed), ...args.slice(1)];
+    // MIGRATE's RESTORE-ASKING: the key arriving from another master; B may still hold that master's copy.
+    if (name === 'restore-asking' && !args.slice(4).some((a) => a.toString('latin1').toUpperCase() === 'REPLACE')) args.push(Buffer.from('REPLACE'));
     const info = renamed === undefined ? found : this.table.lookup(args[0]);
     if (info === undefined) return { kind: 'stop', reason: `the command ${name} is not in the back end's command table` };
     const positions = keyPositions(info, args);
@@ -94,13 +99,22 @@ export class FollowRouter {
     return { kind: 'resnapshot', keys: keys.filter((k) => this.ownerInB(k) !== null) };
   }
 
-  /** The key's node in B when it moves there from `source`; null when it does not move (or is not `source`'s). */
+  /**
+   * The key's node in B when it moves there from `source`; null when it does not move (or is not
+   * `source`'s). A node of a cluster A holds only keys of the slots it serves or imports, so every
+   * key in its stream is its own, whatever the slot map says in the middle of a reshard.
+   */
   ownerInB(key: Buffer): string | null {
     if (isBookkeepingKey(key)) return null;
-    if (ownerOfKey(this.from, key) !== this.source) return null;
+    if (this.from.kind !== 'cluster' && ownerOfKey(this.from, key) !== this.source) return null;
     const to = ownerOfKey(this.to, key);
     if (to === this.source) return null;
     return to ?? '';
+  }
+
+  /** The slot map says `source` serves the key (what a flush or a new full sync of `source` removes from B). */
+  heldInA(key: Buffer): boolean {
+    return ownerOfKey(this.from, key) === this.source;
   }
 
   /** MSET/DEL/UNLINK split per owner in B, keeping key order within each owner. */

@@ -12,8 +12,6 @@ import { decodeReply, Reply } from '../resp/decode-reply';
 import { FollowRouter } from './follow-router';
 import { withoutPastExpiry } from './follow-expiry';
 import { log } from '../telemetry/log';
-import { ownersOf } from './copy-keys';
-import { recordKeyOf } from './follow-applier';
 
 const LANE = 0;
 const RETRY_MS = 100;
@@ -66,15 +64,15 @@ export async function statesAt(ctx: ProxyContext, source: string, keys: readonly
 }
 
 /** A FLUSHALL on `source`, or a new full sync: its moving keys are removed from every node of B. */
-export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace, source: string, router: FollowRouter, live: () => boolean): Promise<void> {
-  for (const b of to.masters()) {
+export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace | null, source: string, router: FollowRouter, live: () => boolean): Promise<void> {
+  for (const b of to?.masters() ?? []) {
     if (b === source) continue;
     let cursor = '0';
     do {
       const reply = decodeReply(await onB(ctx, b, ['SCAN', cursor, 'COUNT', SCAN_COUNT], live), true);
       if (!Array.isArray(reply) || reply.length !== 2 || !Buffer.isBuffer(reply[0]) || !Array.isArray(reply[1])) throw new Error(`${b}: unexpected SCAN reply`);
       cursor = reply[0].toString('latin1');
-      const mine = reply[1].filter((k): k is Buffer => Buffer.isBuffer(k) && router.ownerInB(k) === b);
+      const mine = reply[1].filter((k): k is Buffer => Buffer.isBuffer(k) && router.ownerInB(k) === b && router.heldInA(k));
       if (mine.length > 0) {
         const frame = await onB(ctx, b, ['DEL', ...mine], live);
         if (frame[0] === 45) throw new Error(`${b} refused DEL: ${frame.toString('utf8', 1, frame.length - 2)}`);
@@ -90,26 +88,4 @@ export async function onEveryMaster(ctx: ProxyContext, to: KeySpace | null, sour
     const frame = await onB(ctx, b, args, live);
     if (frame[0] === 45 && !/not found|already exists/i.test(frame.toString())) log.warn({ node: b, error: frame.toString().trim() }, 'migration: a FUNCTION write of side A failed on side B');
   }
-}
-
-/**
- * Where a follow of `source` resumes: every node of B recorded an offset in the same history (one
- * replid), the lowest of them, and each node's own (it skips what it holds); null for a full sync.
- */
-export async function recordedOffsets(ctx: ProxyContext, to: KeySpace, source: string): Promise<{ replid: string; offset: number; floors: Map<string, number> } | null> {
-  const owners = ownersOf(to);
-  let replid: string | null = null;
-  let lowest = Infinity;
-  const floors = new Map<string, number>();
-  for (const b of to.masters()) {
-    const reply = decodeReply(await request(ctx.pool.connection(b, LANE), ['HGET', recordKeyOf(b, owners), source], ctx.forward.retryWindowMs));
-    if (typeof reply !== 'string') return null;
-    const [id, off] = reply.split(' ');
-    if (replid !== null && id !== replid) return null;
-    replid = id;
-    floors.set(b, Number(off));
-    lowest = Math.min(lowest, Number(off));
-  }
-  if (replid === null || !Number.isFinite(lowest)) return null;
-  return { replid, offset: lowest, floors };
 }

@@ -14,10 +14,11 @@
  *
  * Exactness: B holds A's snapshot of the moving keys at offset O, then every command after O in
  * A's order, so at every applied offset B's moving keys are A's at that offset; nothing is
- * versioned. A resume (lost link, takeover, restart) asks A for `PSYNC <replid> <lowest recorded
- * offset + 1>`, and each node of B skips what its own record says it holds. When A cannot continue,
- * a new full sync first removes the moving keys of this node from B (the new snapshot is the
- * truth), so keys deleted on A meanwhile do not survive on B.
+ * versioned. A resume (lost link, takeover, restart; a failover: the old master's records,
+ * follow-lineage.ts) asks A for `PSYNC <replid> <lowest recorded offset + 1>`, and each node of B
+ * skips what its own record says it holds. When A cannot continue, a new full sync first removes
+ * the moving keys of this node from B (the new snapshot is the truth), so keys deleted on A
+ * meanwhile do not survive on B. A slot of a cluster A moving between masters: follow-handoff.ts.
  *
  * A command B refuses, and one whose keys land on several nodes of B that cannot be split, is
  * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in
@@ -37,11 +38,13 @@ import { FollowRouter, Part, Routed } from './follow-router';
 import { FollowApplier } from './follow-applier';
 import { ownersOf } from './copy-keys';
 import { followFileOf, removeStaleFollowFiles } from './follow-snapshot';
-import { onEveryMaster, recordedOffsets, removeMovingKeys, statesAt } from './follow-states';
+import { onEveryMaster, removeMovingKeys, statesAt } from './follow-states';
+import { ResumePoint, forgetRecords, resumeFrom } from './follow-lineage';
 import { restoreSnapshot } from './follow-restore';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 import { StreamIntake } from './follow-spool';
+import { SlotHandoff } from './follow-handoff';
 
 export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
 
@@ -51,6 +54,8 @@ export interface FollowOptions {
   /** Where snapshots and the stream's spool are written. */
   spoolDir: string;
   announcePort: number;
+  /** Another node of A's follower in this proxy (a slot moving between them, follow-handoff.ts). */
+  peer?: (address: string) => NodeFollower | undefined;
 }
 
 export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
@@ -108,6 +113,8 @@ export class NodeFollower {
   private historyOnB = false;
   private readonly live = (): boolean => !this.stopped;
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
+  /** A cluster A's slots moving to this node: the earlier owner's changes on B first. */
+  readonly handoff: SlotHandoff;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -121,6 +128,7 @@ export class NodeFollower {
       taking: () => !this.stopped && this.state !== 'failed',
       fail: (reason) => this.fail(reason),
     });
+    this.handoff = new SlotHandoff(ctx, source, () => this.placement().from, () => this.placement().to, (a) => options.peer?.(a));
   }
 
   start(): void {
@@ -129,6 +137,7 @@ export class NodeFollower {
     this.ackTimer = setInterval(() => {
       this.link?.ack(this.applied);
       this.recordIdle();
+      this.handoff.watch(this.received);
     }, ACK_EVERY_MS).unref();
     void this.connect();
   }
@@ -164,12 +173,15 @@ export class NodeFollower {
   private async connect(): Promise<void> {
     if (this.stopped) return;
     this.state = 'connecting';
-    let resume: { replid: string; offset: number } | null = null;
+    let resume: ResumePoint | null = null;
     try {
-      resume = await this.recorded();
+      // Where to resume (follow-lineage.ts: after a failover, the old master's records), keeping what each node of B recorded.
+      const to = this.placement().to;
+      resume = to === null ? null : await resumeFrom(this.ctx, to, this.source);
     } catch (err) {
-      return this.lost(`cannot read side B's applied offsets: ${err instanceof Error ? err.message : String(err)}`);
+      return this.lost(`cannot tell where to resume: ${err instanceof Error ? err.message : String(err)}`);
     }
+    if (resume !== null) this.floors = resume.floors;
     const opts = this.ctx.pool.linkOptions();
     this.stream = new StreamReader();
     this.commands = new Queue();
@@ -187,6 +199,7 @@ export class NodeFollower {
         this.historyOnB = false;
         this.floors = new Map();
         this.skipUntil.clear();
+        this.handoff.reset();
         this.applied = offset;
         this.received = offset;
         this.parsedThrough = offset;
@@ -212,13 +225,16 @@ export class NodeFollower {
         this.replid = replid;
         this.resumes++;
         this.losses = 0;
+        this.handoff.begin();
         this.state = 'live';
         this.reason = '';
         this.applied = resume?.offset ?? this.applied;
         this.historyOnB = true;
         this.received = this.applied;
         this.parsedThrough = this.applied;
-        log.info({ node: this.source, offset: this.applied }, 'migration: follow of a node of side A resumed (+CONTINUE)');
+        log.info({ node: this.source, offset: this.applied, recordedAs: resume?.recordedAs }, 'migration: follow of a node of side A resumed (+CONTINUE)');
+        const to = this.placement().to;
+        if (resume !== null && resume.recordedAs !== this.source && to !== null) void forgetRecords(this.ctx, to, resume).catch(() => undefined);
       },
       streamBytes: (chunk, first) => this.heard(link, chunk, first),
       lost: (reason) => {
@@ -232,15 +248,6 @@ export class NodeFollower {
       },
     });
     this.link = link;
-  }
-
-  /** Where to resume (follow-states.ts), keeping what each node of B recorded. */
-  private async recorded(): Promise<{ replid: string; offset: number } | null> {
-    const to = this.placement().to;
-    const found = to === null ? null : await recordedOffsets(this.ctx, to, this.source);
-    if (found === null) return null;
-    this.floors = found.floors;
-    return { replid: found.replid, offset: found.offset };
   }
 
   private lost(reason: string): void {
@@ -301,6 +308,8 @@ export class NodeFollower {
         const cmd = this.commands.peek() as StreamCommand;
         const routed = this.router().route(cmd.args);
         try {
+          const held = this.handoff.ahead(cmd.end, routed, this.received, this.router());
+          if (held !== null) await held;
           // Most commands are handed on at once: only those that wait for A or B suspend the loop.
           const waiting = this.run(cmd, routed);
           if (waiting !== undefined) await waiting;
@@ -336,13 +345,13 @@ export class NodeFollower {
       case 'flush':
         return (async () => {
           await this.drained();
-          await this.removeMovingKeys();
+          await removeMovingKeys(this.ctx, this.placement().to, this.source, this.router(), this.live);
           this.ticket(cmd.end, []);
         })();
       case 'every-master':
         return (async () => {
           await this.drained();
-          await this.everyMaster(routed.args);
+          await onEveryMaster(this.ctx, this.placement().to, this.source, routed.args, this.live);
           this.ticket(cmd.end, []);
         })();
       case 'stop':
@@ -454,15 +463,6 @@ export class NodeFollower {
     this.ticket(end, parts);
   }
 
-  private removeMovingKeys(): Promise<void> {
-    const to = this.placement().to;
-    return to === null ? Promise.resolve() : removeMovingKeys(this.ctx, to, this.source, this.router(), this.live);
-  }
-
-  private everyMaster(args: Buffer[]): Promise<void> {
-    return onEveryMaster(this.ctx, this.placement().to, this.source, args, this.live);
-  }
-
   /** The snapshot, read from its spool at B's pace (follow-restore.ts); the stream waits behind it. */
   private async load(link: ReplicationLink, file: string): Promise<void> {
     this.state = 'loading';
@@ -470,8 +470,11 @@ export class NodeFollower {
       const to = this.placement().to as NonNullable<Placement['to']>;
       await restoreSnapshot(this.ctx, to, this.source, file, {
         router: this.router(),
-        removeMovingKeys: () => this.removeMovingKeys(),
-        everyMaster: (args) => this.everyMaster(args),
+        removeMovingKeys: async () => {
+          await this.handoff.barrier(this.received, [], to.masters());
+          await removeMovingKeys(this.ctx, to, this.source, this.router(), this.live);
+        },
+        everyMaster: (args) => onEveryMaster(this.ctx, to, this.source, args, this.live),
         live: this.live,
         progress: (entries, restored) => {
           this.snapshotEntries = entries;

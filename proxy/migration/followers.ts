@@ -39,7 +39,7 @@ export class NodeFollowers {
     const f = this.followers.get(address);
     if (mine && f === undefined) {
       const spool = this.ctx.ring?.carry.spool;
-      const options = { ...DEFAULT_FOLLOW_OPTIONS, ...(spool?.dir === undefined ? {} : { spoolDir: spool.dir }), ...(spool === null || spool === undefined ? {} : { spoolBytes: spool.maxBytes }) };
+      const options = { ...DEFAULT_FOLLOW_OPTIONS, ...(spool?.dir === undefined ? {} : { spoolDir: spool.dir }), ...(spool === null || spool === undefined ? {} : { spoolBytes: spool.maxBytes }), peer: (a: string) => this.followers.get(a) };
       const follower = new NodeFollower(this.ctx, address, this.placement, options);
       this.followers.set(address, follower);
       follower.start();

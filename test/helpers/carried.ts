@@ -1,11 +1,17 @@
 // Jest helper for the replication carry: in double-write a write is answered after side A and
 // reaches side B through its node's replication stream, so "on B" is checked once every replica
 // of the A nodes (the proxy's follower among them) acknowledged A's offset at that moment. A
-// follower acknowledges only what B has applied, so WAIT on A returns once B holds the write.
+// follower acknowledges only what B has applied, so a replica's offset in A's INFO replication
+// past A's own offset means B holds every write A had made. (WAIT is not used: on 7.2+ it counts
+// from the asking connection's own last write, and this connection writes nothing.)
 import Redis from 'ioredis';
 
-function connectedReplicas(info: string): number {
-  return Number(/^connected_slaves:(\d+)/m.exec(info)?.[1] ?? 0);
+const POLL_MS = 20;
+
+function replicationOffsets(info: string): { offset: number; replicas: number[] } {
+  const offset = Number(/^master_repl_offset:(\d+)/m.exec(info)?.[1] ?? -1);
+  const replicas = [...info.matchAll(/^slave\d+:.*\boffset=(\d+)/gm)].map((m) => Number(m[1]));
+  return { offset, replicas };
 }
 
 /** Resolves once every replica of each node (`host:port`) has what the node holds now; throws after `ms`. */
@@ -16,10 +22,16 @@ export async function carriedToB(nodes: readonly string[], ms = 30_000): Promise
       const c = new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true, lazyConnect: true });
       try {
         await c.connect();
-        const replicas = connectedReplicas(String(await c.info('replication')));
-        if (replicas === 0) throw new Error(`${addr} has no replica: nothing follows it`);
-        const acked = Number(await c.call('WAIT', String(replicas), String(ms)));
-        if (acked < replicas) throw new Error(`${addr}: ${acked} of ${replicas} replicas acknowledged its offset within ${ms} ms`);
+        const now = replicationOffsets(String(await c.info('replication')));
+        if (now.replicas.length === 0) throw new Error(`${addr} has no replica: nothing follows it`);
+        const deadline = Date.now() + ms;
+        for (;;) {
+          const seen = replicationOffsets(String(await c.info('replication')));
+          const behind = seen.replicas.filter((o) => o < now.offset).length;
+          if (behind === 0 && seen.replicas.length >= now.replicas.length) return;
+          if (Date.now() > deadline) throw new Error(`${addr}: ${behind} of ${seen.replicas.length} replicas still behind offset ${now.offset} after ${ms} ms`);
+          await new Promise((resolve) => setTimeout(resolve, POLL_MS));
+        }
       } finally {
         c.disconnect();
       }

@@ -127,7 +127,8 @@ export class NodeFollower {
 
   start(): void {
     this.ackTimer = setInterval(() => {
-      this.link?.ack(this.applied);
+      // While a snapshot is restored B holds none of it: 0 keeps the link alive, acknowledging nothing (WAIT on A counts ACKs).
+      this.link?.ack(this.loading ? 0 : this.applied);
       this.recordIdle();
     }, ACK_EVERY_MS).unref();
     void this.connect();
@@ -155,9 +156,9 @@ export class NodeFollower {
     return Math.max(0, this.received - this.applied);
   }
 
-  /** Resolves once every command through `offset` is on B (or the follow stopped). */
+  /** Resolves once every command through `offset` is on B (or the follow stopped); a snapshot's, once restored. */
   appliedThrough(offset: number): Promise<void> {
-    if (this.applied >= offset || this.stopped) return Promise.resolve();
+    if ((this.applied >= offset && !this.loading) || this.stopped) return Promise.resolve();
     return new Promise((done) => this.waiters.push({ offset, done }));
   }
 
@@ -313,8 +314,8 @@ export class NodeFollower {
         this.ticket(cmd.end, []);
         return undefined;
       case 'getack':
+        this.ackWanted = cmd.end; // before the ticket, whose advance ACKs it once applied (at once when nothing waits)
         this.ticket(cmd.end, []);
-        this.ackWanted = cmd.end;
         return undefined;
       case 'apply':
         this.ticket(cmd.end, routed.parts);
@@ -388,7 +389,7 @@ export class NodeFollower {
   private advance(): void {
     // A result carried for a refused command is ticketed behind later commands: offsets never go back.
     while (this.tickets.length > 0 && (this.tickets.peek() as Ticket).open === 0) this.applied = Math.max(this.applied, (this.tickets.shift() as Ticket).end);
-    if (this.waiters.length > 0) {
+    if (this.waiters.length > 0 && !this.loading) {
       const still: typeof this.waiters = [];
       for (const w of this.waiters) (w.offset <= this.applied ? w.done : () => still.push(w))();
       this.waiters = still;
@@ -482,6 +483,7 @@ export class NodeFollower {
       log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
       this.loading = false;
       this.state = 'live';
+      this.advance(); // barriers waiting on the snapshot's offset
       void this.process();
     } catch (err) {
       this.loading = false;

@@ -89,6 +89,8 @@ export class FollowApplier {
     private readonly source: string,
     /** The node of A's replication id the offsets count in. */
     private replid: () => string,
+    /** False once the follow stopped (a stalled proxy's): a batch queued before is not sent. */
+    private readonly mayApply: () => boolean = () => true,
   ) {}
 
   get pending(): number {
@@ -123,7 +125,7 @@ export class FollowApplier {
 
   private flush(): void {
     this.scheduled = false;
-    if (this.inFlight || this.closed || this.queued.length === 0) return;
+    if (this.inFlight || this.closed || this.queued.length === 0 || !this.mayApply()) return;
     const batch = this.queued;
     this.queued = [];
     this.inFlight = true;

@@ -52,8 +52,9 @@ export interface FollowOptions {
   /** Where snapshots and the stream's spool are written. */
   spoolDir: string;
   announcePort: number;
+  /** Called before stream bytes are handled or applied (copier-lease.ts checkStall: a stalled proxy stops its follows first). */
+  beforeApply?: () => void;
 }
-
 export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
 
 const ACK_EVERY_MS = 1000;
@@ -144,18 +145,15 @@ export class NodeFollower {
     for (const a of this.appliers.values()) a.close(reason);
     for (const w of this.waiters.splice(0)) w.done();
   }
-
   /** Age of the oldest command handed on and not yet on B, in seconds. */
   get lagSeconds(): number {
     const head = this.tickets.peek();
     return head === undefined ? 0 : (performance.now() - head.at) / 1000;
   }
-
   /** Bytes received from A and not yet on B. */
   get lagBytes(): number {
     return Math.max(0, this.received - this.applied);
   }
-
   /** Resolves once every command through `offset` is on B (or the follow stopped); a snapshot's, once restored. */
   appliedThrough(offset: number): Promise<void> {
     if ((this.applied >= offset && !this.loading) || this.stopped) return Promise.resolve();
@@ -262,6 +260,7 @@ export class NodeFollower {
   }
 
   private heard(link: ReplicationLink, chunk: Buffer, first: number): void {
+    if (!this.mayApply()) return;
     this.received = first + chunk.length - 1;
     // Straight on while B is within MEMORY_BYTES; else into the spool (follow-spool.ts).
     if (this.intake.heard(link, chunk, first) && !this.loading) void this.process();
@@ -400,27 +399,28 @@ export class NodeFollower {
     }
     if (this.intake.take() && !this.loading) void this.process();
   }
-
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */
   private recordIdle(): void {
     if (this.state !== 'live' || this.applied < 0) return;
     for (const b of this.placement().to?.masters() ?? []) this.applierOf(b).idle(this.applied);
   }
-
   private applierOf(address: string): FollowApplier {
     let a = this.appliers.get(address);
     if (a === undefined) {
-      a = new FollowApplier(this.ctx, address, ownersOf(this.placement().to as NonNullable<Placement['to']>), this.source, () => this.replid);
+      a = new FollowApplier(this.ctx, address, ownersOf(this.placement().to as NonNullable<Placement['to']>), this.source, () => this.replid, () => this.mayApply());
       this.appliers.set(address, a);
     }
     return a;
   }
-
+  /** False once stopped: after a stall another proxy may follow the node, and none of this may land on B. */
+  private mayApply(): boolean {
+    this.options.beforeApply?.();
+    return !this.stopped;
+  }
   private drained(): Promise<void> {
     const last = this.tickets.length === 0 ? this.applied : this.lastEnd;
     return this.appliedThrough(last);
   }
-
   /**
    * The keys' states read on A at a known offset R (one MULTI: DUMP and PEXPIRETIME of each, then
    * ROLE), restored on B; stream commands on them up to R are skipped, being in those states.

@@ -32,6 +32,8 @@ export class NodeFollowers {
   constructor(
     private readonly ctx: ProxyContext,
     private readonly placement: () => Placement,
+    /** Before a follow applies anything (copier-lease.ts checkStall). */
+    private readonly beforeApply: () => void = () => undefined,
   ) {}
 
   /** This proxy copies `address` (`mine`) or not any more. */
@@ -40,7 +42,7 @@ export class NodeFollowers {
     if (mine && f === undefined) {
       const spool = this.ctx.ring?.carry.spool;
       const options = { ...DEFAULT_FOLLOW_OPTIONS, ...(spool?.dir === undefined ? {} : { spoolDir: spool.dir }), ...(spool === null || spool === undefined ? {} : { spoolBytes: spool.maxBytes }) };
-      const follower = new NodeFollower(this.ctx, address, this.placement, options);
+      const follower = new NodeFollower(this.ctx, address, this.placement, { ...options, beforeApply: this.beforeApply });
       this.followers.set(address, follower);
       follower.start();
     } else if (!mine && f !== undefined) this.stop(address);

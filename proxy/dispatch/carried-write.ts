@@ -16,8 +16,9 @@
 
 /** What counts carried writes in flight (proxy/ring/carry-state.ts). */
 export interface CarriedCount {
-  begin(): void;
-  end(): void;
+  /** `heldForB`: the reply waits until B holds the write. */
+  begin(heldForB: boolean): void;
+  end(heldForB: boolean): void;
   /** Resolves once no proxy of the fleet reads from B (a reply held for B may go then). */
   answeredAfterA(): Promise<void>;
 }
@@ -48,7 +49,7 @@ export class CarriedWrite extends ForwardedCommand {
     private readonly releasedWithoutB = false,
   ) {
     super(ctx, owner, payload, shard, false);
-    carried.begin();
+    carried.begin(waitOnB);
   }
 
   /** A carried write goes to side A in every phase (read-new included): A's stream carries it to B. */
@@ -78,6 +79,6 @@ export class CarriedWrite extends ForwardedCommand {
     this.settle?.();
     if (!this.counted) return;
     this.counted = false;
-    this.carried.end();
+    this.carried.end(this.waitOnB);
   }
 }

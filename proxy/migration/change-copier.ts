@@ -91,7 +91,7 @@ export class ChangeCopier implements MigrationChanges {
     this.reading = new ReadBarrierWatch(ctx, ring, this, (placement) => fleetOf(ctx, placement));
     this.closing = new ClosingWatch(ctx, ring, { settle: () => this.settle(), selfId: () => this.selfId() });
     this.keyCopy = new FeedKeyCopy(ctx, ring, this.count, (node, t, err) => this.failed(node, t, err));
-    this.followers = new NodeFollowers(ctx, () => ring.placement);
+    this.followers = new NodeFollowers(ctx, () => ring.placement, () => this.leases.checkStall());
     this.leases = new CopierLeases(
       ctx,
       () => ring.placement,

@@ -114,6 +114,8 @@ export class FollowApplier {
     private readonly source: string,
     /** The node of A's replication id the offsets count in. */
     private replid: () => string,
+    /** False once the follow stopped (a stalled proxy's): a batch queued before is not sent. */
+    private readonly mayApply: () => boolean = () => true,
   ) {}
 
   get pending(): number {
@@ -164,7 +166,7 @@ export class FollowApplier {
 
   private flush(): void {
     this.scheduled = false;
-    if (this.inFlight || this.closed) return;
+    if (this.inFlight || this.closed || !this.mayApply()) return;
     if (this.queued.length === 0) {
       // Only records asked for: one empty batch at the furthest of them.
       if (this.marks.length === 0) return;

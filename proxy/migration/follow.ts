@@ -29,7 +29,6 @@
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
-import os from 'node:os';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { ReplicationLink } from '../replication/link';
@@ -44,21 +43,8 @@ import { restoreSnapshot } from './follow-restore';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 import { StreamIntake } from './follow-spool';
+import { DEFAULT_FOLLOW_OPTIONS, FollowOptions, FollowState } from './follow-options';
 import { SlotHandoff } from './follow-handoff';
-
-export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
-
-export interface FollowOptions {
-  /** Stream bytes kept in the spool file while B is behind; once full, the link is not read until B catches up. */
-  spoolBytes: number;
-  /** Where snapshots and the stream's spool are written. */
-  spoolDir: string;
-  announcePort: number;
-  /** Another node of A's follower in this proxy (a slot moving between them, follow-handoff.ts). */
-  peer?: (address: string) => NodeFollower | undefined;
-}
-
-export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 * 1024, spoolDir: os.tmpdir(), announcePort: 0 };
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
@@ -135,7 +121,8 @@ export class NodeFollower {
     const stale = removeStaleFollowFiles(this.options.spoolDir, this.source);
     if (stale.length > 0) log.info({ node: this.source, dir: this.options.spoolDir, files: stale }, 'migration: removed the snapshot files an earlier follower of this node left (its process is gone)');
     this.ackTimer = setInterval(() => {
-      this.link?.ack(this.applied);
+      // While a snapshot is restored B holds none of it: 0 keeps the link alive, acknowledging nothing (WAIT on A counts ACKs).
+      this.link?.ack(this.loading ? 0 : this.applied);
       this.recordIdle();
       this.handoff.watch(this.received);
     }, ACK_EVERY_MS).unref();
@@ -152,21 +139,18 @@ export class NodeFollower {
     for (const a of this.appliers.values()) a.close(reason);
     for (const w of this.waiters.splice(0)) w.done();
   }
-
   /** Age of the oldest command handed on and not yet on B, in seconds. */
   get lagSeconds(): number {
     const head = this.tickets.peek();
     return head === undefined ? 0 : (performance.now() - head.at) / 1000;
   }
-
   /** Bytes received from A and not yet on B. */
   get lagBytes(): number {
     return Math.max(0, this.received - this.applied);
   }
-
-  /** Resolves once every command through `offset` is on B (or the follow stopped). */
+  /** Resolves once every command through `offset` is on B (or the follow stopped); a snapshot's, once restored. */
   appliedThrough(offset: number): Promise<void> {
-    if (this.applied >= offset || this.stopped) return Promise.resolve();
+    if ((this.applied >= offset && !this.loading) || this.stopped) return Promise.resolve();
     return new Promise((done) => this.waiters.push({ offset, done }));
   }
 
@@ -283,6 +267,7 @@ export class NodeFollower {
   }
 
   private heard(link: ReplicationLink, chunk: Buffer, first: number): void {
+    if (!this.mayApply()) return;
     this.received = first + chunk.length - 1;
     // Straight on while B is within MEMORY_BYTES; else into the spool (follow-spool.ts).
     if (this.intake.heard(link, chunk, first) && !this.loading) void this.process();
@@ -334,8 +319,8 @@ export class NodeFollower {
         this.ticket(cmd.end, []);
         return undefined;
       case 'getack':
+        this.ackWanted = cmd.end; // before the ticket, whose advance ACKs it once applied (at once when nothing waits)
         this.ticket(cmd.end, []);
-        this.ackWanted = cmd.end;
         return undefined;
       case 'apply':
         this.ticket(cmd.end, routed.parts);
@@ -412,7 +397,7 @@ export class NodeFollower {
   private advance(): void {
     // A result carried for a refused command is ticketed behind later commands: offsets never go back.
     while (this.tickets.length > 0 && (this.tickets.peek() as Ticket).open === 0) this.applied = Math.max(this.applied, (this.tickets.shift() as Ticket).end);
-    if (this.waiters.length > 0) {
+    if (this.waiters.length > 0 && !this.loading) {
       const still: typeof this.waiters = [];
       for (const w of this.waiters) (w.offset <= this.applied ? w.done : () => still.push(w))();
       this.waiters = still;
@@ -423,27 +408,28 @@ export class NodeFollower {
     }
     if (this.intake.take() && !this.loading) void this.process();
   }
-
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */
   private recordIdle(): void {
     if (this.state !== 'live' || this.applied < 0) return;
     for (const b of this.placement().to?.masters() ?? []) this.applierOf(b).idle(this.applied);
   }
-
   private applierOf(address: string): FollowApplier {
     let a = this.appliers.get(address);
     if (a === undefined) {
-      a = new FollowApplier(this.ctx, address, ownersOf(this.placement().to as NonNullable<Placement['to']>), this.source, () => this.replid);
+      a = new FollowApplier(this.ctx, address, ownersOf(this.placement().to as NonNullable<Placement['to']>), this.source, () => this.replid, () => this.mayApply());
       this.appliers.set(address, a);
     }
     return a;
   }
-
+  /** False once stopped: after a stall another proxy may follow the node, and none of this may land on B. */
+  private mayApply(): boolean {
+    this.options.beforeApply?.();
+    return !this.stopped;
+  }
   private drained(): Promise<void> {
     const last = this.tickets.length === 0 ? this.applied : this.lastEnd;
     return this.appliedThrough(last);
   }
-
   /**
    * The keys' states read on A at a known offset R (one MULTI: DUMP and PEXPIRETIME of each, then
    * ROLE), restored on B; stream commands on them up to R are skipped, being in those states.
@@ -488,6 +474,7 @@ export class NodeFollower {
       this.historyOnB = true;
       // A link lost meanwhile stays lost: what it brought is applied, then the follow resumes.
       if (this.link === link) this.state = 'live';
+      this.advance(); // barriers waiting on the snapshot's offset
       void this.process();
     } catch (err) {
       this.loading = false;

@@ -12,7 +12,8 @@ import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
-import { DEFAULT_FOLLOW_OPTIONS, FollowState, NodeFollower } from './follow';
+import { NodeFollower } from './follow';
+import { DEFAULT_FOLLOW_OPTIONS, FollowState } from './follow-options';
 import { FollowCounts } from '../telemetry/metrics';
 
 const LANE = 0;
@@ -32,6 +33,8 @@ export class NodeFollowers {
   constructor(
     private readonly ctx: ProxyContext,
     private readonly placement: () => Placement,
+    /** Before a follow applies anything (copier-lease.ts checkStall). */
+    private readonly beforeApply: () => void = () => undefined,
   ) {}
 
   /** This proxy copies `address` (`mine`) or not any more. */
@@ -40,7 +43,7 @@ export class NodeFollowers {
     if (mine && f === undefined) {
       const spool = this.ctx.ring?.carry.spool;
       const options = { ...DEFAULT_FOLLOW_OPTIONS, ...(spool?.dir === undefined ? {} : { spoolDir: spool.dir }), ...(spool === null || spool === undefined ? {} : { spoolBytes: spool.maxBytes }), peer: (a: string) => this.followers.get(a) };
-      const follower = new NodeFollower(this.ctx, address, this.placement, options);
+      const follower = new NodeFollower(this.ctx, address, this.placement, { ...options, beforeApply: this.beforeApply });
       this.followers.set(address, follower);
       follower.start();
     } else if (!mine && f !== undefined) this.stop(address);

@@ -155,7 +155,7 @@ export class ReadBarrierWatch {
       const read = decodeReply(await call((key) => ['HMGET', key, 'gen', 'id']), true);
       const [gen, hashId] = Array.isArray(read) ? read : [null, null];
       if (!Buffer.isBuffer(gen)) return;
-      await this.ring.carry.drained();
+      await this.ring.carry.drainedAfterA(); // a write held for B is answered once B holds it
       // A follow in a full sync (here, or at the proxy following a node): its writes reach B once it is live.
       await caughtUp(this.feeds, CATCH_UP_WAIT_MS);
       const open = [...(await this.feeds.settle()), ...this.feeds.uncovered()];

@@ -24,6 +24,9 @@ export class CarryState {
   private inFlight = 0;
   private released: { promise: Promise<void>; resolve: () => void } | null = null;
   private waiters: (() => void)[] = [];
+  /** Of `inFlight`, the writes not held for B, and who waits for none of them. */
+  private afterA = 0;
+  private afterAWaiters: (() => void)[] = [];
 
   /** From now on writes converge (answered once B holds them), until the next fleet check says otherwise. */
   converge(): void {
@@ -56,11 +59,14 @@ export class CarryState {
     return this.released.promise;
   }
 
-  begin(): void {
+  /** `heldForB`: its reply waits until B holds it (replication carry, converging): the read barrier need not wait for it. */
+  begin(heldForB = false): void {
     this.inFlight++;
+    if (!heldForB) this.afterA++;
   }
 
-  end(): void {
+  end(heldForB = false): void {
+    if (!heldForB && --this.afterA === 0) for (const w of this.afterAWaiters.splice(0)) w();
     if (--this.inFlight > 0) return;
     const waiters = this.waiters;
     this.waiters = [];
@@ -71,5 +77,14 @@ export class CarryState {
   drained(): Promise<void> | null {
     if (this.inFlight === 0) return null;
     return new Promise((resolve) => this.waiters.push(resolve));
+  }
+
+  /**
+   * As drained, for the writes that may be answered before B holds them only: under a steady load
+   * on the replication carry, writes held for B keep coming and the count of all might never reach 0.
+   */
+  drainedAfterA(): Promise<void> | null {
+    if (this.afterA === 0) return null;
+    return new Promise((resolve) => this.afterAWaiters.push(resolve));
   }
 }

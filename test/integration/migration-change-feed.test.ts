@@ -3,6 +3,11 @@
 // writing a key it builds from ARGV, a client connected straight to an A node, a FLUSHALL on it. A script's reply comes only once its
 // undeclared keys are on B. A change feed killed mid-migration is a gap: switching phase is
 // refused until the node is re-walked, and then B equals A.
+//
+// The tests about the feeds themselves (a feed killed, a proxy started after the copy re-walking
+// A, the feeds' copy counts) pin `carry: 'feeds'`. The script and function tests run on both
+// carries: on the replication carry a double-write is answered after A and is on B once the stream
+// carried it (carriedToB), while read-new answers once B holds it (the read barrier).
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
 import { useRingGrow } from '../helpers/ring-grow';
@@ -12,11 +17,13 @@ import { RingModeConfig } from '../../config/schema';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { eventually } from '../helpers/eventually';
+import { carriedToB, carryOf } from '../helpers/carried';
+import { MigrationConfig } from '../../config/schema';
 
 const grow = useRingGrow();
 const config = grow.config;
 
-let proxy: ProxyServer;
+let proxy: ProxyServer | undefined;
 let placement: Placement;
 let layout: NodeClient | undefined;
 let cluster: RedisCluster | undefined;
@@ -34,18 +41,26 @@ function clusterB(): RedisCluster {
   return cluster;
 }
 
+type Carry = 'feeds' | 'replication';
+
 /** Ring a, b in double-write into a Redis Cluster of 3 masters. */
-function intoCluster(): RingModeConfig {
+function intoCluster(carry: Carry): RingModeConfig {
   const cfg = parseConfig({
     listen: '127.0.0.1:0',
     mode: 'ring',
     ring: { hash: 'md5', nodes: config().ring.nodes },
-    migration: { phase: 'double-write', to: { cluster: { seeds: [clusterB().masters[0].address] } } },
+    migration: { phase: 'double-write', ...(carry === 'feeds' ? { carry } : {}), to: { cluster: { seeds: [clusterB().masters[0].address] } } },
     log: { level: 'silent' },
   });
   if (cfg.mode !== 'ring') throw new Error('expected a ring config');
   return cfg;
 }
+/** The ring grow's config on `carry` (the feeds pinned; standalone nodes are followed as replicas otherwise). */
+function intoRing(carry: Carry): RingModeConfig {
+  const cfg = config();
+  return carry === 'feeds' ? { ...cfg, migration: { ...(cfg.migration as MigrationConfig), carry: 'feeds' } } : cfg;
+}
+
 const clients: Redis[] = [];
 
 function open(addr: string): Redis {
@@ -56,6 +71,7 @@ function open(addr: string): Redis {
 }
 
 function connect(): Redis {
+  if (proxy === undefined) throw new Error('no proxy started');
   return open(`127.0.0.1:${proxy.address.port}`);
 }
 
@@ -95,22 +111,31 @@ async function status(admin: Redis): Promise<string> {
 }
 
 describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
-  beforeEach(async () => {
+  const configOn = (carry: Carry): RingModeConfig => (side === 'cluster' ? intoCluster(carry) : intoRing(carry));
+  /** The nodes of ring A. */
+  const nodesOfA = (): string[] => grow.nodes().addresses.slice(0, 2);
+
+  /** Both sides emptied, and a proxy on `carry` started (the test picks it). */
+  async function startOn(carry: Carry): Promise<Redis> {
     const all = [...grow.nodes().nodes, ...(side === 'cluster' ? clusterB().masters : [])];
     await Promise.all(all.map((n) => n.command('FLUSHALL')));
     await Promise.all(all.map((n) => n.command('FUNCTION', 'FLUSH')));
-    const cfg = side === 'cluster' ? intoCluster() : config();
+    const cfg = configOn(carry);
     // The placement as the proxy sees it (a cluster B's slot map loaded from its nodes).
     layout = new NodeClient(cfg);
     await layout.start();
     placement = layout.placement();
     proxy = await ProxyServer.start(cfg);
-  });
+    const c = connect();
+    expect(await carryOf(c)).toBe(carry);
+    return c;
+  }
 
   afterEach(async () => {
     for (const c of clients.splice(0)) c.disconnect();
     layout?.close();
-    await proxy.close(200);
+    layout = undefined;
+    await proxy?.close(200);
   });
 
   // A job queue's add-job script: the id counter is declared, the job hash is built from ARGV.
@@ -120,15 +145,18 @@ describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
   redis.call('RPUSH', KEYS[2], id)
   return id`;
 
-  test.each(['double-write', 'read-new'])('%s: a script\'s undeclared keys are on side B when its reply comes', async (phase) => {
-    const c = connect();
+  const carries = ['feeds', 'replication'] as const;
+  const phases = ['double-write', 'read-new'] as const;
+  test.each(carries.flatMap((carry) => phases.map((phase) => [carry, phase] as const)))('on %s, %s: a script\'s undeclared keys are on side B when its reply comes', async (carry, phase) => {
+    const c = await startOn(carry);
     expect(await c.call('PROXY', 'MIGRATION', 'PHASE', phase)).toBe('OK');
     for (const tag of movingTags(3)) {
       const { a, b } = sides(`{${tag}}`);
       for (let n = 1; n <= 5; n++) {
         const id = await c.eval(ADD_JOB, 2, `{${tag}}:id`, `{${tag}}:wait`, `{${tag}}:job:`, `payload-${tag}-${n}`);
         expect(id).toBe(n);
-        // No waiting: the reply came after the copy.
+        // No waiting: the reply came after the copy (or, replicated in double-write, once the stream carried it).
+        if (carry === 'replication' && phase === 'double-write') await carriedToB(nodesOfA());
         const key = `{${tag}}:job:${n}`;
         expect(await stateOn(b, key)).toBe(`hash ${JSON.stringify([['attempts', '0'], ['data', `payload-${tag}-${n}`]])} no-ttl`);
         expect(await stateOn(b, key)).toBe(await stateOn(a, key));
@@ -138,10 +166,13 @@ describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
       expect(await stateOn(b, `{${tag}}:wait`)).toBe(await stateOn(a, `{${tag}}:wait`));
     }
     const info = String(await c.info('proxy'));
-    expect(Number(/migration_feed_keys_copied:(\d+)/.exec(info)?.[1])).toBeGreaterThanOrEqual(15);
+    // The feeds snapshot each undeclared key; the replication carry applies the stream, copying none.
+    if (carry === 'feeds') expect(Number(/migration_feed_keys_copied:(\d+)/.exec(info)?.[1])).toBeGreaterThanOrEqual(15);
+    else expect(info).toMatch(/migration_feed_keys_copied:0\r\n/);
   });
 
-  test('a function writing a key built from ARGV, and EVALSHA, inside MULTI: carried before EXEC answers', async () => {
+  test.each(carries)('on %s, a function writing a key built from ARGV, and EVALSHA, inside MULTI: carried before EXEC answers (replicated: once the stream carried it)', async (carry) => {
+    const c = await startOn(carry);
     const lib = `#!lua name=jobs
   redis.register_function('addjob', function(keys, args)
     local id = redis.call('INCR', keys[1])
@@ -149,20 +180,24 @@ describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
     return id
   end)`;
     await Promise.all(grow.nodes().nodes.map((n) => n.command('FUNCTION', 'LOAD', lib)));
-    const c = connect();
     const [tag] = movingTags(1);
     const { a, b } = sides(`{${tag}}`);
+    const carried = async (): Promise<void> => {
+      if (carry === 'replication') await carriedToB(nodesOfA());
+    };
     expect(await c.call('FCALL', 'addjob', '1', `{${tag}}:fid`, `{${tag}}:f:`, 'one')).toBe(1);
+    await carried();
     expect(await b.get(`{${tag}}:f:1`)).toBe('one');
     const sha = String(await c.script('LOAD', 'redis.call("SET", ARGV[1], ARGV[2]) return 1'));
     const replies = await c.multi().evalsha(sha, 1, `{${tag}}:m`, `{${tag}}:m:computed`, 'two').incr(`{${tag}}:m`).exec();
     expect(replies).toEqual([[null, 1], [null, 1]]);
+    await carried();
     expect(await b.get(`{${tag}}:m:computed`)).toBe('two');
     expect(await b.get(`{${tag}}:m`)).toBe(await a.get(`{${tag}}:m`));
   });
 
   test('writes made straight on ring A\'s nodes reach side B: strings, hashes, lists, TTLs, deletions, a flush', async () => {
-    const c = connect();
+    const c = await startOn('replication');
     const tags = movingTags(4);
     const keys = tags.map((t) => `{${t}}:direct`);
     for (const [i, key] of keys.entries()) {
@@ -183,7 +218,8 @@ describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
         await eventually(() => stateOn(b, k), (v) => v === want);
       }
     }
-    // A FLUSHALL on an A node names no keys: the node is re-walked, and B drops what it held of it.
+    // A FLUSHALL on an A node: the stream carries it (on the feeds, which name no keys then, the
+    // node is re-walked), and B drops what it held of it.
     const { a, b } = sides(`${keys[0]}:s`);
     expect(await b.exists(`${keys[0]}:s`)).toBe(1);
     await a.flushall();
@@ -191,15 +227,17 @@ describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
     await eventually(() => status(c), (s) => !s.includes('uncovered:'));
   });
 
+  // About the feeds' re-walk (pinned); the replication carry's counterpart follows.
   test('a proxy started after the copy began, with no other proxy running: A is re-walked before read-new', async () => {
-    await proxy.close(200);
+    await startOn('feeds');
+    await proxy?.close(200);
     const [tag] = movingTags(1);
     const key = `{${tag}}:while-down`;
     const { a, b } = sides(key);
     // The history copy has passed this node (its saved cursor), then A took a write nobody heard.
     await Promise.all(grow.nodes().nodes.slice(0, 2).map((n) => n.command('HSET', '__slotproxy:migration:copy', 'cursor', 'done', 'copied', '1')));
     await a.set(key, 'written while no proxy ran');
-    proxy = await ProxyServer.start(side === 'cluster' ? intoCluster() : config());
+    proxy = await ProxyServer.start(configOn('feeds'));
     const admin = connect();
     await eventually(() => status(admin), (s) => !s.includes('uncovered:'));
     expect(await b.get(key)).toBe('written while no proxy ran');
@@ -207,8 +245,30 @@ describe.each(['ring', 'cluster'] as const)('into a %s', (side) => {
     expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
   });
 
-  test('a change feed killed mid-migration: read-new is refused until the node is re-walked, then B equals A', async () => {
+  test('replicated: a write made on A while no proxy ran is on B once a proxy follows A again, before read-new', async () => {
+    const first = await startOn('replication');
+    const [tag] = movingTags(1);
+    const key = `{${tag}}:while-down`;
+    const { a, b } = sides(key);
+    await first.set(key, 'before the stop');
+    await carriedToB(nodesOfA());
+    await proxy?.close(200);
+    proxy = undefined;
+    // Nobody follows A now: this write is in A's stream past the offset B recorded.
+    await a.set(key, 'written while no proxy ran');
+    proxy = await ProxyServer.start(configOn('replication'));
     const admin = connect();
+    await eventually(() => admin.info('proxy').then(String), (s) => /migration_follows:\S+=live,\S+=live/.test(s), 30_000);
+    await carriedToB(nodesOfA());
+    expect(await b.get(key)).toBe('written while no proxy ran');
+    expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+    expect(await admin.get(key)).toBe('written while no proxy ran');
+  });
+
+  // About a change feed itself (pinned): on the replication carry the stream carries every change
+  // whatever becomes of the feed (migration-replication-kill.test.ts kills the follow's link).
+  test('a change feed killed mid-migration: read-new is refused until the node is re-walked, then B equals A', async () => {
+    const admin = await startOn('feeds');
     const [tag] = movingTags(1);
     const key = `{${tag}}:gap`;
     const { a, b } = sides(key);

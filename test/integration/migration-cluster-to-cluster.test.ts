@@ -18,6 +18,7 @@ import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
 import { setLogLevel } from '../../proxy/telemetry/log';
 import { readFleet } from '../../proxy/migration/fleet';
+import { carriedToB, carryOf } from '../helpers/carried';
 import { Expected, GROUPS, MixedLoad, checkQueues, checkState, keyOf, seed, walkPhases } from './migration-load';
 
 let source: RedisCluster | undefined;
@@ -255,6 +256,9 @@ test('a slot moving inside the source and inside the target under writes of its 
     running = false;
     await Promise.all(loops);
     expect(errors).toEqual([]);
+    // Answered after A in double-write: on the replication carry on B once A's streams carried it
+    // (the source masters of now, the slot's new owner among them).
+    if ((await carryOf(writers[0])) === 'replication') await carriedToB(source!.masters.map((m) => m.address));
     const verified = await verifyMoved(direct, placement, { ttlToleranceMs: 2000, batch: 500, show: 5, progress: false });
     expect(verified.examples).toEqual([]);
     const onTarget = await target!.masterFor(slot);

@@ -5,6 +5,8 @@
 // stays open, the switch to read-new and to done fail at once naming the node (not a 5 s wait
 // then a timeout naming the proxies), no proxy keeps holding writes for the erased closing, and a
 // script waiting on an erased copier mark asks again and is answered once its job is on B.
+// The marks serve a script's reply in double-write on the change feeds (pinned there), and in
+// read-new on the replication carry (where a double-write is answered after A): the test runs on both.
 import fs from 'node:fs';
 import Redis from 'ioredis';
 import { useRingGrow } from '../helpers/ring-grow';
@@ -17,16 +19,24 @@ import { NodeClient } from '../../proxy/migration/tools/node-client';
 import { verifyMoved } from '../../proxy/migration/tools/verify';
 import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
+import { carryOf } from '../helpers/carried';
 
 const grow = useRingGrow();
 const clients: Redis[] = [];
 let dir = '';
 let started: { proxy: ProxyProcess; port: number }[] = [];
 
-beforeEach(async () => {
+type Carry = 'feeds' | 'replication';
+
+beforeEach(() => {
   dir = tempDir('slotproxy-coordination-flush-');
-  started = [await startProxyProcess(rawConfig(), dir), await startProxyProcess(rawConfig(), dir)];
+  started = [];
 });
+
+/** Two proxy processes on `carry` (unset: auto, which takes replication of these standalone nodes). */
+async function startFleet(carry?: Carry): Promise<void> {
+  for (let i = 0; i < 2; i++) started.push(await startProxyProcess(rawConfig(carry), dir));
+}
 
 afterEach(async () => {
   for (const c of clients.splice(0)) if (c.status !== 'end') c.disconnect();
@@ -37,9 +47,9 @@ afterEach(async () => {
   await Promise.all(grow.nodes().nodes.map((n) => n.command('FLUSHALL')));
 });
 
-function rawConfig(): Record<string, unknown> {
+function rawConfig(carry?: Carry): Record<string, unknown> {
   const ring = (n: number): { name: string; addr: string; weight: number }[] => grow.nodes().addresses.slice(0, n).map((addr, i) => ({ name: 'abc'[i], addr, weight: 1 }));
-  return { mode: 'ring', ring: { hash: 'md5', nodes: ring(2) }, migration: { phase: 'double-write', to: { nodes: ring(3) } } };
+  return { mode: 'ring', ring: { hash: 'md5', nodes: ring(2) }, migration: { phase: 'double-write', ...(carry === undefined ? {} : { carry }), to: { nodes: ring(3) } } };
 }
 
 function open(addr: string): Redis {
@@ -91,6 +101,7 @@ async function expectBExact(): Promise<void> {
 }
 
 test('a FLUSHALL of the coordination node while the fleet confirms read-new fails the switch at once, naming the node; once re-walked the switch goes through and B is exact', async () => {
+  await startFleet();
   const admins = started.map((p) => open(`127.0.0.1:${p.port}`));
   await fleetReady(admins);
   await writeKeys(admins[0], 'k', 60);
@@ -118,6 +129,7 @@ test('a FLUSHALL of the coordination node while the fleet confirms read-new fail
 }, 60_000);
 
 test('a FLUSHDB of the coordination node while side A closes for done fails the switch at once, and no proxy keeps holding writes for the erased closing', async () => {
+  await startFleet();
   const admins = started.map((p) => open(`127.0.0.1:${p.port}`));
   await fleetReady(admins);
   for (const c of admins) expect(await c.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
@@ -154,9 +166,15 @@ const ADD_JOB = `local id = redis.call('INCR', KEYS[1])
 redis.call('HSET', ARGV[1] .. id, 'data', ARGV[2])
 return id`;
 
-test('a FLUSHALL of the coordination node while a script waits on the copier\'s mark: the script asks again and is answered once its job is on B', async () => {
+test.each([
+  ['feeds', 'double-write'],
+  ['replication', 'read-new'],
+] as const)('on %s, in %s: a FLUSHALL of the coordination node while a script waits on the copier\'s mark: the script asks again and is answered once its job is on B', async (carry, inPhase) => {
+  await startFleet(carry);
   const admins = started.map((p) => open(`127.0.0.1:${p.port}`));
+  expect(await carryOf(admins[0])).toBe(carry);
   const line = await fleetReady(admins);
+  if (inPhase === 'read-new') for (const c of admins) expect(await c.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
   // Node b of A, which the flush does not touch: its copier (the holder) and the other proxy (the waiter).
   const b = grow.nodes().addresses[1];
   const holderId = line.find((e) => e.startsWith(`${b}=`))?.slice(b.length + 1) ?? '';

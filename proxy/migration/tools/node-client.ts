@@ -22,6 +22,8 @@ import * as encode from '../../resp/encode';
 
 /** How long a request to a cluster side rides out a failover (TRYAGAIN, CLUSTERDOWN, a lost node). */
 const CLUSTER_RETRY_WINDOW_MS = 30_000;
+/** How often a tool reads a cluster side's slot map again (a MOVED or a lost connection also does). */
+const TOPOLOGY_REFRESH_MS = 1000;
 
 export class NodeClient {
   private readonly pool: BackendPool;
@@ -63,7 +65,14 @@ export class NodeClient {
     await this.source?.refresh();
     await this.target?.refresh();
     this.masters = await startSentinelMasters(this.config);
+    // `migrate copy` may watch the nodes for minutes (the replication carry's full syncs): a
+    // cluster side's map is read again, so a failover's new masters are the ones asked.
+    if (this.source !== null || this.target !== null) {
+      this.refresher ??= setInterval(() => (this.source?.requestRefresh(), this.target?.requestRefresh()), TOPOLOGY_REFRESH_MS).unref();
+    }
   }
+
+  private refresher: NodeJS.Timeout | null = null;
 
   /** The config's placement, its cluster sides read through this client's slot maps. */
   placement(): Placement {
@@ -105,6 +114,7 @@ export class NodeClient {
   }
 
   close(): void {
+    if (this.refresher !== null) clearInterval(this.refresher);
     this.masters?.stop();
     this.source?.stop();
     this.target?.stop();

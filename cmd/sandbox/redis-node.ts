@@ -290,4 +290,9 @@ export class RedisNode {
   cli(...args: string[]): Promise<string> {
     return runRedisCli(['-h', this.host, '-p', String(this.port), ...args]);
   }
+
+  /** cli() for a long run (a reshard), killed after `timeoutMs` instead of cli()'s 60 s. */
+  cliWithin(timeoutMs: number, ...args: string[]): Promise<string> {
+    return runRedisCli(['-h', this.host, '-p', String(this.port), ...args], timeoutMs);
+  }
 }

@@ -46,6 +46,7 @@ import { ReplySlot } from '../client/reply-slot';
 import { decodeReply } from '../resp/decode-reply';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
+import { versionAtLeast } from '../resp/backend-version';
 
 export type { Spread, Transaction, TransactionClient } from './transaction-state';
 
@@ -63,7 +64,7 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
   const txn = session.transaction;
   switch (info.name) {
     case 'multi':
-      if (txn?.inMulti === true) return reply(session, encode.error(errors.MULTI_NESTED));
+      if (txn?.inMulti === true) return refuseInMulti(ctx, session, txn, errors.MULTI_NESTED);
       (txn ?? begin(session)).inMulti = true;
       return reply(session, encode.OK);
     case 'discard':
@@ -89,7 +90,7 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
       session.transaction = null;
       return session.track(new ExecCommand(ctx, session, txn)).start();
     case 'watch':
-      if (txn?.inMulti === true) return reply(session, encode.error(errors.WATCH_INSIDE_MULTI));
+      if (txn?.inMulti === true) return refuseInMulti(ctx, session, txn, errors.WATCH_INSIDE_MULTI);
       watch(ctx, session, info, args);
       return undefined;
     case 'unwatch': {
@@ -126,6 +127,15 @@ export function transactionCommand(ctx: ProxyContext, session: TransactionClient
 function reply(session: TransactionClient, frame: Buffer): undefined {
   session.replyNow(frame);
   return undefined;
+}
+
+/**
+ * MULTI or WATCH inside MULTI: Redis answers its own text and the transaction goes on; Valkey 8
+ * refuses them as it refuses any command flagged no-multi there, and its EXEC then answers EXECABORT.
+ */
+function refuseInMulti(ctx: ProxyContext, session: TransactionClient, txn: Transaction, redisText: string): undefined {
+  if (ctx.backendServer.name === 'valkey' && versionAtLeast(ctx.backendServer.version, 8, 0)) return refuseQueued(session, txn, errors.NOT_ALLOWED_IN_MULTI);
+  return reply(session, encode.error(redisText));
 }
 
 /**

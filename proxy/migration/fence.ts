@@ -30,16 +30,29 @@ export async function fenceRingB(pool: BackendPool, placement: Placement, timeou
     );
     return;
   }
-  const slots = Array.from({ length: SLOT_COUNT }, (_, s) => s);
-  await Promise.all(
-    slots.map(async (slot) => {
-      const addr = owners.ownerOf(slot) ?? '';
-      const frame = await sideRequest(pool, owners, addr, ['SET', inSlot(FENCE_KEY, slot), '1'], { lane: 0, timeoutMs, retryWindowMs: timeoutMs });
-      const err = errorText(frame);
-      if (err !== null) throw new Error(`slot ${slot} (${addr}): ${err}`);
-    }),
-  );
+  // FENCE_IN_FLIGHT SETs at a time: with all 16384 queued at once, the last ones on a master's
+  // connection waited behind thousands of others, and on a busy machine a timeout meant for one
+  // unanswered node fired on a node that was only slow.
+  let next = 0;
+  const fenceSlot = async (slot: number): Promise<void> => {
+    const addr = owners.ownerOf(slot) ?? '';
+    const frame = await sideRequest(pool, owners, addr, ['SET', inSlot(FENCE_KEY, slot), '1'], { lane: 0, timeoutMs, retryWindowMs: timeoutMs });
+    const err = errorText(frame);
+    if (err !== null) throw new Error(`slot ${slot} (${addr}): ${err}`);
+  };
+  const fenceSlots = async (): Promise<void> => {
+    try {
+      for (let slot = next++; slot < SLOT_COUNT; slot = next++) await fenceSlot(slot);
+    } catch (err) {
+      next = SLOT_COUNT; // the others stop too
+      throw err;
+    }
+  };
+  await Promise.all(Array.from({ length: FENCE_IN_FLIGHT }, fenceSlots));
 }
+
+/** How many of a cluster B's fence SETs are sent at once. */
+const FENCE_IN_FLIGHT = 256;
 
 /**
  * Whether side B holds the fence: some proxy of the fleet entered `done` (one node of a ring B, the

@@ -9,6 +9,7 @@ import { useProxy, client } from '../helpers/proxy';
 import { keyPerMaster, waitFor } from '../helpers/master-keys';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { keySlot } from '../../sharding/slot';
+import { SERVER } from '../helpers/server-version';
 
 const { cluster, proxy, connect } = useProxy();
 
@@ -48,6 +49,11 @@ test('MULTI/EXEC on one slot runs atomically on the owner of each master', async
   }
 });
 
+// Valkey 8 refuses MULTI and WATCH inside MULTI as any command flagged no-multi, in its own words.
+const VALKEY_8 = SERVER.flavor === 'valkey' && SERVER.major >= 8;
+const NESTED_MULTI = VALKEY_8 ? '-ERR Command not allowed inside a transaction' : '-ERR MULTI calls can not be nested';
+const NESTED_WATCH = VALKEY_8 ? '-ERR Command not allowed inside a transaction' : '-ERR WATCH inside MULTI is not allowed';
+
 test('Redis replies verbatim: QUEUED, nesting, EXEC/DISCARD without MULTI, WATCH inside MULTI, EXECABORT', async () => {
   const port = proxy().address.port;
   const text = await rawExchange(
@@ -62,7 +68,7 @@ test('Redis replies verbatim: QUEUED, nesting, EXEC/DISCARD without MULTI, WATCH
   );
   expect(text).toBe(
     [
-      '+OK', '-ERR MULTI calls can not be nested', '-ERR WATCH inside MULTI is not allowed', '+QUEUED',
+      '+OK', NESTED_MULTI, NESTED_WATCH, '+QUEUED',
       "-ERR wrong number of arguments for 'get' command", '-EXECABORT Transaction discarded because of previous errors.',
       '-ERR EXEC without MULTI', '-ERR DISCARD without MULTI',
       '+OK', '+QUEUED', '+OK', '$-1',
@@ -70,6 +76,15 @@ test('Redis replies verbatim: QUEUED, nesting, EXEC/DISCARD without MULTI, WATCH
       '',
     ].join('\r\n'),
   );
+});
+
+test('MULTI or WATCH inside MULTI: the transaction runs on Redis; on Valkey 8 its EXEC answers EXECABORT, as the node does', async () => {
+  const exec = VALKEY_8 ? ['-EXECABORT Transaction discarded because of previous errors.', '$-1'] : ['*1', '+OK', '$1', '1'];
+  const expected = ['+OK', NESTED_MULTI, NESTED_WATCH, '+QUEUED', ...exec, ''].join('\r\n');
+  const commands = [['MULTI'], ['MULTI'], ['WATCH', 'x'], ['SET', '{t}n', '1'], ['EXEC'], ['GET', '{t}n']];
+  const text = await rawExchange(proxy().address.port, commands, (t) => t.length >= expected.length);
+  expect(text).toBe(expected);
+  await connect().del('{t}n');
 });
 
 const slotOf = (key: string): number => keySlot(Buffer.from(key));

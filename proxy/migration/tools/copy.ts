@@ -147,8 +147,14 @@ export async function copyMoved(nodes: NodeClient, placement: Placement, opts: C
       const owner = fromOwners.ownerOf(slot) ?? '';
       const count = Number(await nodes.callOn(fromOwners, owner, ['CLUSTER', 'COUNTKEYSINSLOT', String(slot)]));
       if (count === 0) return [];
-      const keys = await nodes.callOn(fromOwners, owner, ['CLUSTER', 'GETKEYSINSLOT', String(slot), String(count)]);
-      return Array.isArray(keys) ? keys.filter((k): k is Buffer => Buffer.isBuffer(k)) : [];
+      // Keys written since the count (double-written, so on B already) would push older ones out
+      // of a reply of `count` keys (which ones depends on the node's order: 7.4 and Valkey 8 list a
+      // slot's keys in hash-table order): ask for more until the reply is short, so it holds them all.
+      for (let want = count + 1; ; want *= 2) {
+        const reply = await nodes.callOn(fromOwners, owner, ['CLUSTER', 'GETKEYSINSLOT', String(slot), String(want)]);
+        const keys = Array.isArray(reply) ? reply.filter((k): k is Buffer => Buffer.isBuffer(k)) : [];
+        if (keys.length < want) return keys;
+      }
     };
     if (opts.restart) await state(['DEL', CLUSTER_COPY_STATE_KEY]);
     const saved = await state(['HGET', CLUSTER_COPY_STATE_KEY, 'cursor']);

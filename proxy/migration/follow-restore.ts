@@ -9,8 +9,18 @@ import { SlotOwners } from '../../sharding/key-space';
 import { sideRequest } from './side-request';
 import { redirectOf } from './redirect';
 import * as encode from '../resp/encode';
+import { tooSoon } from './follow-expiry';
 
 const WINDOW = 20_000;
+const RESTORE = Buffer.from('RESTORE');
+const REPLACE = Buffer.from('REPLACE');
+const ABSTTL = Buffer.from('ABSTTL');
+
+/** A snapshot entry's RESTORE on B; an expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts). */
+export function restoreArgs(key: Buffer, expireAtMs: number | null, dump: Buffer): Buffer[] {
+  const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
+  return [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])];
+}
 const LANE = 0;
 const NO_CLIENT = Object.freeze({ id: -1 });
 

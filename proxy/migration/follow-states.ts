@@ -80,3 +80,12 @@ export async function recordedOffsets(ctx: ProxyContext, to: KeySpace, source: s
   if (replid === null || !Number.isFinite(lowest)) return null;
   return { replid, offset: lowest, floors };
 }
+
+/** Every node of B's record of where it holds `source`'s history: set to `value`, or removed (null: a snapshot is being restored). */
+export async function writeRecords(ctx: ProxyContext, to: KeySpace, source: string, value: string | null): Promise<void> {
+  const owners = ownersOf(to);
+  for (const b of to.masters()) {
+    const key = recordKeyOf(b, owners);
+    await request(ctx.pool.connection(b, LANE), value === null ? ['HDEL', key, source] : ['HSET', key, source, value], ctx.forward.retryWindowMs);
+  }
+}

@@ -27,22 +27,20 @@
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
 import os from 'node:os';
-import path from 'node:path';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { ReplicationLink } from '../replication/link';
 import { StreamCommand, StreamReader } from '../replication/stream-reader';
 import { FollowRouter, Part, Routed } from './follow-router';
-import { FollowApplier, recordKeyOf } from './follow-applier';
+import { FollowApplier } from './follow-applier';
 import { ownersOf } from './copy-keys';
-import { request } from '../backend/request';
-import { readSnapshot } from './follow-snapshot';
-import { onEveryMaster, recordedOffsets, removeMovingKeys, statesAt } from './follow-states';
-import { BulkRestore } from './follow-restore';
-import { tooSoon } from './follow-expiry';
+import { readSnapshot, spoolFileOf } from './follow-snapshot';
+import { onEveryMaster, recordedOffsets, removeMovingKeys, statesAt, writeRecords } from './follow-states';
+import { BulkRestore, restoreArgs } from './follow-restore';
 import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 import { StreamIntake } from './follow-spool';
+import { FullSyncWatch } from './follow-progress';
 
 export type FollowState = 'connecting' | 'full-sync' | 'loading' | 'live' | 'lost' | 'stopped' | 'failed';
 
@@ -59,10 +57,7 @@ export const DEFAULT_FOLLOW_OPTIONS: FollowOptions = { spoolBytes: 1024 * 1024 *
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
 const RESUME_CAP_MS = 5000;
-const LANE = 0;
-const RESTORE = Buffer.from('RESTORE');
 const REPLACE = Buffer.from('REPLACE');
-const ABSTTL = Buffer.from('ABSTTL');
 
 interface Ticket {
   end: number;
@@ -110,6 +105,8 @@ export class NodeFollower {
   /** Links lost in a row (a node that refuses PSYNC): the next attempt waits longer, up to RESUME_CAP_MS. */
   private losses = 0;
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
+  /** The history copy's view of the full syncs: saved progress, restore rate, restarts (follow-progress.ts). */
+  readonly sync: FullSyncWatch;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -117,12 +114,21 @@ export class NodeFollower {
     private readonly placement: () => Placement,
     private readonly options: FollowOptions = DEFAULT_FOLLOW_OPTIONS,
   ) {
-    this.intake = new StreamIntake(this.spoolFile('stream'), options.spoolBytes, source, {
+    this.intake = new StreamIntake(spoolFileOf(options.spoolDir, source, 'stream'), options.spoolBytes, source, {
       inMemory: () => this.parsedThrough - this.applied,
       parse: (chunk, first) => this.parse(chunk, first),
       taking: () => !this.stopped && this.state !== 'failed',
       fail: (reason) => this.fail(reason),
     });
+    this.sync = new FullSyncWatch(ctx, source, placement, () => this.snapshotRestored);
+  }
+
+  /** A new full sync, whatever A could continue (`migrate copy --restart`, follow-progress.ts). */
+  resync(): void {
+    if (this.stopped) return;
+    this.sync.restart(this.loading);
+    if (this.link !== null) this.link.close('a new full sync was asked for');
+    else if (this.state === 'failed') void this.connect();
   }
 
   start(): void {
@@ -137,6 +143,7 @@ export class NodeFollower {
     if (this.stopped) return;
     this.stopped = true;
     this.intake.close();
+    this.sync.progress.stop();
     this.state = 'stopped';
     if (this.ackTimer !== null) clearInterval(this.ackTimer);
     this.link?.close(reason);
@@ -175,7 +182,7 @@ export class NodeFollower {
     this.commands = new Queue();
     this.intake.reset();
     let spool: { file: string; fd: number } | null = null;
-    const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, {
+    const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, this.sync.watch({
       fullSync: (replid, offset) => {
         this.replid = replid;
         this.fullSyncs++;
@@ -189,7 +196,7 @@ export class NodeFollower {
         this.applied = offset;
         this.received = offset;
         this.parsedThrough = offset;
-        const file = this.spoolFile('rdb');
+        const file = spoolFileOf(this.options.spoolDir, this.source, 'rdb');
         try {
           spool = { file, fd: fs.openSync(file, 'w') };
         } catch (err) {
@@ -223,13 +230,14 @@ export class NodeFollower {
         if (spool !== null) fs.closeSync(spool.fd);
         if (this.link === link) this.lost(reason);
       },
-    });
+    }));
     this.link = link;
   }
 
   /** Where to resume (follow-states.ts), keeping what each node of B recorded. */
   private async recorded(): Promise<{ replid: string; offset: number } | null> {
     const to = this.placement().to;
+    if (this.sync.forced) return null;
     const found = to === null ? null : await recordedOffsets(this.ctx, to, this.source);
     if (found === null) return null;
     this.floors = found.floors;
@@ -277,9 +285,6 @@ export class NodeFollower {
     if (cmds.length > 0) this.parsedThrough = cmds[cmds.length - 1].end;
   }
 
-  private spoolFile(kind: 'rdb' | 'stream'): string {
-    return path.join(this.options.spoolDir, `slotproxy-follow-${process.pid}-${this.source.replace(/[^0-9a-zA-Z]/g, '_')}.${kind}`);
-  }
   /** The stream's commands in order; a command that needs A or every node of B first waits for it. */
   private async process(): Promise<void> {
     if (this.processing) return;
@@ -453,33 +458,29 @@ export class NodeFollower {
     this.state = 'loading';
     try {
       const to = this.placement().to as NonNullable<Placement['to']>;
-      const owners = ownersOf(to);
       // A follower that dies while this snapshot is half restored must not resume over it.
-      for (const b of to.masters()) await request(this.ctx.pool.connection(b, LANE), ['HDEL', recordKeyOf(b, owners), this.source], this.ctx.forward.retryWindowMs);
+      await writeRecords(this.ctx, to, this.source, null);
       await this.removeMovingKeys();
       const router = this.router();
-      const restore = new BulkRestore(this.ctx, owners);
-      await readSnapshot(file, {
+      const restore = new BulkRestore(this.ctx, ownersOf(to));
+      await readSnapshot(file, this.sync.around({
         wants: (key) => router.ownerInB(key) !== null,
         entry: async (key, expireAtMs, dump) => {
           this.snapshotEntries++;
           const to = router.ownerInB(key);
           if (to === null) return;
-          // An expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts).
-          const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
-          await restore.push(to, [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])]);
+          await restore.push(to, restoreArgs(key, expireAtMs, dump));
           this.snapshotRestored = restore.restored;
         },
         func: async (code) => this.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
-      });
+      }));
       await restore.finish();
       this.snapshotRestored = restore.restored;
       // Only now may a resume start from this snapshot's offset.
-      for (const b of to.masters()) {
-        await request(this.ctx.pool.connection(b, LANE), ['HSET', recordKeyOf(b, owners), this.source, `${this.replid} ${this.applied}`], this.ctx.forward.retryWindowMs);
-      }
+      await writeRecords(this.ctx, to, this.source, `${this.replid} ${this.applied}`);
       this.snapshotMs = Math.round(performance.now() - this.syncStartedAt);
       log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
+      this.sync.done();
       this.loading = false;
       this.state = 'live';
       void this.process();
@@ -488,6 +489,7 @@ export class NodeFollower {
       const reason = err instanceof Error ? err.message : String(err);
       this.commands = new Queue();
       this.intake.reset();
+      if (this.sync.failed(reason)) return; // a restart asked for: the link is closed, the next one syncs anew
       this.fail(`the snapshot could not be carried: ${reason}`);
       link.close(reason);
     } finally {

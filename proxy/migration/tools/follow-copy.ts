@@ -38,6 +38,8 @@ export async function readSyncRecords(nodes: NodeClient, placement: Placement): 
 }
 
 export async function copyByFullSync(nodes: NodeClient, placement: Placement, opts: CopyOptions, print: (lines: string[]) => void): Promise<FullSyncCopy> {
+  // A new full sync first removes the node's moving keys from B: only while A alone is read.
+  if (opts.restart && placement.phase !== 'double-write') throw new Error(`--restart under the replication carry runs a new full sync, which first removes the moving keys from side B: only in double-write (the config says ${placement.phase})`);
   const started = Date.now();
   const owners = ownersOf(placement.from);
   const sources = placement.from.masters();

@@ -104,6 +104,11 @@ export class NodeClient {
     return decodeReply(await this.raw(addr, args), true);
   }
 
+  /** How the pool connects (TLS, AUTH), for a replication link of its own (verify-offsets.ts). */
+  linkOptions(): ReturnType<BackendPool['linkOptions']> {
+    return this.pool.linkOptions();
+  }
+
   close(): void {
     this.masters?.stop();
     this.source?.stop();

@@ -3,7 +3,8 @@
  * full sync, run by the proxy that follows the node (follow.ts), which saves its progress on the
  * node (follow-progress.ts). This run, on the nodes alone:
  *
- *   1. writes its mark on every node of A: `rate` (moving keys restored per second, 0: no cap),
+ *   1. writes its mark on every node of A: `rate` (moving keys restored per second: --rate shared
+ *      among A's nodes, 0: no cap),
  *      and with --restart (or where the last full sync failed) a new `token`, which the follower
  *      hears on its change feed and answers with a new full sync (PSYNC ? -1);
  *   2. reads the records every POLL_MS until every node's full sync (the one answering its token,
@@ -48,13 +49,15 @@ export async function copyByFullSync(nodes: NodeClient, placement: Placement, op
   // Per node, the token its full sync must answer (null: whichever is the last one).
   const asked = new Map<string, string | null>();
   const lines: string[] = [];
+  // --rate is what B takes in all: each node's follower restores its share.
+  const share = opts.rate === 0 ? 0 : Math.max(1, Math.ceil(opts.rate / Math.max(sources.length, 1)));
   for (const [i, a] of sources.entries()) {
     const renew = opts.restart || before[i]?.state === 'failed';
-    await nodes.callOn(owners, a, ['HSET', nodeKeyOf(FOLLOW_REQUEST_KEY, a, owners), 'rate', String(opts.rate), ...(renew ? ['token', token] : [])]);
+    await nodes.callOn(owners, a, ['HSET', nodeKeyOf(FOLLOW_REQUEST_KEY, a, owners), 'rate', String(share), ...(renew ? ['token', token] : [])]);
     asked.set(a, renew ? token : null);
     lines.push(`  ${a}: ${renew ? `a new full sync asked for (${before[i] === null ? 'none before' : `the last: ${describeSync(before[i])}`})` : describeSync(before[i])}`);
   }
-  print([`copy: restores capped at ${opts.rate === 0 ? 'no rate (--rate 0)' : `${opts.rate} keys/s`} on side B`, ...lines]);
+  print([`copy: restores on side B ${share === 0 ? 'not capped (--rate 0)' : `capped at ${opts.rate} keys/s, ${share} for the full sync of each of the ${sources.length} nodes of side A`}`, ...lines]);
   const already = before.every((r) => r?.state === 'done') && [...asked.values()].every((t) => t === null);
   const progress = opts.progress ? new Progress('copy', 0) : null;
   const still = new Map<string, { seen: string; since: number }>();

@@ -184,7 +184,7 @@ export class FollowProgress {
 
 /**
  * Moving keys restored per second, at most (`migrate copy --rate`, 0: no cap): each restore waits
- * its turn. A new rate counts from the moment it is set.
+ * its turn. A new rate counts from the moment it is set; idle time earns at most a second of credit.
  */
 export class RestorePace {
   private rate = 0;
@@ -200,8 +200,14 @@ export class RestorePace {
 
   async take(): Promise<void> {
     if (this.rate <= 0) return;
+    const now = Date.now();
+    // Time without restores (a snapshot still arriving) is no credit: at most a second's worth.
+    if (this.since + (this.taken / this.rate) * 1000 < now - 1000) {
+      this.since = now;
+      this.taken = 0;
+    }
     this.taken++;
-    const wait = this.since + (this.taken / this.rate) * 1000 - Date.now();
+    const wait = this.since + (this.taken / this.rate) * 1000 - now;
     if (wait > 0) await new Promise((r) => setTimeout(r, wait));
   }
 }

@@ -42,6 +42,8 @@ export interface MigrationChanges {
   selfId(): string;
   /** Nodes whose changes are not all known to be on side B, with why: a switch to read-new or done waits for none. */
   uncovered(): string[];
+  /** True while every node not covered is a follow catching up (replication carry): a switch waits for it (migration/fence.ts). */
+  catchingUp(): boolean;
   /** `address=state` per node of side A. */
   states(): string[];
   /** `address=proxy id` of the proxy holding each node's copier (migration/copier-lease.ts). */

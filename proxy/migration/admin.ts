@@ -9,11 +9,11 @@ import { ProxyContext, WorkerPhaseRelay, WorkerSwitch } from '../context';
 import { log } from '../telemetry/log';
 import * as encode from '../resp/encode';
 import * as errors from '../resp/errors';
-import { coverageProblem, fenceRingB, phaseChangeProblem } from './fence';
+import { CATCH_UP_WAIT_MS, coverageAwaited, coverageProblem, fenceRingB, phaseChangeProblem } from './fence';
 import { closeSideA } from './closing';
 import { startsChangeFeeds } from './feed-permissions';
 import { carryProblem } from './carry-choice';
-import { raiseReadBarrier } from './read-barrier';
+import { fleetCatchingUp, raiseReadBarrier } from './read-barrier';
 import { NodeCall, ProxyRecord, describeProxies, isBehind, readFleet } from './fleet';
 import { Placement } from '../../sharding/migration';
 import { Ring } from '../../sharding/ring';
@@ -68,11 +68,18 @@ async function switchEveryWorker(relay: WorkerPhaseRelay, phase: string): Promis
   return encode.error(errors.migrationPhaseRefused(`${outcomes.length - refused.length} of ${outcomes.length} workers switched; ${why.join('; ')}`));
 }
 
-function switchPhase(ctx: ProxyContext, phase: MigrationPhase): Buffer | Promise<Buffer> {
+/** `waited`: the follows were waited for once already (CATCH_UP_WAIT_MS), so a coverage problem refuses now. */
+function switchPhase(ctx: ProxyContext, phase: MigrationPhase, waited = false): Buffer | Promise<Buffer> {
   const ring = ctx.ring!;
   const current = ring.placement;
   const next = current.withPhase(phase);
   const problem = phaseChangeProblem(current, next) ?? coverageProblem(ctx.changes, current, next);
+  if (problem !== null && !waited && phaseChangeProblem(current, next) === null && ctx.changes?.catchingUp() === true) {
+    // Only follows catching up (a full sync under way, a link resuming): waited for, then switched.
+    return coverageAwaited(ctx.changes, () => ring.placement, (p) => p.withPhase(phase), CATCH_UP_WAIT_MS).then((why) =>
+      why === null ? switchPhase(ctx, phase, true) : encode.error(errors.migrationPhaseRefused(why)),
+    );
+  }
   if (problem !== null) return encode.error(errors.migrationPhaseRefused(problem));
   const swap = (): Buffer => {
     ring.swap(next);
@@ -100,7 +107,9 @@ export function readsBFirst(current: Placement, next: Placement): boolean {
  */
 export async function raiseFleetReadBarrier(ctx: ProxyContext, next: Placement): Promise<void> {
   const fleet = await fleetOf(ctx, next);
-  await raiseReadBarrier(ctx, next, fleet, FENCE_TIMEOUT_MS);
+  // On the replication carry, a proxy whose follow is in a full sync acknowledges once it is live.
+  const catchingUp = async (missing: readonly ProxyRecord[]): Promise<boolean> => ctx.ring?.carry.replication === true && fleetCatchingUp(await fleetOf(ctx, next), missing);
+  await raiseReadBarrier(ctx, next, fleet, FENCE_TIMEOUT_MS, catchingUp);
 }
 
 async function toReadNew(ctx: ProxyContext, next: Placement, swap: () => Buffer): Promise<Buffer> {

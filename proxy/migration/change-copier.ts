@@ -45,7 +45,7 @@ import { ClosingWatch, closingPlace } from './closing';
 import { ReadBarrierWatch, readingPlace } from './read-barrier';
 import { fleetOf } from './admin';
 import { CopierLeases, LeaseView, copiersKeyOf } from './copier-lease';
-import { copierHolders, feedInfoLines, feedSummary, uncoveredLines } from './copier-report';
+import { barrierTimeoutWhy, copierHolders, feedInfoLines, feedSummary, noHolderGaveUp, uncoveredLines, withFollows } from './copier-report';
 import { CarriedMarks } from './carried-mark';
 import { FeedKeyCopy, scanNode } from './feed-copy';
 import { handOver, prune, remember } from './standby';
@@ -126,9 +126,7 @@ export class ChangeCopier implements MigrationChanges {
   /** Resolves once every feed is up (or after `timeoutMs`): the proxy serves a migration only then. */
   async ready(timeoutMs: number): Promise<void> {
     const until = Date.now() + timeoutMs;
-    while (Date.now() < until && [...this.nodes.values()].some((n) => n.feed === null || !n.feed.ready || n.holder === null)) {
-      await new Promise((resolve) => setTimeout(resolve, 10));
-    }
+    while (Date.now() < until && [...this.nodes.values()].some((n) => n.feed === null || !n.feed.ready || n.holder === null)) await new Promise((resolve) => setTimeout(resolve, 10));
   }
 
   /** A clean shutdown: what the feeds of the nodes it copies heard is copied (within `timeoutMs`). */
@@ -164,7 +162,13 @@ export class ChangeCopier implements MigrationChanges {
 
   /** For the fleet record: `live` when every node is covered, else the nodes that are not; `-` without feeds. */
   summary(): string {
-    return feedSummary([...this.nodes.values()]);
+    const feeds = feedSummary([...this.nodes.values()]);
+    return this.ring.carry.replication ? withFollows(feeds, this.followers.openStates()) : feeds;
+  }
+
+  /** On the replication carry, while no follow, here or at a node's holder, failed or stopped. */
+  catchingUp(): boolean {
+    return this.ring.carry.replication && this.followers.catchingUp() && noHolderGaveUp(this.nodes.values());
   }
 
   /** `address=state` for every node of side A with a feed. */
@@ -244,11 +248,7 @@ export class ChangeCopier implements MigrationChanges {
       };
       const timer = setTimeout(() => {
         this.count.barrierTimeouts++;
-        const why =
-          this.ring.carry.replication && node.mine ? `the follow of ${address} did not apply its changes on side B within ${BARRIER_WAIT_MS} ms (${this.followers.stateOf(address)})`
-          : node.feed?.ready !== true ? `the change feed of ${address} is down`
-          : node.mine ? `changes heard on ${address} not copied to side B within ${BARRIER_WAIT_MS} ms`
-          : `the copier of ${address} (proxy ${node.holder ?? 'unknown'}) did not confirm its changes on side B within ${BARRIER_WAIT_MS} ms`;
+        const why = barrierTimeoutWhy(node, this.ring.carry.replication && node.mine ? this.followers.stateOf(address) : null, BARRIER_WAIT_MS);
         log.warn({ node: address, why }, 'migration: a write\'s changes were not confirmed on side B in time; they are copied when the node is re-walked or the copy succeeds');
         finish(why);
       }, BARRIER_WAIT_MS);
@@ -337,7 +337,7 @@ export class ChangeCopier implements MigrationChanges {
     if (this.ring.carry.replication) {
       // The node's replication stream carries every change (a flush too): the feed tells the fleet's barriers, and the copy tool's marks (followers.ts).
       for (const key of keys ?? []) if (isBookkeepingKey(key)) (this.followers.heard(node.address, key), this.heardBookkeeping(node, key));
-      node.copied( node.heard);
+      node.copied(node.heard);
       return;
     }
     if (keys === null) {
@@ -389,7 +389,7 @@ export class ChangeCopier implements MigrationChanges {
       log.info({ node: address, takeover: view.takeover || null, standby, rewalk: view.takeover !== '' && !covered }, 'migration: this proxy copies the node\'s changes now');
       this.onHeldChange();
       // What was heard before is someone else's to have copied (or in pending, kept at start).
-      if (node.pending.size === 0 && !node.draining) node.copied( node.heard);
+      if (node.pending.size === 0 && !node.draining) node.copied(node.heard);
       if (view.takeover !== '' && !covered) {
         node.takenOver = true;
         this.openGap(node, view.takeover);
@@ -421,9 +421,9 @@ export class ChangeCopier implements MigrationChanges {
         node.pending.clear();
         // While writes are answered after A, what the feed names has nearly always changed: no fingerprint check.
         await this.keyCopy.copy(node, batch, { ifChanged: !this.ring.carry.answerAfterA, fromFeed: true });
-        node.copied( node.pending.size === 0 ? node.heard : through);
+        node.copied(node.pending.size === 0 ? node.heard : through);
       }
-      node.copied( node.heard);
+      node.copied(node.heard);
     } finally {
       node.draining = false;
     }

@@ -36,6 +36,27 @@ export function feedSummary(nodes: readonly NodeChanges[]): string {
   return open.length === 0 ? 'live' : open.join(',');
 }
 
+/** The fleet record's summary on the replication carry: the feeds', each follow that is not live named by its state. */
+export function withFollows(feeds: string, follows: readonly string[]): string {
+  if (feeds === '-' || follows.length === 0) return feeds;
+  const nodeOf = (e: string): string => e.slice(0, e.lastIndexOf('='));
+  const followed = new Set(follows.map(nodeOf));
+  return [...(feeds === 'live' ? [] : feeds.split(',').filter((e) => !followed.has(nodeOf(e)))), ...follows].join(',');
+}
+
+/** False once the holder of some node another proxy copies says its follow failed or stopped (it will not catch up by itself). */
+export function noHolderGaveUp(nodes: Iterable<NodeChanges>): boolean {
+  for (const n of nodes) if (!n.mine && (n.holderState === 'failed' || n.holderState === 'stopped')) return false;
+  return true;
+}
+
+/** Why a barrier on `n` timed out after `ms`; `follow` is the state of this proxy's follow of it, on the replication carry. */
+export function barrierTimeoutWhy(n: NodeChanges, follow: string | null, ms: number): string {
+  if (follow !== null) return `the follow of ${n.address} did not apply its changes on side B within ${ms} ms (${follow})`;
+  if (n.feed?.ready !== true) return `the change feed of ${n.address} is down`;
+  return n.mine ? `changes heard on ${n.address} not copied to side B within ${ms} ms` : `the copier of ${n.address} (proxy ${n.holder ?? 'unknown'}) did not confirm its changes on side B within ${ms} ms`;
+}
+
 /** `address=proxy id` of each node's copier holder (`?` while unknown). */
 export function copierHolders(nodes: readonly NodeChanges[]): string[] {
   return nodes.map((n) => `${n.address}=${n.holder ?? '?'}`);

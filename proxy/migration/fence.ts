@@ -65,16 +65,51 @@ export function phaseChangeProblem(current: Placement, next: Placement): string 
   return null;
 }
 
+/** How long a switch to read-new or done waits for follows catching up (docs/migration.md). */
+export const CATCH_UP_WAIT_MS = 30_000;
+const CATCH_UP_POLL_MS = 50;
+
+/** What the waits below read of the change copier. */
+export type Coverage = Pick<MigrationChanges, 'uncovered' | 'catchingUp'>;
+
 /**
- * Why `next` must wait for the change feeds (change-copier.ts): reads moving to side B (read-new),
- * or writes (done), while some node of side A may have changes that never reached B. Null when
+ * Why `next` must wait for the carry (change-copier.ts): reads moving to side B (read-new), or
+ * writes (done), while some node of side A may have changes that never reached B. Null when
  * nothing is missing.
  */
-export function coverageProblem(changes: MigrationChanges | null, current: Placement, next: Placement): string | null {
+export function coverageProblem(changes: Coverage | null, current: Placement, next: Placement): string | null {
   if (changes === null || !current.converges || next.to === null) return null;
   const ahead = next.phase === 'done' || (next.phase === 'read-new' && current.phase === 'double-write');
   if (!ahead) return null;
   const open = changes.uncovered();
   if (open.length === 0) return null;
-  return `changes on side A are not all known to be on side B: ${open.join('; ')} (a node is re-walked as soon as its change feed is up again; slotproxy migrate copy --restart covers it too)`;
+  const hint = changes.catchingUp()
+    ? 'each follow catches up by itself: a full sync, a snapshot restored, a link resumed'
+    : 'a node is re-walked as soon as its change feed is up again; slotproxy migrate copy --restart covers it too';
+  return `changes on side A are not all known to be on side B: ${open.join('; ')} (${hint})`;
+}
+
+/**
+ * coverageProblem, waited out while the only nodes not covered are follows catching up (their
+ * full sync under way, a link being resumed, on this proxy or the one that follows the node):
+ * null once covered; the problem at once when some node will not catch up by itself, or once
+ * `timeoutMs` passed. `current` and `next` are read again at each look (a failover may swap the
+ * placement meanwhile).
+ */
+export async function coverageAwaited(changes: Coverage | null, current: () => Placement, next: (p: Placement) => Placement, timeoutMs: number): Promise<string | null> {
+  const until = Date.now() + timeoutMs;
+  for (;;) {
+    const p = current();
+    const problem = coverageProblem(changes, p, next(p));
+    if (problem === null) return null;
+    if (changes?.catchingUp() !== true) return problem;
+    if (Date.now() >= until) return `${problem}; waited ${Math.round(timeoutMs / 1000)} s for them`;
+    await new Promise((resolve) => setTimeout(resolve, CATCH_UP_POLL_MS));
+  }
+}
+
+/** Resolves once `changes` has every node covered, one that will not catch up by itself, or after `timeoutMs`. */
+export async function caughtUp(changes: Coverage, timeoutMs: number): Promise<void> {
+  const until = Date.now() + timeoutMs;
+  while (changes.uncovered().length > 0 && changes.catchingUp() && Date.now() < until) await new Promise((resolve) => setTimeout(resolve, CATCH_UP_POLL_MS));
 }

@@ -12,11 +12,18 @@ import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
-import { DEFAULT_FOLLOW_OPTIONS, NodeFollower } from './follow';
+import { DEFAULT_FOLLOW_OPTIONS, FollowState, NodeFollower } from './follow';
 import { FollowCounts } from '../telemetry/metrics';
 import { FOLLOW_REQUEST_KEY, readRequest, readSyncRecord } from './follow-progress';
 
 const LANE = 0;
+
+/**
+ * States of a follow that is on its way to live by itself: starting, in a full sync (Redis waits
+ * repl-diskless-sync-delay before sending the snapshot), restoring it, or a lost link retried. A
+ * switch to read-new or done waits for these (bounded); `failed` and `stopped` are refused at once.
+ */
+export const CATCHING_UP: ReadonlySet<string> = new Set<FollowState>(['connecting', 'full-sync', 'loading', 'lost']);
 
 export class NodeFollowers {
   private readonly followers = new Map<string, NodeFollower>();
@@ -111,6 +118,17 @@ export class NodeFollowers {
     const out: string[] = [];
     for (const [address, f] of this.followers) if (f.state !== 'live') out.push(`${address}: replication ${f.state}${f.reason === '' ? '' : ` (${f.reason})`}`);
     return out;
+  }
+
+  /** False once some follow of this proxy failed or stopped (it will not catch up by itself). */
+  catchingUp(): boolean {
+    for (const f of this.followers.values()) if (f.state === 'failed' || f.state === 'stopped') return false;
+    return true;
+  }
+
+  /** `address=state` of every follow that is not live (the fleet record names them). */
+  openStates(): string[] {
+    return [...this.followers.entries()].filter(([, f]) => f.state !== 'live').map(([a, f]) => `${a}=${f.state}`);
   }
 
   counts(): FollowCounts[] {

@@ -38,11 +38,28 @@ import { BOOKKEEPING_PREFIX } from './converge';
 import crypto from 'node:crypto';
 import { closingCall, closingPlace, coordinationKeyGone } from './closing';
 import { ProxyRecord, describeProxies } from './fleet';
+import { CATCH_UP_WAIT_MS, caughtUp } from './fence';
+import { CATCHING_UP } from './followers';
 
 export const READING_KEY = `${BOOKKEEPING_PREFIX}reading`;
 /** How long after the last switch began proxies keep converging without seeing a proxy in read-new. */
 export const READING_TTL_MS = 10_000;
 const ACK_POLL_MS = 10;
+/** How often the fleet is read while the barrier waits for proxies whose follows catch up. */
+const CATCH_UP_LOOK_MS = 500;
+
+/** True while the proxies `missing` may yet acknowledge: some follow of the fleet catches up (fence.ts, CATCH_UP_WAIT_MS). */
+export type CatchingUp = (missing: readonly ProxyRecord[]) => Promise<boolean>;
+
+/**
+ * Whether `fleet` (read now) still has every proxy of `missing`, and some proxy's record names a
+ * follow catching up: a proxy acknowledges only once the follows its writes wait on are live.
+ */
+export function fleetCatchingUp(fleet: readonly ProxyRecord[], missing: readonly ProxyRecord[]): boolean {
+  const live = new Set(fleet.map((r) => r.id));
+  const catching = (feeds: string): boolean => feeds.split(',').some((e) => CATCHING_UP.has(e.slice(e.lastIndexOf('=') + 1)) || e.endsWith('=starting'));
+  return missing.every((r) => live.has(r.id)) && fleet.some((r) => r.feeds !== 'live' && r.feeds !== '-' && catching(r.feeds));
+}
 
 /** ARGV: the expiry, a new id should the hash have none. Returns the new `gen` and the hash's id. */
 const OPEN_SCRIPT = `redis.call('HSETNX', KEYS[1], 'id', ARGV[2])
@@ -65,7 +82,7 @@ export function readingPlace(placement: Placement): { key: string; address: stri
  * Steps 1 and 3, for the proxy about to read from B: resolves once every proxy of `fleet` that
  * converges has acknowledged; throws, naming those that did not, after `timeoutMs`.
  */
-export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, fleet: readonly ProxyRecord[], timeoutMs: number): Promise<void> {
+export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, fleet: readonly ProxyRecord[], timeoutMs: number, catchingUp: CatchingUp = async () => false): Promise<void> {
   const call = (args: (key: string) => string[]): Promise<Buffer> => closingCall(ctx, placement, args, timeoutMs, READING_KEY);
   const open = call((key) => ['EVAL', OPEN_SCRIPT, '1', key, String(READING_TTL_MS), crypto.randomBytes(8).toString('hex')]);
   const waitFor = fleet.filter((r) => r.phase === 'double-write' || r.phase === 'read-new');
@@ -79,6 +96,9 @@ export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, 
   const [gen, id] = Array.isArray(opened) ? [Number(opened[0]), String(opened[1] ?? '')] : [NaN, ''];
   if (!Number.isFinite(gen)) throw new Error(`unexpected reply to the read barrier: ${String(opened)}`);
   const until = Date.now() + timeoutMs;
+  const longest = Date.now() + Math.max(timeoutMs, CATCH_UP_WAIT_MS);
+  let lookedAt = 0;
+  let stillCatchingUp = false;
   for (;;) {
     const reply = decodeReply(await call((key) => ['HMGET', key, 'id', ...waitFor.map((r) => r.id)]), true);
     const fields = Array.isArray(reply) ? reply : [];
@@ -86,7 +106,16 @@ export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, 
     if (String(fields[0] ?? '') !== id) throw coordinationKeyGone(placement, READING_KEY);
     const missing = waitFor.filter((_, i) => Number(String(fields[i + 1] ?? 0)) < gen);
     if (missing.length === 0) return;
-    if (Date.now() > until) throw new Error(`these proxies did not confirm within ${timeoutMs} ms that every write they answered is on side B: ${describeProxies(missing)}`);
+    const now = Date.now();
+    if (now > until) {
+      // Past the bound, waited on (up to CATCH_UP_WAIT_MS) while each proxy missing says a follow of it catches up.
+      if (now - lookedAt >= CATCH_UP_LOOK_MS) {
+        lookedAt = now;
+        stillCatchingUp = await catchingUp(missing).catch(() => false);
+      }
+      const why = stillCatchingUp ? `, their follows still catching up after ${Math.round(CATCH_UP_WAIT_MS / 1000)} s` : '';
+      if (!stillCatchingUp || now > longest) throw new Error(`these proxies did not confirm within ${stillCatchingUp ? CATCH_UP_WAIT_MS : timeoutMs} ms that every write they answered is on side B${why}: ${describeProxies(missing)}`);
+    }
     await new Promise((resolve) => setTimeout(resolve, ACK_POLL_MS));
   }
 }
@@ -95,6 +124,7 @@ export async function raiseReadBarrier(ctx: ProxyContext, placement: Placement, 
 export interface FeedsOfProxy {
   settle(): Promise<string[]>;
   uncovered(): string[];
+  catchingUp(): boolean;
   selfId(): string;
 }
 
@@ -126,6 +156,8 @@ export class ReadBarrierWatch {
       const [gen, hashId] = Array.isArray(read) ? read : [null, null];
       if (!Buffer.isBuffer(gen)) return;
       await this.ring.carry.drained();
+      // A follow in a full sync (here, or at the proxy following a node): its writes reach B once it is live.
+      await caughtUp(this.feeds, CATCH_UP_WAIT_MS);
       const open = [...(await this.feeds.settle()), ...this.feeds.uncovered()];
       if (open.length > 0) {
         log.warn({ uncovered: open }, 'migration: cannot confirm that every write this proxy answered is on side B; a switch to read-new waits');

@@ -5,7 +5,7 @@ import { NO_MASTERS } from '../sentinel/start';
 import { ProxyContext } from '../context';
 import { Placement } from '../../sharding/migration';
 import { log } from '../telemetry/log';
-import { coverageProblem, fenceRingB, phaseChangeProblem, sideBFenced } from '../migration/fence';
+import { CATCH_UP_WAIT_MS, coverageAwaited, coverageProblem, fenceRingB, phaseChangeProblem, sideBFenced } from '../migration/fence';
 import { closeSideA } from '../migration/closing';
 import { fleetOf, raiseFleetReadBarrier, readsBFirst } from '../migration/admin';
 import { carryBeforeMigrating } from '../migration/carry';
@@ -111,8 +111,24 @@ function applyPlacementReload(ctx: ProxyContext, current: Config, next: Config):
   if (placement === null) return;
   ring.carry.spool = next.migration?.spool ?? null;
   const before = ring.placement;
-  const problem = phaseChangeProblem(before, placement) ?? coverageProblem(ctx.changes, before, placement) ?? carryChangeProblem(ring, before, next.migration?.carry);
-  if (problem !== null) throw new Error(`migration.phase: ${problem}`);
+  const problem = phaseChangeProblem(before, placement) ?? carryChangeProblem(ring, before, next.migration?.carry);
+  const uncovered = coverageProblem(ctx.changes, before, placement);
+  if (problem === null && uncovered !== null && ctx.changes?.catchingUp() === true) {
+    // Only follows catching up (a full sync under way, a link resuming): waited for, then applied.
+    log.info({ uncovered }, `reload: ${placement.phase ?? 'none'} waits for the follows of side A to catch up`);
+    void coverageAwaited(ctx.changes, () => before, () => placement, CATCH_UP_WAIT_MS).then((why) => {
+      if (ring.placement !== before) return log.warn('reload: the placement changed while this reload waited for the follows; it is not applied');
+      if (why !== null) return log.error({ err: `migration.phase: ${why}` }, `reload: ${placement.phase ?? 'none'} refused; the migration phase stays ${before.phase ?? 'none'}`);
+      applyCoveredPlacement(ctx, ring, before, placement, next);
+    });
+    return;
+  }
+  if ((problem ?? uncovered) !== null) throw new Error(`migration.phase: ${problem ?? uncovered}`);
+  applyCoveredPlacement(ctx, ring, before, placement, next);
+}
+
+/** A reloaded placement checked (phase order, carry, coverage): swapped in, after what it needs first. */
+function applyCoveredPlacement(ctx: ProxyContext, ring: RingRouter, before: Placement, placement: Placement, next: Config): void {
   const swap = (): void => {
     ring.swap(placement);
     if (before.phase !== placement.phase) log.info({ from: before.phase ?? 'none', to: placement.phase ?? 'none' }, 'migration phase reloaded');

@@ -26,12 +26,12 @@ import { KeyState, compareStates } from './key-state';
 import { NodeClient } from './node-client';
 import { RecheckPolicy, Verdict } from './recheck';
 
-/** KEYS[1] the key, KEYS[2] on B its record (ARGV[2] the field: A's node); ARGV[1] '1': the content too. */
+/** KEYS[1] the key; on B ARGV[3] its record (undeclared: another slot of the node) and ARGV[2] the field, A's node; ARGV[1] '1': the content too. */
 const STATE_AT_SCRIPT = `#!lua flags=no-writes,allow-cross-slot-keys
 local k = KEYS[1]
 local at
-if KEYS[2] then
-  at = redis.call('HGET', KEYS[2], ARGV[2]) or '- -1'
+if ARGV[3] ~= '' then
+  at = redis.call('HGET', ARGV[3], ARGV[2]) or '- -1'
 else
   local i = redis.call('INFO', 'replication')
   at = string.match(i, 'master_replid:(%w+)') .. ' ' .. string.match(i, 'master_repl_offset:(%d+)')
@@ -76,8 +76,7 @@ export interface KeySides {
 const text = (r: Reply | undefined): string => (Buffer.isBuffer(r) ? r.toString('latin1') : String(r));
 
 async function readAt(nodes: NodeClient, side: { addr: string; owners: SlotOwners | null }, key: Buffer, record: { key: string; field: string } | null, withContent: boolean): Promise<StateAt> {
-  const keys = record === null ? [key] : [key, record.key];
-  const r = await nodes.callOn(side.owners, side.addr, ['EVAL', STATE_AT_SCRIPT, String(keys.length), ...keys, withContent ? '1' : '0', record?.field ?? '']);
+  const r = await nodes.callOn(side.owners, side.addr, ['EVAL', STATE_AT_SCRIPT, '1', key, withContent ? '1' : '0', record?.field ?? '', record?.key ?? '']);
   if (!Array.isArray(r) || r.length < 5) throw new Error(`${side.addr}: unexpected reply to the state script`);
   const type = text(r[0]);
   const [replid, offset] = text(r[3]).split(' ');
@@ -139,7 +138,10 @@ export async function recheckAt(observe: () => Promise<OffsetObservation>, first
   return { kind: 'differs', why: `${cur.diff ?? ''} (B holds A's stream through offset ${cur.b.offset}${policy.times > 0 ? ', not advancing' : ''}; A at ${cur.a.offset})` };
 }
 
-/** What a node of A's stream wrote after B's last record of it: the moving keys (all, after a flush), or why that cannot be told. */
+/**
+ * What a node of A's stream wrote that B's nodes did not record applying (each key judged by its
+ * own node of B's record): the moving keys (all, after a flush), or why that cannot be told.
+ */
 export type WrittenAfter = { from: number; keys: Set<string>; all: boolean } | { unknown: string };
 
 /** After `done`: per node of A, what its stream wrote after the lowest offset B's nodes recorded for it. */
@@ -151,7 +153,7 @@ export async function writtenAfterClose(nodes: NodeClient, placement: Placement)
   const table = CommandTable.fromCommandReply(decodeReply(await nodes.raw(placement.from.masters()[0], ['COMMAND'])));
   for (const a of placement.from.masters()) {
     let replid: string | null = null;
-    let lowest = Infinity;
+    const records = new Map<string, number>();
     for (const b of to.masters()) {
       const [id, off] = text(await nodes.callOn(toOwners, b, ['HGET', recordKeyOf(b, toOwners), a])).split(' ');
       if (off === undefined) {
@@ -159,9 +161,9 @@ export async function writtenAfterClose(nodes: NodeClient, placement: Placement)
         break;
       }
       replid = id;
-      lowest = Math.min(lowest, Number(off));
+      records.set(b, Number(off));
     }
-    out.set(a, replid === null ? { unknown: `${a}: side B holds no full sync of it` } : await streamKeys(nodes, a, replid, lowest, new FollowRouter(table, placement.from, to, a)));
+    out.set(a, replid === null ? { unknown: `${a}: side B holds no full sync of it` } : await streamKeys(nodes, a, replid, records, new FollowRouter(table, placement.from, to, a)));
   }
   return out;
 }
@@ -173,10 +175,13 @@ function field(info: string, name: string): string {
 const READ_BACK_MS = 10_000;
 
 /** The moving keys `a`'s stream wrote after `from`, read back from its backlog (never a full sync: checked first). */
-async function streamKeys(nodes: NodeClient, a: string, replid: string, from: number, router: FollowRouter): Promise<WrittenAfter> {
+async function streamKeys(nodes: NodeClient, a: string, replid: string, records: Map<string, number>, router: FollowRouter): Promise<WrittenAfter> {
+  const from = Math.min(...records.values());
+  // A key is late when its command ends past its own node of B's record.
+  const late = (to: string, end: number): boolean => end > (records.get(to) ?? -1);
   const info = String(await nodes.call(a, ['INFO', 'replication']));
   const until = Number(field(info, 'master_repl_offset'));
-  const written = { from, keys: new Set<string>(), all: false };
+  const written: WrittenAfter & { all: boolean } = { from, keys: new Set<string>(), all: false };
   if (until <= from) return written;
   const sameHistory = field(info, 'master_replid') === replid || (field(info, 'master_replid2') === replid && from <= Number(field(info, 'second_repl_offset')));
   if (!sameHistory || from + 1 < Number(field(info, 'repl_backlog_first_byte_offset'))) {
@@ -203,9 +208,12 @@ async function streamKeys(nodes: NodeClient, a: string, replid: string, from: nu
       streamBytes: (chunk, first) => {
         for (const c of reader.push(chunk, first)) {
           const routed = router.route(c.args);
-          if (routed.kind === 'flush') written.all = true;
-          else if (routed.kind === 'apply') for (const p of routed.parts) for (const k of p.keys) written.keys.add(k.toString('latin1'));
-          else if (routed.kind === 'resnapshot') for (const k of routed.keys) written.keys.add(k.toString('latin1'));
+          if (routed.kind === 'flush') written.all ||= [...records.keys()].some((b) => late(b, c.end));
+          else if (routed.kind === 'apply') {
+            for (const p of routed.parts) for (const k of p.keys) if (late(p.to, c.end)) written.keys.add(k.toString('latin1'));
+          } else if (routed.kind === 'resnapshot') {
+            for (const k of routed.keys) if (late(router.ownerInB(k) ?? '', c.end)) written.keys.add(k.toString('latin1'));
+          }
         }
         if (first + chunk.length - 1 >= until) end(written);
       },
@@ -217,6 +225,6 @@ async function streamKeys(nodes: NodeClient, a: string, replid: string, from: nu
 /** Why a moving key of A did not reach B after `done`, from what its node's stream wrote after B's last record; null when it did. */
 export function closedKeyProblemAt(key: Buffer, a: string, written: WrittenAfter | undefined): string | null {
   if (written === undefined || 'unknown' in written) return null;
-  if (written.all || written.keys.has(key.toString('latin1'))) return `changed in ${a} after offset ${written.from}, the last of its stream side B applied: a write B never got`;
+  if (written.all || written.keys.has(key.toString('latin1'))) return `changed in ${a} after the offset of its stream side B applied there: a write B never got`;
   return null;
 }

@@ -11,6 +11,8 @@ import { Ring } from '../sharding/ring';
 import { NodeClient } from '../proxy/migration/tools/node-client';
 import { followLines, followStates } from '../proxy/migration/tools/follow-status';
 import { copyHistory } from '../proxy/migration/tools/copy-history';
+import { readSyncRecords } from '../proxy/migration/tools/follow-copy';
+import { describeSync } from '../proxy/migration/follow-progress';
 import { verifyMoved } from '../proxy/migration/tools/verify';
 import { saveVerifyRecord } from '../proxy/migration/tools/verify-record';
 import { cleanupMoved } from '../proxy/migration/tools/cleanup';
@@ -61,9 +63,9 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .command('copy')
     .description('copy every key whose owner changes to its owner in side B (run while the proxies are in double-write); resumable')
     .requiredOption('-c, --config <file>', 'the proxies\' config file')
-    .option('--rate <keys/s>', 'at most this many keys per second (0: no cap)', wholeNumber, 0)
+    .option('--rate <keys/s>', 'at most this many keys per second (0: no cap); under the replication carry, moving keys restored on side B per second by the full syncs', wholeNumber, 0)
     .option('--batch <n>', 'keys per SCAN batch', wholeNumber, 500)
-    .option('--restart', 'forget the saved progress and start over')
+    .option('--restart', 'forget the saved progress and start over (replication carry: a new full sync of every node of side A)')
     .action(async (opts: { config: string; rate: number; batch: number; restart?: boolean }) => {
       try {
         const { config, phase } = migratingConfig(opts.config);
@@ -72,14 +74,15 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
           // A proxy that does not double-write yet would write keys the copy has already passed.
           const early = (await fleetOf(nodes, placement)).filter((p) => isBehind(p.phase, 'double-write'));
           if (early.length > 0) throw new Error(`refused: live proxies are not double-writing yet: ${describeProxies(early)}; switch them first (slotproxy migrate phase double-write -c FILE)`);
-          // Under the replication carry the history is each node's full sync, run by the proxy that follows it: waited for, saying where each stands.
+          // Under the replication carry the history is each node's full sync, run by the proxy that follows it: started (--restart) or watched.
           const print = (lines: string[]): void => void process.stdout.write(`${lines.join('\n')}\n`);
           return copyHistory(nodes, placement, { rate: opts.rate, batch: Math.max(1, opts.batch), restart: opts.restart === true, progress: true }, print, () =>
-            process.stdout.write('copy: the migration is carried by replication: the history is the full sync of each node of side A, run by the proxies that follow them; waiting for every one to be restored on side B\n'),
+            process.stdout.write('copy: the migration is carried by replication: the history is the full sync of each node of side A, run by the proxy that follows it\n'),
           );
         });
         if (r.carry === 'replication') {
-          process.stdout.write('copy: every node of side A is followed, its full sync restored on side B\n');
+          const how = r.already === true ? 'were restored on side B before this run (--restart runs new ones)' : 'are restored on side B';
+          process.stdout.write(`copy: the full syncs of side A ${how}: ${r.scanned} of ${r.total ?? r.scanned} keys read, ${r.copied} restored, ${r.seconds.toFixed(1)} s\n`);
           return;
         }
         process.stdout.write(`copy: ${r.scanned} keys scanned, ${r.copied} copied, ${r.skippedNewer} already newer in side B, ${r.seconds.toFixed(1)} s (${Math.round(r.scanned / Math.max(r.seconds, 0.001))} keys/s)\n`);
@@ -199,11 +202,14 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               if (p.feeds !== '-') lines.push(`    copies the changes of: ${p.copies === '-' ? 'no node (other proxies do)' : p.copies}`);
             }
           }
+          // Under the replication carry the history copy is each node's full sync (follow-progress.ts).
+          const replication = (await nodes.carry(placement)) === 'replication';
+          const syncs = replication ? await readSyncRecords(nodes, placement) : [];
           for (const [which, side] of [['A', placement.from], ['B', placement.to]] as const) {
             if (side === null) continue;
             const ring = side instanceof Ring ? side : null;
             lines.push(ring === null ? `cluster ${which} (masters now):` : `ring ${which} (${ring.hash}):`);
-            if (which === 'A' && ring === null) {
+            if (which === 'A' && ring === null && !replication) {
               const owners = ownersOf(side);
               const { cursor, copied } = parseCopyState(await nodes.callOn(owners, owners?.ownerOf(0) ?? '', readCopyState(CLUSTER_COPY_STATE_KEY)).catch(() => null));
               lines.push(`  copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at slot ${cursor}`}${cursor === null ? '' : ` (${copied} keys copied)`}`);
@@ -214,7 +220,8 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               try {
                 const keys = Number(await nodes.call(n.addr, ['DBSIZE']));
                 let progress = '';
-                if (which === 'A' && ring !== null) {
+                if (which === 'A' && replication) progress = `, ${describeSync(syncs[side.masters().indexOf(n.addr)] ?? null)}`;
+                else if (which === 'A' && ring !== null) {
                   const { cursor, copied } = parseCopyState(await nodes.call(n.addr, READ_COPY_STATE));
                   progress = `, copy ${cursor === null ? 'not started' : cursor === 'done' ? 'done' : `at cursor ${cursor}`}${cursor === null ? '' : ` (${copied} keys copied)`}`;
                 }
@@ -225,7 +232,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               lines.push(ring === null ? `  ${n.addr}: ${state}` : `  ${n.name} ${n.addr} weight ${n.weight} points ${n.points}: ${state}`);
             }
           }
-          if ((await nodes.carry(placement)) === 'replication') lines.push('replication carry (side A followed as replicas):', ...followLines(await followStates(nodes, placement)));
+          if (replication) lines.push('replication carry (side A followed as replicas):', ...followLines(await followStates(nodes, placement)));
           lines.push(...(await libraryStatusLines(nodes, placement)));
         });
         process.stdout.write(`${lines.join('\n')}\n`);

@@ -98,8 +98,10 @@ export class ConsoleProbes {
     const rate = (key: 'scanned' | 'copied'): number | null => (readings.length < 2 || seconds <= 0 ? null : Math.max(0, (progress[key] - first[key]) / seconds));
     const scanRate = rate('scanned');
     const finished = progress.nodes > 0 && progress.nodesDone === progress.nodes;
-    const fraction = finished ? 1 : keysOnA === null || keysOnA === 0 ? progress.nodesDone / Math.max(progress.nodes, 1) : Math.min(progress.scanned / keysOnA, 0.999);
-    const left = keysOnA === null ? null : Math.max(keysOnA - progress.scanned, 0);
+    // A full sync's snapshots say how many keys they hold; the feeds' walk goes by what A holds now.
+    const of = progress.total ?? keysOnA;
+    const fraction = finished ? 1 : of === null || of === 0 ? progress.nodesDone / Math.max(progress.nodes, 1) : Math.min(progress.scanned / of, 0.999);
+    const left = of === null ? null : Math.max(of - progress.scanned, 0);
     const secondsLeft = finished || left === null || scanRate === null || scanRate === 0 ? null : left / scanRate;
     return { ...progress, keysOnA, scanRate, copyRate: rate('copied'), fraction, secondsLeft };
   }

@@ -250,6 +250,7 @@ function migrationOf(src: StateSources, probes: ProbeResults): MigrationView {
 /** The command an operator would run next, shown on the page (which runs nothing). */
 function nextStep(phase: string, copy: CopyView | null, file: string): string | null {
   if (phase === 'double-write') {
+    if (copy?.carry === 'replication' && copy.nodesDone < copy.nodes) return `wait for the full syncs of side A (slotproxy migrate copy -c ${file} shows them)`;
     if (copy === null || (copy.scanned === 0 && copy.nodesDone === 0)) return `slotproxy migrate copy -c ${file}`;
     if (copy.nodesDone < copy.nodes) return `wait for slotproxy migrate copy -c ${file} to finish (run it again if it stopped: it resumes)`;
     return `slotproxy migrate verify -c ${file}, then slotproxy migrate phase read-new -c ${file}`;

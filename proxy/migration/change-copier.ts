@@ -335,8 +335,8 @@ export class ChangeCopier implements MigrationChanges {
     // A flush of the coordination node erased the fleet's hashes there, unnamed: a closing held for is gone, marks waited on count again.
     if (keys === null && closingPlace(this.ring.placement)?.address === node.address) (this.closing.heard(), this.marks.heard());
     if (this.ring.carry.replication) {
-      // The node's replication stream carries every change (a flush too): the feed only tells the fleet's barriers.
-      for (const key of keys ?? []) if (isBookkeepingKey(key)) this.heardBookkeeping(node, key);
+      // The node's replication stream carries every change (a flush too): the feed tells the fleet's barriers, and the copy tool's marks (followers.ts).
+      for (const key of keys ?? []) if (isBookkeepingKey(key)) (this.followers.heard(node.address, key), this.heardBookkeeping(node, key));
       node.copied(node.heard);
       return;
     }

@@ -35,7 +35,7 @@ import { ownersOf } from './copy-keys';
 import { sideRequest } from './side-request';
 import { FLEET_HEARTBEAT_MS, FLEET_STALE_SECONDS, ProxyRecord } from './fleet';
 import { log } from '../telemetry/log';
-import { readCopyProgress } from './copy-progress';
+import { readFeedsCopyProgress } from './copy-progress';
 
 export const TICK_MS = 500;
 /** A node no proxy names for this long is taken by whoever sees it so, ranking first or not. */
@@ -229,7 +229,7 @@ export class CopierLeases {
     if (last !== undefined && fleet.some((r) => r.id === last && r.phase === 'done')) return '';
     if (last !== undefined) return `took over its copier from proxy ${last}`;
     if (stalled) return 'took its copier again after this proxy stalled';
-    const copy = await readCopyProgress(this.ctx).catch(() => null);
+    const copy = await readFeedsCopyProgress(this.ctx).catch(() => null);
     if (copy !== null && copy.copied === 0 && copy.nodesDone === 0) return '';
     return 'took its copier with no holder known, after the history copy began';
   }

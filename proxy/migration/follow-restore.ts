@@ -12,22 +12,28 @@ import { sideRequest } from './side-request';
 import { redirectOf } from './redirect';
 import * as encode from '../resp/encode';
 import { FollowRouter } from './follow-router';
-import { readSnapshot } from './follow-snapshot';
+import { SnapshotSink, readSnapshot } from './follow-snapshot';
 import { ownersOf } from './copy-keys';
 import { recordKeyOf } from './follow-applier';
 import { onB } from './follow-states';
 import { tooSoon } from './follow-expiry';
 
 const WINDOW = 20_000;
+const RESTORE = Buffer.from('RESTORE');
+const REPLACE = Buffer.from('REPLACE');
+const ABSTTL = Buffer.from('ABSTTL');
+
+/** A snapshot entry's RESTORE on B; an expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts). */
+export function restoreArgs(key: Buffer, expireAtMs: number | null, dump: Buffer): Buffer[] {
+  const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
+  return [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])];
+}
 const LANE = 0;
 const RETRY_MS = 100;
 const RETRY_CAP_MS = 2000;
 /** A node that takes the RESTORE again shortly: loading, a busy script. */
 const TRANSIENT = /^-(LOADING|BUSY)\b/;
 const NO_CLIENT = Object.freeze({ id: -1 });
-const RESTORE = Buffer.from('RESTORE');
-const REPLACE = Buffer.from('REPLACE');
-const ABSTTL = Buffer.from('ABSTTL');
 
 /** What restoring a snapshot needs of its follower (follow.ts). */
 export interface SnapshotHost {
@@ -35,6 +41,8 @@ export interface SnapshotHost {
   removeMovingKeys(): Promise<void>;
   everyMaster(args: Buffer[]): Promise<void>;
   live(): boolean;
+  /** The history copy's view of the reading (follow-progress.ts: progress saved on A, the restore rate). */
+  around(sink: SnapshotSink): SnapshotSink;
   /** Entries read and restored so far. */
   progress(entries: number, restored: number): void;
   /** `<replid> <offset>`: what every node of B records once the snapshot is restored. */
@@ -54,19 +62,20 @@ export async function restoreSnapshot(ctx: ProxyContext, to: KeySpace, source: s
   const router = host.router;
   const restore = new BulkRestore(ctx, owners, host.live);
   let entries = 0;
-  await readSnapshot(file, {
-    wants: (key) => router.ownerInB(key) !== null,
-    entry: async (key, expireAtMs, dump) => {
-      entries++;
-      const to = router.ownerInB(key);
-      if (to === null) return;
-      // An expiry already (nearly) past is A's to carry out, with a DEL in its stream (follow-expiry.ts).
-      const ttl = expireAtMs === null || tooSoon(expireAtMs) ? null : expireAtMs;
-      await restore.push(to, [RESTORE, key, Buffer.from(ttl === null ? '0' : String(ttl)), dump, REPLACE, ...(ttl === null ? [] : [ABSTTL])]);
-      host.progress(entries, restore.restored);
-    },
-    func: async (code) => host.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
-  });
+  await readSnapshot(
+    file,
+    host.around({
+      wants: (key) => router.ownerInB(key) !== null,
+      entry: async (key, expireAtMs, dump) => {
+        entries++;
+        const to = router.ownerInB(key);
+        if (to === null) return;
+        await restore.push(to, restoreArgs(key, expireAtMs, dump));
+        host.progress(entries, restore.restored);
+      },
+      func: async (code) => host.everyMaster([Buffer.from('FUNCTION'), Buffer.from('LOAD'), REPLACE, code]),
+    }),
+  );
   await restore.finish();
   host.progress(entries, restore.restored);
   for (const b of to.masters()) await recordOnB(ctx, b, ['HSET', recordKeyOf(b, owners), source, host.record], host.live);

@@ -18,6 +18,10 @@ export interface SnapshotSink {
   wants(key: Buffer): boolean;
   entry(key: Buffer, expireAtMs: number | null, dump: Buffer): Promise<void>;
   func(code: Buffer): Promise<void>;
+  /** The keys the snapshot holds, from its RESIZEDB opcodes (summed over databases). */
+  total?(keys: number): void;
+  /** Keys of the snapshot read so far (moving or not), counted as the entries before them are handed on. */
+  read?(keys: number): void;
 }
 
 const CHUNK = 1 << 20;
@@ -25,11 +29,15 @@ const CHUNK = 1 << 20;
 export async function readSnapshot(file: string, sink: SnapshotSink): Promise<void> {
   const queued: (() => Promise<void>)[] = [];
   let failure: Error | null = null;
+  let total = 0;
+  let seen = 0;
   const reader = new RdbReader({
-    wantEntry: (db, key) => db !== 0 || sink.wants(key),
+    onResizeDb: (dbSize) => sink.total?.((total += dbSize)),
+    wantEntry: (db, key) => (seen++, db !== 0 || sink.wants(key)),
     onEntry: (e) => {
+      const at = seen;
       if (e.db !== 0) failure ??= new Error(`database ${e.db} holds keys (a migration carries database 0 only)`);
-      else queued.push(() => sink.entry(e.key, e.expireAtMs, e.dump));
+      else queued.push(() => sink.entry(e.key, e.expireAtMs, e.dump).then(() => sink.read?.(at)));
     },
     onFunction: (code) => queued.push(() => sink.func(code)),
     onEnd: () => undefined,
@@ -43,10 +51,12 @@ export async function readSnapshot(file: string, sink: SnapshotSink): Promise<vo
       reader.push(Buffer.from(buf.subarray(0, bytesRead)));
       if (failure !== null) throw failure;
       for (const job of queued.splice(0)) await job();
+      sink.read?.(seen);
     }
     reader.end();
     for (const job of queued.splice(0)) await job();
     if (failure !== null) throw failure;
+    sink.read?.(seen);
   } finally {
     await fd.close();
   }

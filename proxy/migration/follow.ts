@@ -23,9 +23,8 @@
  * A command B refuses, and one whose keys land on several nodes of B that cannot be split, is
  * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in
  * one go, the states are restored on B, and later stream commands on those keys up to R are
- * skipped (they are in the states read). The stream waits for that, so order holds.
- * A node of B that does not answer (paused, slow) is waited for, never taken for a refusal; a link
- * lost meanwhile resumes once all received is on B and recorded: one full sync per A that cannot continue.
+ * skipped (they are in the states read). The stream waits for that, so order holds. A node of B
+ * that does not answer is waited for, never taken for a refusal.
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -45,17 +44,15 @@ import { Queue } from '../client/queue';
 import { StreamIntake } from './follow-spool';
 import { DEFAULT_FOLLOW_OPTIONS, FollowOptions, FollowState } from './follow-options';
 import { SlotHandoff } from './follow-handoff';
+import { FullSyncWatch } from './follow-progress';
+import { OffsetWaiters } from './offset-waiters';
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
 const RESUME_CAP_MS = 5000;
 
-interface Ticket {
-  end: number;
-  open: number;
-  /** When its command was handed on (performance.now()), for the lag in seconds. */
-  at: number;
-}
+/** A stream command's parts on their way to B: `open` not yet applied; `at` (performance.now()) for the lag. */
+type Ticket = { end: number; open: number; at: number };
 
 export class NodeFollower {
   state: FollowState = 'connecting';
@@ -89,7 +86,7 @@ export class NodeFollower {
   /** Set while the snapshot is restored: the stream waits behind it. */
   private loading = false;
   private ackTimer: NodeJS.Timeout | null = null;
-  private waiters: { offset: number; done: () => void }[] = [];
+  private readonly waiters = new OffsetWaiters();
   private ackWanted = -1;
   private stopped = false;
   private received = -1;
@@ -101,6 +98,8 @@ export class NodeFollower {
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
   /** A cluster A's slots moving to this node: the earlier owner's changes on B first. */
   readonly handoff: SlotHandoff;
+  /** The history copy's view of the full syncs: saved progress, restore rate, restarts (follow-progress.ts). */
+  readonly sync: FullSyncWatch;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -115,6 +114,15 @@ export class NodeFollower {
       fail: (reason) => this.fail(reason),
     });
     this.handoff = new SlotHandoff(ctx, source, () => this.placement().from, () => this.placement().to, (a) => options.peer?.(a));
+    this.sync = new FullSyncWatch(ctx, source, placement, () => this.snapshotRestored);
+  }
+
+  /** A new full sync, whatever A could continue (`migrate copy --restart`, follow-progress.ts). */
+  resync(): void {
+    if (this.stopped) return;
+    this.sync.restart(this.loading);
+    if (this.link !== null) this.link.close('a new full sync was asked for');
+    else if (this.state === 'failed') void this.connect();
   }
 
   start(): void {
@@ -133,11 +141,12 @@ export class NodeFollower {
     if (this.stopped) return;
     this.stopped = true;
     this.intake.close();
+    this.sync.progress.stop();
     this.state = 'stopped';
     if (this.ackTimer !== null) clearInterval(this.ackTimer);
     this.link?.close(reason);
     for (const a of this.appliers.values()) a.close(reason);
-    for (const w of this.waiters.splice(0)) w.done();
+    this.waiters.releaseAll();
   }
   /** Age of the oldest command handed on and not yet on B, in seconds. */
   get lagSeconds(): number {
@@ -151,7 +160,7 @@ export class NodeFollower {
   /** Resolves once every command through `offset` is on B (or the follow stopped); a snapshot's, once restored. */
   appliedThrough(offset: number): Promise<void> {
     if ((this.applied >= offset && !this.loading) || this.stopped) return Promise.resolve();
-    return new Promise((done) => this.waiters.push({ offset, done }));
+    return this.waiters.wait(offset);
   }
 
   private async connect(): Promise<void> {
@@ -162,6 +171,7 @@ export class NodeFollower {
       // Where to resume (follow-lineage.ts: after a failover, the old master's records), keeping what each node of B recorded.
       const to = this.placement().to;
       resume = to === null ? null : await resumeFrom(this.ctx, to, this.source);
+      if (this.sync.forced) resume = null; // migrate copy --restart: a new full sync
     } catch (err) {
       return this.lost(`cannot tell where to resume: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -171,7 +181,7 @@ export class NodeFollower {
     this.commands = new Queue();
     this.intake.reset();
     let spool: { file: string; fd: number } | null = null;
-    const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, {
+    const link = new ReplicationLink(this.source, { tls: opts.tls, handshake: opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY')), connectTimeoutMs: opts.connectTimeoutMs, announcePort: this.options.announcePort, resume }, this.sync.watch({
       fullSync: (replid, offset) => {
         this.replid = replid;
         this.fullSyncs++;
@@ -230,7 +240,7 @@ export class NodeFollower {
         }
         if (this.link === link) this.lost(reason);
       },
-    });
+    }));
     this.link = link;
   }
 
@@ -348,9 +358,7 @@ export class NodeFollower {
   /** The router of the current placement (a phase switch swaps it whole; the table is reloaded rarely). */
   private router(): FollowRouter {
     const p = this.placement();
-    if (this.routed?.placement !== p || this.routed.table !== this.ctx.table) {
-      this.routed = { placement: p, table: this.ctx.table, router: new FollowRouter(this.ctx.table, p.from, p.to as NonNullable<Placement['to']>, this.source) };
-    }
+    if (this.routed?.placement !== p || this.routed.table !== this.ctx.table) this.routed = { placement: p, table: this.ctx.table, router: new FollowRouter(this.ctx.table, p.from, p.to as NonNullable<Placement['to']>, this.source) };
     return this.routed.router;
   }
 
@@ -397,11 +405,7 @@ export class NodeFollower {
   private advance(): void {
     // A result carried for a refused command is ticketed behind later commands: offsets never go back.
     while (this.tickets.length > 0 && (this.tickets.peek() as Ticket).open === 0) this.applied = Math.max(this.applied, (this.tickets.shift() as Ticket).end);
-    if (this.waiters.length > 0 && !this.loading) {
-      const still: typeof this.waiters = [];
-      for (const w of this.waiters) (w.offset <= this.applied ? w.done : () => still.push(w))();
-      this.waiters = still;
-    }
+    if (!this.loading) this.waiters.release(this.applied);
     if (this.ackWanted >= 0 && this.applied >= this.ackWanted) {
       this.ackWanted = -1;
       this.link?.ack(this.applied);
@@ -462,6 +466,7 @@ export class NodeFollower {
         },
         everyMaster: (args) => onEveryMaster(this.ctx, to, this.source, args, this.live),
         live: this.live,
+        around: (sink) => this.sync.around(sink),
         progress: (entries, restored) => {
           this.snapshotEntries = entries;
           this.snapshotRestored = restored;
@@ -470,6 +475,7 @@ export class NodeFollower {
       });
       this.snapshotMs = Math.round(performance.now() - this.syncStartedAt);
       log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
+      this.sync.done();
       this.loading = false;
       this.historyOnB = true;
       // A link lost meanwhile stays lost: what it brought is applied, then the follow resumes.
@@ -482,6 +488,7 @@ export class NodeFollower {
       const reason = err instanceof Error ? err.message : String(err);
       this.commands = new Queue();
       this.intake.reset();
+      if (this.sync.failed(reason)) return; // a restart asked for: the link is closed, the next one syncs anew
       this.fail(`the snapshot could not be carried: ${reason}`);
       link.close(reason);
     } finally {

@@ -15,6 +15,7 @@ import { decodeReply } from '../resp/decode-reply';
 import { NodeFollower } from './follow';
 import { DEFAULT_FOLLOW_OPTIONS, FollowState } from './follow-options';
 import { FollowCounts } from '../telemetry/metrics';
+import { FOLLOW_REQUEST_KEY, readRequest, readSyncRecord } from './follow-progress';
 
 const LANE = 0;
 
@@ -45,8 +46,42 @@ export class NodeFollowers {
       const options = { ...DEFAULT_FOLLOW_OPTIONS, ...(spool?.dir === undefined ? {} : { spoolDir: spool.dir }), ...(spool === null || spool === undefined ? {} : { spoolBytes: spool.maxBytes }), peer: (a: string) => this.followers.get(a) };
       const follower = new NodeFollower(this.ctx, address, this.placement, { ...options, beforeApply: this.beforeApply });
       this.followers.set(address, follower);
-      follower.start();
+      void this.begin(address, follower);
     } else if (!mine && f !== undefined) this.stop(address);
+  }
+
+  /**
+   * Before a follow starts, the copy tool's mark on its node (follow-progress.ts): its restore rate,
+   * and its token; one no full sync answered yet (the record names another) makes the first sync a new one.
+   */
+  private async begin(address: string, f: NodeFollower): Promise<void> {
+    try {
+      const placement = this.placement();
+      const [mark, record] = await Promise.all([readRequest(this.ctx, placement, address), readSyncRecord(this.ctx, placement, address)]);
+      f.sync.pace.set(mark.rate);
+      f.sync.progress.request = mark.token;
+      if (mark.token !== '' && record?.request !== mark.token) f.sync.forced = true;
+    } catch {
+      // Side A's node not answering now: the follow says so itself.
+    }
+    if (this.followers.get(address) === f) f.start();
+  }
+
+  /** A bookkeeping key changed on `address` (its change feed): the copy tool's mark is read again. */
+  heard(address: string, key: Buffer): void {
+    if (key.toString('latin1').startsWith(FOLLOW_REQUEST_KEY)) void this.requested(address);
+  }
+
+  /** The copy tool's mark on `address`: its rate applied, a new token answered with a new full sync. */
+  async requested(address: string): Promise<void> {
+    const f = this.followers.get(address);
+    if (f === undefined) return;
+    const mark = await readRequest(this.ctx, this.placement(), address).catch(() => null);
+    if (mark === null || this.followers.get(address) !== f) return;
+    f.sync.pace.set(mark.rate);
+    if (mark.token === f.sync.progress.request) return;
+    f.sync.progress.request = mark.token;
+    if (mark.token !== '') f.resync();
   }
 
   stop(address: string): void {

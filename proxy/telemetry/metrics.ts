@@ -77,6 +77,10 @@ export interface MigrationCopyProgress {
   /** Ring A nodes whose copy has finished, and all of them. */
   nodesDone: number;
   nodes: number;
+  /** Under the replication carry: the history copy is each node's full sync (copied: keys restored, scanned: keys read). */
+  carry?: 'replication';
+  /** Keys the full syncs' snapshots hold (their RESIZEDB), null until every node's is known. */
+  total?: number | null;
 }
 
 interface SnapshotValue {

@@ -134,6 +134,17 @@ function renderSentinel(s) {
   );
 }
 
+/** The replication carry's history copy: each node of side A's full sync, run by the proxy that follows it. */
+function fullSyncText(c, pct, finished) {
+  const of = c.total ?? c.keysOnA;
+  if (finished) return `History copy (full syncs) done: ${number(c.scanned)} keys of side A read, ${number(c.copied)} restored on side B (${c.nodes} of ${c.nodes} nodes of side A synced).`;
+  if (c.scanned === 0 && c.copied === 0 && c.nodesDone === 0) return `History copy (full syncs): starting; the proxies sync each node of side A as they follow it (slotproxy migrate copy shows it, --restart runs a new one). Side A holds ${number(c.keysOnA)} keys.`;
+  return (
+    `History copy (full syncs) ${pct}%: ${number(c.scanned)} of ${number(of)} keys of side A read, ${number(c.copied)} restored on side B; ` +
+    `${number(c.scanRate)} keys/s read, ${number(c.copyRate)} restored/s; time left ${duration(c.secondsLeft)}; ${c.nodesDone} of ${c.nodes} nodes done.`
+  );
+}
+
 function renderMigration(s) {
   const m = s.migration;
   $('migration').hidden = m === null;
@@ -152,7 +163,9 @@ function renderMigration(s) {
       el(
         'p',
         { id: 'copy-text', 'data-copied': c.copied, 'data-done': finished },
-        finished
+        c.carry === 'replication'
+          ? fullSyncText(c, pct, finished)
+          : finished
           ? `History copy done: ${number(c.copied)} keys copied to side B (${c.nodes} of ${c.nodes} nodes of side A walked).`
           : c.scanned === 0 && c.nodesDone === 0
             ? `History copy not started: run slotproxy migrate copy. Side A holds ${number(c.keysOnA)} keys.`

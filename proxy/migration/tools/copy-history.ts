@@ -1,16 +1,18 @@
 /**
  * `slotproxy migrate copy`, whichever carry the migration has (carry-choice.ts): under the change
  * feeds, the versioned walk of side A (copy.ts); under the replication carry, the history is each
- * node's full sync, run by the proxy that follows it, so this waits for every one to be restored
- * on side B (follow-status.ts) and copies nothing itself.
+ * node's full sync, run by the proxy that follows it: started or watched by follow-copy.ts.
  */
 import { Placement } from '../../../sharding/migration';
 import { NodeClient } from './node-client';
 import { CopyOptions, CopyResult, copyMoved } from './copy';
-import { waitForFullSyncs } from './follow-status';
+import { copyByFullSync } from './follow-copy';
 
 export interface HistoryCopy extends CopyResult {
   carry: 'feeds' | 'replication';
+  /** Replication: keys the snapshots held, and whether every full sync was done before this run. */
+  total?: number;
+  already?: boolean;
 }
 
 export async function copyHistory(
@@ -23,7 +25,5 @@ export async function copyHistory(
   const carry = await nodes.carry(placement);
   if (carry === 'feeds') return { carry, ...(await copyMoved(nodes, placement, opts)) };
   following();
-  const started = Date.now();
-  await waitForFullSyncs(nodes, placement, print);
-  return { carry, scanned: 0, copied: 0, skippedNewer: 0, seconds: (Date.now() - started) / 1000 };
+  return { carry, ...(await copyByFullSync(nodes, placement, opts, print)) };
 }

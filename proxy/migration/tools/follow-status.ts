@@ -1,6 +1,7 @@
 /**
  * What `migrate copy` and `migrate status` say of the replication carry, read from the nodes
- * themselves (the proxies need not be reachable): per node of side A, its followers as A lists
+ * themselves (the proxies need not be reachable): per node of side A, its last full sync (the
+ * history copy, follow-progress.ts), its followers as A lists
  * them in INFO replication (state, offset acknowledged), its own offset, the offset each node of
  * B recorded as applied, and how large A's repl-backlog-size must be for a lost link of
  * BACKLOG_FOR_S seconds at the write rate measured over one second.
@@ -9,6 +10,8 @@ import { NodeClient } from './node-client';
 import { Placement } from '../../../sharding/migration';
 import { ownersOf } from '../copy-keys';
 import { recordKeyOf } from '../follow-applier';
+import { FullSyncRecord, describeSync } from '../follow-progress';
+import { readSyncRecords } from './follow-copy';
 
 export const BACKLOG_FOR_S = 60;
 const RATE_SAMPLE_MS = 1000;
@@ -24,6 +27,8 @@ export interface NodeFollowState {
   /** Bytes per second written to the node's stream. */
   rate: number;
   backlog: number;
+  /** Its last full sync, as the follower saved it on the node (follow-progress.ts). */
+  sync: FullSyncRecord | null;
 }
 
 function field(info: string, name: string): string | null {
@@ -38,7 +43,8 @@ export async function followStates(nodes: NodeClient, placement: Placement): Pro
   const first = new Map<string, number>();
   for (const a of placement.from.masters()) first.set(a, Number(field(String(await nodes.call(a, ['INFO', 'replication'])), 'master_repl_offset') ?? 0));
   await new Promise((resolve) => setTimeout(resolve, RATE_SAMPLE_MS));
-  for (const a of placement.from.masters()) {
+  const syncs = await readSyncRecords(nodes, placement);
+  for (const [i, a] of placement.from.masters().entries()) {
     const info = String(await nodes.call(a, ['INFO', 'replication']));
     const offset = Number(field(info, 'master_repl_offset') ?? 0);
     const replicas = [...info.matchAll(/^slave\d+:(.*)$/gm)].map((m) => {
@@ -56,7 +62,7 @@ export async function followStates(nodes: NodeClient, placement: Placement): Pro
       }
       applied = applied === null ? off : Math.min(applied, off);
     }
-    out.push({ node: a, offset, replicas, applied, rate: Math.max(0, offset - (first.get(a) ?? offset)) / (RATE_SAMPLE_MS / 1000), backlog: await backlogOf(nodes, a) });
+    out.push({ node: a, offset, replicas, applied, rate: Math.max(0, offset - (first.get(a) ?? offset)) / (RATE_SAMPLE_MS / 1000), backlog: await backlogOf(nodes, a), sync: syncs[i] });
   }
   return out;
 }
@@ -72,37 +78,9 @@ export function followLines(states: readonly NodeFollowState[]): string[] {
   for (const s of states) {
     const followers = s.replicas.length === 0 ? 'no follower connected' : s.replicas.map((r) => `${r.state}, acknowledged ${r.ack}`).join('; ');
     const applied = s.applied === null ? 'full sync not finished' : `applied on B through ${s.applied} (${Math.max(0, s.offset - s.applied)} bytes behind)`;
-    lines.push(`  ${s.node}: offset ${s.offset}, ${followers}; ${applied}; writes ${Math.round(s.rate)} bytes/s`);
+    lines.push(`  ${s.node}: ${describeSync(s.sync)}; offset ${s.offset}, ${followers}; ${applied}; writes ${Math.round(s.rate)} bytes/s`);
     const need = Math.ceil(s.rate * BACKLOG_FOR_S);
     if (s.backlog > 0 && need > s.backlog) lines.push(`    warning: repl-backlog-size ${s.backlog} holds ${(s.backlog / Math.max(s.rate, 1)).toFixed(0)} s of writes; a lost link of ${BACKLOG_FOR_S} s needs ${need} (CONFIG SET repl-backlog-size ${need}), or it costs a new full sync`);
   }
   return lines;
-}
-
-/** How long a node of A may have no follower before `migrate copy` gives up waiting for its full sync. */
-const NO_FOLLOWER_MS = 30_000;
-const WAIT_STEP_MS = 2000;
-
-/**
- * `migrate copy` under the replication carry: the history is each node's full sync, run by the
- * proxy that follows it; this waits until every node of A has one restored on B (B's record of
- * the applied offset exists), printing where each stands as it goes. Throws when a node has had no
- * follower for NO_FOLLOWER_MS (no proxy runs the migration, or its follower keeps failing).
- */
-export async function waitForFullSyncs(nodes: NodeClient, placement: Placement, print: (lines: string[]) => void): Promise<NodeFollowState[]> {
-  const unfollowedSince = new Map<string, number>();
-  for (;;) {
-    const states = await followStates(nodes, placement);
-    print(followLines(states));
-    if (states.every((s) => s.applied !== null)) return states;
-    const now = Date.now();
-    for (const s of states) {
-      if (s.applied !== null || s.replicas.length > 0) unfollowedSince.delete(s.node);
-      else if (!unfollowedSince.has(s.node)) unfollowedSince.set(s.node, now);
-      else if (now - (unfollowedSince.get(s.node) ?? now) > NO_FOLLOWER_MS) {
-        throw new Error(`no proxy has followed ${s.node} for ${NO_FOLLOWER_MS / 1000} s: start the proxies with this migration (their logs say why a follow fails)`);
-      }
-    }
-    await new Promise((resolve) => setTimeout(resolve, WAIT_STEP_MS));
-  }
 }

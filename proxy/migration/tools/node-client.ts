@@ -113,6 +113,11 @@ export class NodeClient {
     return decodeReply(await this.raw(addr, args), true);
   }
 
+  /** How the pool connects (TLS, AUTH), for a replication link of its own (verify-offsets.ts). */
+  linkOptions(): ReturnType<BackendPool['linkOptions']> {
+    return this.pool.linkOptions();
+  }
+
   close(): void {
     if (this.refresher !== null) clearInterval(this.refresher);
     this.masters?.stop();

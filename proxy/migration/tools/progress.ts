@@ -15,6 +15,11 @@ export class Progress {
     private readonly lineIntervalMs = 1000,
   ) {}
 
+  /** The total as it becomes known (a full sync's snapshots tell theirs as they arrive). */
+  retotal(total: number): void {
+    this.total = total;
+  }
+
   update(done: number, extra = ''): void {
     this.done = done;
     this.extra = extra;

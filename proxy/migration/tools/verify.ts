@@ -15,6 +15,7 @@ import { Progress } from './progress';
 import { KeyState, SideOfKey, compareStates, readState } from './key-state';
 import { DEFAULT_RECHECK, Observation, Verdict, recheck } from './recheck';
 import { FenceCount, closedKeyProblem, countFence, sideAClosed } from './verify-closed';
+import { WrittenAfter, closedKeyProblemAt, observeAt, recheckAt, writtenAfterClose } from './verify-offsets';
 
 export interface VerifyOptions {
   ttlToleranceMs: number;
@@ -85,6 +86,14 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     rechecking.add(p);
   };
   const closed = await sideAClosed(nodes, placement.phase, to);
+  // The replication carry keeps no versions: its keys are judged by A's and B's stream offsets (verify-offsets.ts).
+  const byOffsets = (await nodes.carry(placement)) === 'replication';
+  const written = byOffsets && closed ? await writtenAfterClose(nodes, placement) : new Map<string, WrittenAfter>();
+  for (const w of written.values()) {
+    if (!('unknown' in w)) continue;
+    result.differing++;
+    if (result.examples.length < opts.show) result.examples.push(w.unknown);
+  }
   const check = async (key: Buffer): Promise<void> => {
     const id = key.toString('hex');
     if (seen.has(id)) return;
@@ -92,6 +101,20 @@ export async function verifyMoved(nodes: NodeClient, placement: Placement, opts:
     result.compared++;
     const a: SideOfKey = { addr: ownerOfKey(from, key) ?? '', owners: fromOwners, book: fromBook, source: true };
     const b: SideOfKey = { addr: ownerOfKey(to, key) ?? '', owners: toOwners, book: toBook, source: false };
+    if (closed && byOffsets) {
+      const why = closedKeyProblemAt(key, a.addr, written.get(a.addr));
+      if (why !== null) record(key, { kind: 'differs', why });
+      return;
+    }
+    if (byOffsets) {
+      const sides = { key, a: { addr: a.addr, owners: fromOwners }, b: { addr: b.addr, owners: toOwners } };
+      const again = (): ReturnType<typeof observeAt> => observeAt(nodes, sides, opts.ttlToleranceMs);
+      const first = await again();
+      if (first.diff === null) return;
+      if (policy.times > 0) result.rechecked++;
+      inBackground(recheckAt(again, first, policy).then((v) => record(key, v)));
+      return;
+    }
     if (closed) {
       // A no longer changes: one read of each side, no rechecks.
       const [sa, sb] = await Promise.all([readState(nodes, a, key, false), readState(nodes, b, key, false)]);

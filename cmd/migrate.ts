@@ -198,7 +198,7 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
               lines.push(`  ${p.id} ${p.addr} ${p.phase}`);
               if (p.config !== '-') lines.push(`    config file: ${p.host}:${p.config}`);
               lines.push(`    refused because the target would refuse it: ${p.targetRefused === '-' ? 'nothing' : p.targetRefused}`);
-              if (p.feeds !== '-') lines.push(`    change feeds: ${p.feeds === 'live' ? 'all live' : `${p.feeds} (read-new and done wait until these are re-walked)`}`);
+              if (p.feeds !== '-') lines.push(`    change feeds: ${p.feeds === 'live' ? 'all live' : `${p.feeds} (read-new and done wait for these: a change feed until its node is re-walked, a follow until it is live)`}`);
               if (p.feeds !== '-') lines.push(`    copies the changes of: ${p.copies === '-' ? 'no node (other proxies do)' : p.copies}`);
             }
           }

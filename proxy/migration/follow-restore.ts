@@ -57,7 +57,7 @@ export interface SnapshotHost {
  */
 export async function restoreSnapshot(ctx: ProxyContext, to: KeySpace, source: string, file: string, host: SnapshotHost): Promise<void> {
   const owners = ownersOf(to);
-  for (const b of to.masters()) await recordOnB(ctx, b, ['HDEL', recordKeyOf(b, owners), source], host.live);
+  for (const b of to.masters()) await recordOnB(ctx, owners, b, ['HDEL', recordKeyOf(b, owners), source], host.live);
   await host.removeMovingKeys();
   const router = host.router;
   const restore = new BulkRestore(ctx, owners, host.live);
@@ -78,12 +78,12 @@ export async function restoreSnapshot(ctx: ProxyContext, to: KeySpace, source: s
   );
   await restore.finish();
   host.progress(entries, restore.restored);
-  for (const b of to.masters()) await recordOnB(ctx, b, ['HSET', recordKeyOf(b, owners), source, host.record], host.live);
+  for (const b of to.masters()) await recordOnB(ctx, owners, b, ['HSET', recordKeyOf(b, owners), source, host.record], host.live);
 }
 
 /** A record write on node `b` of B, waited for while B does not answer; an error reply fails the snapshot. */
-async function recordOnB(ctx: ProxyContext, b: string, args: string[], live: () => boolean): Promise<void> {
-  const frame = await onB(ctx, b, args, live);
+async function recordOnB(ctx: ProxyContext, owners: SlotOwners | null, b: string, args: string[], live: () => boolean): Promise<void> {
+  const frame = await onB(ctx, b, args, live, owners);
   if (frame[0] === 45) throw new Error(`${b} refused ${args[0]}: ${frame.toString('utf8', 1, frame.length - 2)}`);
 }
 

@@ -6,7 +6,9 @@
  * are failures.
  */
 import { ProxyContext } from '../context';
-import { KeySpace } from '../../sharding/key-space';
+import { KeySpace, SlotOwners } from '../../sharding/key-space';
+import { sideRequest } from './side-request';
+import { ownersOf } from './copy-keys';
 import { request } from '../backend/request';
 import { decodeReply, Reply } from '../resp/decode-reply';
 import { FollowRouter } from './follow-router';
@@ -26,12 +28,13 @@ const SCAN_COUNT = '500';
  * command timeout, a lost connection) or a transient error goes again after a backoff, while
  * `live()`; the reply frame, an error reply too. Throws only once `live()` is false.
  */
-export async function onB(ctx: ProxyContext, address: string, args: readonly (Buffer | string)[], live: () => boolean): Promise<Buffer> {
+export async function onB(ctx: ProxyContext, address: string, args: readonly (Buffer | string)[], live: () => boolean, owners: SlotOwners | null = null): Promise<Buffer> {
   for (let attempt = 0; ; attempt++) {
     if (!live()) throw new Error('the follow ended');
     try {
       // No timeout of its own: the connection's command timeout fails it, and every request queued with it.
-      const frame = await request(ctx.pool.connection(address, LANE), args, 0);
+      // With `owners` (a keyed request to a cluster B) a redirect is followed: B failed over or resharded meanwhile.
+      const frame = owners === null ? await request(ctx.pool.connection(address, LANE), args, 0) : await sideRequest(ctx.pool, owners, address, args, { lane: LANE, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs });
       if (!TRANSIENT.test(frame.toString('latin1', 0, 16))) return frame;
     } catch {
       // no reply: sent again
@@ -73,8 +76,10 @@ export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace | null, s
       if (!Array.isArray(reply) || reply.length !== 2 || !Buffer.isBuffer(reply[0]) || !Array.isArray(reply[1])) throw new Error(`${b}: unexpected SCAN reply`);
       cursor = reply[0].toString('latin1');
       const mine = reply[1].filter((k): k is Buffer => Buffer.isBuffer(k) && router.ownerInB(k) === b && router.heldInA(k));
-      if (mine.length > 0) {
-        const frame = await onB(ctx, b, ['DEL', ...mine], live);
+      // A cluster B takes one DEL per key (its keys span slots), each following a redirect.
+      const owners = to === null ? null : ownersOf(to);
+      const dels = owners === null ? (mine.length > 0 ? [mine] : []) : mine.map((k) => [k]);
+      for (const frame of await Promise.all(dels.map((keys) => onB(ctx, b, ['DEL', ...keys], live, owners)))) {
         if (frame[0] === 45) throw new Error(`${b} refused DEL: ${frame.toString('utf8', 1, frame.length - 2)}`);
       }
     } while (cursor !== '0');

@@ -39,19 +39,19 @@ afterAll(async () => {
 }, 30_000);
 
 /** The source cluster, migrating into the target one or not, as a config file would say it. */
-function raw(withMigration: boolean): Record<string, unknown> {
+function raw(withMigration: boolean, carry?: 'feeds'): Record<string, unknown> {
   return {
     listen: '127.0.0.1:0',
     mode: 'cluster',
     // Rides out a cluster that is briefly down while one of its masters fails over.
     cluster: { seeds: [source!.masters[0].address], retryWindowMs: 15_000 },
-    ...(withMigration ? { migration: { phase: 'double-write', to: { cluster: { seeds: [target!.masters[0].address] } } } } : {}),
+    ...(withMigration ? { migration: { phase: 'double-write', ...(carry === undefined ? {} : { carry }), to: { cluster: { seeds: [target!.masters[0].address] } } } } : {}),
     log: { level: 'silent' },
   };
 }
 
-function clusterConfig(withMigration: boolean): Config {
-  return parseConfig(raw(withMigration));
+function clusterConfig(withMigration: boolean, carry?: 'feeds'): Config {
+  return parseConfig(raw(withMigration, carry));
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -216,8 +216,11 @@ async function moveSlot(c: RedisCluster, slot: number): Promise<void> {
   for (const m of c.masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', toId);
 }
 
-test('a slot moving inside the source and inside the target under writes of its keys loses nothing', async () => {
-  const cfg = clusterConfig(true);
+// On the change feeds: on the replication carry a slot moving inside cluster B while its keys are
+// written still loses keys on B (docs/migration.md, "Not yet on this carry"); a reshard inside
+// cluster A alone is covered there (migration-replication-reshard.test.ts).
+test('a slot moving inside the source and inside the target under writes of its keys loses nothing (change feeds)', async () => {
+  const cfg = clusterConfig(true, 'feeds');
   const direct = new NodeClient(cfg);
   await direct.start();
   const placement = direct.placement();

@@ -190,6 +190,15 @@ export class FollowApplier {
       }
       const outcome = await this.attempt(batch, through);
       if (outcome === 'answered') break;
+      // A cluster B's master replaced (failed over): its slots are served elsewhere now, so the parts go
+      // back to follow.ts, which carries their keys to the owners B's slot map names now.
+      if (this.owners !== null) {
+        this.owners.requestRefresh();
+        if (!this.owners.masterAddresses().includes(this.address)) {
+          for (const p of batch) p.done(`${this.address}: no longer a master of side B (${outcome})`);
+          return;
+        }
+      }
       if (this.unanswered === null) log.warn({ node: this.address, source: this.source, reason: outcome }, 'migration: a node of side B does not answer the follow\'s commands; they wait and are sent again');
       this.unanswered = outcome;
       await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref());

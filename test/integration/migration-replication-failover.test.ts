@@ -207,8 +207,12 @@ test('kill -9 of a master mid-stream: the follower continues on the replica Sent
   await load.stop();
   const after = await caughtUp();
   console.log(`kill -9 ${old} -> ${promoted}: ${load.done()} rounds, ${load.errors} errors; ${field(after, 'migration_follows')}`);
-  expect(field(after, 'migration_follow_full_syncs')).toBe(String(Number(syncs) - 1));
-  expect(continuedFrom(promoted)).toEqual([old]);
+  // The follower may have received from the killed master bytes the replica never got: then the
+  // promoted node's history does not cover the follower's offset and one full sync is the right
+  // answer. Otherwise it continues on the old master's records with no full sync.
+  const fullSyncsNow = Number(field(after, 'migration_follow_full_syncs')) - (Number(syncs) - 1);
+  expect([0, 1]).toContain(fullSyncsNow);
+  if (fullSyncsNow === 0) expect(continuedFrom(promoted)).toEqual([old]);
   // B is A's new master exactly; what the killed master acknowledged and never replicated is gone from both.
   expect(await differences()).toEqual([]);
   await followerSeen('a2');
@@ -253,6 +257,7 @@ test('Sentinel never promotes the follower, even as the only replica left; SENTI
   await eventually(
     async () => (await env.sentinels[0].command('SENTINEL', 'REPLICAS', 'a2')) as unknown[],
     (r) => r.some((e) => Array.isArray(e) && /^slave$/.test(String(e[e.indexOf('flags') + 1]))) && !r.some((e) => Array.isArray(e) && e[e.indexOf('port') + 1] === '0'),
-    20_000,
+    // A reset sentinel learns the replicas again from the master's INFO, asked every 10 s.
+    45_000,
   );
 }, 120_000);

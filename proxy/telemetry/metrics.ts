@@ -16,6 +16,7 @@ import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
 import { ProxyStats } from './stats';
 import { CommandInfo } from '../commands/table';
 import { log } from './log';
+import { registerFollowMetrics } from './follow-metrics';
 
 /** What the metrics read; all of it is cheap to read at scrape time. */
 export interface MetricsSources {
@@ -66,8 +67,6 @@ export interface FollowCounts {
   /** The spool is full now: the link is not read. */
   spoolFull: boolean;
 }
-
-const FOLLOW_STATES = ['live', 'connecting', 'full-sync', 'loading', 'lost', 'failed', 'stopped'];
 
 export interface MigrationCopyProgress {
   /** Keys `slotproxy migrate copy` has copied to ring B, over every node of ring A. */
@@ -267,78 +266,7 @@ export function createRegistry(sources: MetricsSources): Registry {
       this.inc({ outcome: 'missed_after_fence' }, f.missedAfterFence);
     },
   });
-  new Gauge({
-    name: 'slotproxy_migration_follow_lag_bytes',
-    help: 'Migration, replication carry: bytes of a node of side A\'s replication stream received and not yet applied on side B.',
-    labelNames: ['node'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.lagBytes);
-    },
-  });
-  new Gauge({
-    name: 'slotproxy_migration_follow_lag_seconds',
-    help: 'Migration, replication carry: age of the oldest command of a node of side A\'s stream not yet applied on side B.',
-    labelNames: ['node'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.lagSeconds);
-    },
-  });
-  new Gauge({
-    name: 'slotproxy_migration_follow_state',
-    help: 'Migration, replication carry: 1 for the state each followed node of side A is in (live when its stream is applied as it comes).',
-    labelNames: ['node', 'state'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const f of sources.migrationFeeds()?.follows ?? []) for (const state of FOLLOW_STATES) this.set({ node: f.node, state }, f.state === state ? 1 : 0);
-    },
-  });
-  new Counter({
-    name: 'slotproxy_migration_follow_syncs_total',
-    help: 'Migration, replication carry: full syncs (kind="full") and resumes with +CONTINUE (kind="resume") of the followed nodes of side A.',
-    labelNames: ['kind'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      const follows = sources.migrationFeeds()?.follows ?? [];
-      this.inc({ kind: 'full' }, follows.reduce((n, f) => n + f.fullSyncs, 0));
-      this.inc({ kind: 'resume' }, follows.reduce((n, f) => n + f.resumes, 0));
-    },
-  });
-  new Gauge({
-    name: 'slotproxy_migration_follow_spool_bytes',
-    help: 'Migration, replication carry: bytes of a node of side A\'s stream waiting in the follow\'s spool file for side B.',
-    labelNames: ['node'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.spoolBytes);
-    },
-  });
-  new Gauge({
-    name: 'slotproxy_migration_follow_spool_paused',
-    help: 'Migration, replication carry: 1 while a follow\'s spool is full and its link to the node of side A is not read (side B is slower than A\'s writes; A holds the stream, and cuts the link past its client-output-buffer-limit for replicas).',
-    labelNames: ['node'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const f of sources.migrationFeeds()?.follows ?? []) this.set({ node: f.node }, f.spoolFull ? 1 : 0);
-    },
-  });
-  new Counter({
-    name: 'slotproxy_migration_follow_spool_full_total',
-    help: 'Migration, replication carry: times a follow\'s spool filled and its link stopped being read until side B caught up (side A held the stream, as for a slow replica).',
-    labelNames: ['node'],
-    registers: [registry],
-    collect() {
-      this.reset();
-      for (const f of sources.migrationFeeds()?.follows ?? []) this.inc({ node: f.node }, f.spoolFulls);
-    },
-  });
+  registerFollowMetrics(registry, sources);
   new Counter({
     name: 'slotproxy_migration_feed_gaps_total',
     help: 'Migration: times a node of side A may have had changes no feed saw (feed lost, flush, new master, failing copy), and re-walks that covered them (kind="gap" / "rewalk").',

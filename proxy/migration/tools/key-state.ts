@@ -27,6 +27,17 @@ end`;
  * KEYS[1] the key, KEYS[2] its side's versions hash, on side A KEYS[3] its digests hash (same node,
  * same slot); ARGV[1] '1': the content too. {type, pttl, dump, version, changed since the last snapshot, content}.
  */
+/** Lua: with ARGV[1] '1', the value of key `k` of type `t` as r[6], for a readable difference. */
+export const VALUE_LUA = `if ARGV[1] == '1' then
+  if t == 'string' then r[6] = redis.call('GET', k)
+  elseif t == 'list' then r[6] = redis.call('LRANGE', k, 0, -1)
+  elseif t == 'set' then r[6] = redis.call('SMEMBERS', k)
+  elseif t == 'hash' then r[6] = redis.call('HGETALL', k)
+  elseif t == 'zset' then r[6] = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
+  elseif t == 'stream' then r[6] = redis.call('XRANGE', k, '-', '+')
+  end
+end`;
+
 export const STATE_SCRIPT = `${FINGERPRINT_LUA}
 local k = KEYS[1]
 local t = redis.call('TYPE', k)['ok']
@@ -35,15 +46,7 @@ local changed = 0
 if KEYS[3] and redis.call('HGET', KEYS[3], k) ~= f then changed = 1 end
 if t == 'none' then return {t, -2, false, v, changed} end
 local r = {t, redis.call('PTTL', k), d, v, changed}
-if ARGV[1] == '1' then
-  if t == 'string' then r[6] = redis.call('GET', k)
-  elseif t == 'list' then r[6] = redis.call('LRANGE', k, 0, -1)
-  elseif t == 'set' then r[6] = redis.call('SMEMBERS', k)
-  elseif t == 'hash' then r[6] = redis.call('HGETALL', k)
-  elseif t == 'zset' then r[6] = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
-  elseif t == 'stream' then r[6] = redis.call('XRANGE', k, '-', '+')
-  end
-end
+${VALUE_LUA}
 return r`;
 
 /** Where a side holds a key: its node, the side's slot map when it is a cluster, its bookkeeping. */

@@ -22,7 +22,7 @@ import { Reply, decodeReply } from '../../resp/decode-reply';
 import { FollowRouter } from '../follow-router';
 import { recordKeyOf } from '../follow-applier';
 import { ownersOf } from '../copy-keys';
-import { KeyState, compareStates } from './key-state';
+import { KeyState, VALUE_LUA, compareStates } from './key-state';
 import { NodeClient } from './node-client';
 import { RecheckPolicy, Verdict } from './recheck';
 
@@ -41,15 +41,7 @@ if t == 'none' then return {t, -2, false, at, -2} end
 local ok, exp = pcall(redis.call, 'PEXPIRETIME', k)
 if not ok then exp = -3 end
 local r = {t, redis.call('PTTL', k), redis.call('DUMP', k), at, exp}
-if ARGV[1] == '1' then
-  if t == 'string' then r[6] = redis.call('GET', k)
-  elseif t == 'list' then r[6] = redis.call('LRANGE', k, 0, -1)
-  elseif t == 'set' then r[6] = redis.call('SMEMBERS', k)
-  elseif t == 'hash' then r[6] = redis.call('HGETALL', k)
-  elseif t == 'zset' then r[6] = redis.call('ZRANGE', k, 0, -1, 'WITHSCORES')
-  elseif t == 'stream' then r[6] = redis.call('XRANGE', k, '-', '+')
-  end
-end
+${VALUE_LUA}
 return r`;
 
 export interface StateAt {

@@ -14,7 +14,7 @@ import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
 import { NodeFollower } from './follow';
 import { DEFAULT_FOLLOW_OPTIONS, FollowState } from './follow-options';
-import { FollowCounts } from '../telemetry/metrics';
+import { FollowCounts } from '../telemetry/follow-metrics';
 import { FOLLOW_REQUEST_KEY, readRequest, readSyncRecord } from './follow-progress';
 
 const LANE = 0;

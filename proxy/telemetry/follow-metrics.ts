@@ -1,11 +1,28 @@
 /** The replication carry's metrics: one series per followed node of side A (migration/followers.ts counts()). */
 import { Counter, Gauge, Registry } from 'prom-client';
-import type { FollowCounts, MetricsSources } from './metrics';
+
+/** What migration/followers.ts counts() says of one followed node. */
+export interface FollowCounts {
+  node: string;
+  /** live, connecting, full-sync, loading, lost, failed, stopped */
+  state: string;
+  /** Bytes received from the node and not yet applied on side B. */
+  lagBytes: number;
+  /** Age of the oldest command received and not yet applied on side B (0 when none waits). */
+  lagSeconds: number;
+  fullSyncs: number;
+  resumes: number;
+  /** Stream bytes waiting in the follow's spool file for side B. */
+  spoolBytes: number;
+  /** Times the spool filled and the link stopped being read until side B caught up. */
+  spoolFulls: number;
+  /** The spool is full now: the link is not read. */
+  spoolFull: boolean;
+}
 
 const FOLLOW_STATES = ['live', 'connecting', 'full-sync', 'loading', 'lost', 'failed', 'stopped'];
 
-export function registerFollowMetrics(registry: Registry, sources: MetricsSources): void {
-  const follows = (): FollowCounts[] => sources.migrationFeeds()?.follows ?? [];
+export function registerFollowMetrics(registry: Registry, follows: () => FollowCounts[]): void {
   /** A gauge or counter with one value per followed node. */
   const perNode = (kind: 'gauge' | 'counter', name: string, help: string, value: (f: FollowCounts) => number): void => {
     const collect = function (this: Gauge | Counter): void {

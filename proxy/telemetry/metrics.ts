@@ -16,7 +16,7 @@ import { LATENCY_BUCKETS_SECONDS, LatencyHistogram } from './latency-histogram';
 import { ProxyStats } from './stats';
 import { CommandInfo } from '../commands/table';
 import { log } from './log';
-import { registerFollowMetrics } from './follow-metrics';
+import { FollowCounts, registerFollowMetrics } from './follow-metrics';
 
 /** What the metrics read; all of it is cheap to read at scrape time. */
 export interface MetricsSources {
@@ -48,24 +48,6 @@ export interface MigrationFeedCounts {
   missedAfterFence: number;
   /** The replication carry: the nodes of side A this proxy follows as a replica. */
   follows?: FollowCounts[];
-}
-
-export interface FollowCounts {
-  node: string;
-  /** live, connecting, full-sync, loading, lost, failed, stopped */
-  state: string;
-  /** Bytes received from the node and not yet applied on side B. */
-  lagBytes: number;
-  /** Age of the oldest command received and not yet applied on side B (0 when none waits). */
-  lagSeconds: number;
-  fullSyncs: number;
-  resumes: number;
-  /** Stream bytes waiting in the follow's spool file for side B. */
-  spoolBytes: number;
-  /** Times the spool filled and the link stopped being read until side B caught up. */
-  spoolFulls: number;
-  /** The spool is full now: the link is not read. */
-  spoolFull: boolean;
 }
 
 export interface MigrationCopyProgress {
@@ -266,7 +248,7 @@ export function createRegistry(sources: MetricsSources): Registry {
       this.inc({ outcome: 'missed_after_fence' }, f.missedAfterFence);
     },
   });
-  registerFollowMetrics(registry, sources);
+  registerFollowMetrics(registry, () => sources.migrationFeeds()?.follows ?? []);
   new Counter({
     name: 'slotproxy_migration_feed_gaps_total',
     help: 'Migration: times a node of side A may have had changes no feed saw (feed lost, flush, new master, failing copy), and re-walks that covered them (kind="gap" / "rewalk").',

@@ -136,6 +136,9 @@ export class RedisNode {
       '--daemonize', 'no',
       '--protected-mode', 'no',
       '--logfile', this.logFile,
+      // A replica (or a migration's follower) gets its snapshot at once, not after Redis's 5 s
+      // wait for more replicas to share one diskless sync; extraArgs may set it back.
+      '--repl-diskless-sync-delay', '0',
     ];
     if (this.opts.cluster === true) {
       args.push(

@@ -181,9 +181,11 @@ test('a ring B node down: writes to keys moving there converge (the client hears
   await until('the key carried to the restarted node', async () => (await newNode.command('GET', key).catch(() => null)) === '3');
 }, 60_000);
 
-// Right after the start the follows are in their full syncs (Redis waits repl-diskless-sync-delay,
-// 5 s by default, before it sends the snapshot): a switch to read-new waits for them, then switches.
+// Right after the start the follows are in their full syncs (A's nodes wait repl-diskless-sync-delay,
+// Redis's default 5 s here, before they send the snapshot): a switch to read-new waits for them, then switches.
 test('replication carry: a reload into read-new during the follows\' full syncs waits for them, then switches; a write through it is read from B', async () => {
+  const a = grow.config().ring.nodes.map((n) => open(n.addr as string));
+  for (const n of a) await n.config('SET', 'repl-diskless-sync-delay', '5');
   const [p1] = await startProxies(1);
   const c = connect(p1);
   expect(/migration_carry:(\w+)/.exec(String(await c.call('INFO', 'proxy')))?.[1]).toBe('replication');
@@ -198,4 +200,5 @@ test('replication carry: a reload into read-new during the follows\' full syncs 
   const [key] = movingKeys('after-wait', 1);
   expect(await c.incr(key)).toBe(1);
   expect(await sides(key).b.get(key)).toBe('1');
+  for (const n of a) await n.config('SET', 'repl-diskless-sync-delay', '0');
 }, 60_000);

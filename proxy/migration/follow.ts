@@ -409,7 +409,7 @@ export class NodeFollower {
     if (this.ackWanted >= 0 && this.applied >= this.ackWanted) {
       this.ackWanted = -1;
       this.link?.ack(this.applied);
-    }
+    } else if (!this.loading) this.link?.ackSoon(() => (this.loading ? 0 : this.applied));
     if (this.intake.take() && !this.loading) void this.process();
   }
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */

@@ -50,6 +50,7 @@ type Phase = 'handshake' | 'preamble' | 'snapshot' | 'snapshot-eof' | 'stream' |
 
 const CRLF = Buffer.from('\r\n');
 const EOF_MARK_LENGTH = 40;
+const ACK_SOON_MS = 20;
 
 export class ReplicationLink {
   private readonly socket: ReturnType<typeof backendSocket>['socket'];
@@ -62,6 +63,7 @@ export class ReplicationLink {
   /** Offset of the next stream byte. */
   private nextOffset = 0;
   private connectTimer: NodeJS.Timeout | null = null;
+  private ackSoonTimer: NodeJS.Timeout | null = null;
   private closed = false;
 
   constructor(
@@ -94,6 +96,18 @@ export class ReplicationLink {
     this.socket.write(encode.command(['REPLCONF', 'ACK', String(applied)]));
   }
 
+  /**
+   * One `REPLCONF ACK` within ACK_SOON_MS of progress: a replica ACKs once a second, but A's INFO
+   * (its lag, and WAIT's count from it) should see what B holds as soon as B holds it.
+   */
+  ackSoon(applied: () => number): void {
+    if (this.ackSoonTimer !== null || this.phase !== 'stream' || this.closed) return;
+    this.ackSoonTimer = setTimeout(() => {
+      this.ackSoonTimer = null;
+      this.ack(applied());
+    }, ACK_SOON_MS).unref();
+  }
+
   /** Stops reading the socket (ACKs still go out): the node buffers the stream, as for a slow replica. */
   pause(): void {
     if (!this.closed) this.socket.pause();
@@ -108,6 +122,7 @@ export class ReplicationLink {
     this.closed = true;
     this.phase = 'closed';
     if (this.connectTimer !== null) clearTimeout(this.connectTimer);
+    if (this.ackSoonTimer !== null) clearTimeout(this.ackSoonTimer);
     this.socket.destroy();
     this.on.lost(reason);
   }

@@ -28,26 +28,31 @@ import { log } from '../telemetry/log';
 export const APPLIED_KEY = `${BOOKKEEPING_PREFIX}applied`;
 
 /**
- * ARGV: record key, field, value, B's fence key (fence.ts), then per command its argument count
- * and its arguments. Answers the 0-based indexes of the commands that failed, each followed by its
- * error; or {-1} when B is fenced: a proxy switches to done, so B takes writes of its own and
+ * ARGV: record key, field, value, B's fence key (fence.ts), mode, then per command its argument
+ * count and its arguments. Answers the 0-based indexes of the commands that failed, each followed
+ * by its error; or {-1} when B is fenced: a proxy switches to done, so B takes writes of its own and
  * nothing more of A's stream may land there (an expiry on A must not delete a key B renewed).
- * A batch at or before the record (same replid) is already on the node: nothing runs, {} answers.
+ * A batch of stream commands at or before the record (same replid) is already on the node: nothing
+ * runs, {} answers. Mode `states` is a batch of keys' whole states only (RESTORE or DEL of a refused
+ * command's keys, carried behind later commands, so at an offset the record may have passed): they
+ * run whatever the record says (running one twice writes the same state), and never move it back.
  */
 export const APPLY_STREAM_SCRIPT = `#!lua flags=allow-cross-slot-keys
 if redis.call('EXISTS', ARGV[4]) == 1 then
   return {-1}
 end
+local behind = false
 local held = redis.call('HGET', ARGV[1], ARGV[2])
 if held then
   local id, at = string.match(held, '^(%S+) (%d+)')
   local want, upto = string.match(ARGV[3], '^(%S+) (%d+)')
-  if id ~= nil and id == want and tonumber(at) >= tonumber(upto) then
-    return {}
-  end
+  behind = id ~= nil and id == want and tonumber(at) >= tonumber(upto)
+end
+if behind and ARGV[5] ~= 'states' then
+  return {}
 end
 local failed = {}
-local i = 5
+local i = 6
 local n = 0
 while i <= #ARGV do
   local count = tonumber(ARGV[i])
@@ -59,7 +64,9 @@ while i <= #ARGV do
   n = n + 1
   i = i + count + 1
 end
-redis.call('HSET', ARGV[1], ARGV[2], ARGV[3])
+if not behind then
+  redis.call('HSET', ARGV[1], ARGV[2], ARGV[3])
+end
 return failed`;
 const APPLY_STREAM_SHA = sha1(Buffer.from(APPLY_STREAM_SCRIPT));
 const EVALSHA = Buffer.from('EVALSHA');
@@ -67,6 +74,8 @@ const EVAL = Buffer.from('EVAL');
 const SHA = Buffer.from(APPLY_STREAM_SHA);
 const BODY = Buffer.from(APPLY_STREAM_SCRIPT);
 const NO_KEYS = Buffer.from('0');
+const STREAM_MODE = Buffer.from('stream');
+const STATES_MODE = Buffer.from('states');
 /** Argument counts as bulk strings, made once (a batch holds one per command). */
 const COUNTS = Array.from({ length: 64 }, (_, n) => Buffer.from(String(n)));
 
@@ -74,6 +83,8 @@ export interface AppliedPart {
   args: Buffer[];
   /** Offset of the stream command it comes from. */
   end: number;
+  /** A key's whole state (a refused command's keys carried as their result): safe to run twice. */
+  state?: boolean;
   done(error: string | null): void;
 }
 
@@ -82,6 +93,11 @@ const RETRY_MS = 100;
 const RETRY_CAP_MS = 2000;
 /** Error replies of a node that will take the batch shortly: waited for, never refusals. */
 const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN)\b/;
+/**
+ * The node is a replica now (a failover of B demoted it): the keyless script gets READONLY, not a
+ * MOVED. Not a refusal of the commands: B's slot map is refreshed and the batch goes to the new master.
+ */
+const DEMOTED = /^READONLY\b/;
 
 export class FollowApplier {
   private queued: AppliedPart[] = [];
@@ -182,7 +198,7 @@ export class FollowApplier {
   }
 
   /** The batch until the node answers it (a slow or paused node is waited for); then each part done. */
-  private async send(batch: AppliedPart[], through = batch[batch.length - 1].end): Promise<void> {
+  private async send(batch: AppliedPart[], through = Math.max(...batch.map((p) => p.end))): Promise<void> {
     for (let attempt = 0; ; attempt++) {
       if (this.closed) {
         for (const p of batch) p.done(`${this.address}: the follow ended`);
@@ -216,7 +232,8 @@ export class FollowApplier {
     // The command by SHA1, built once; by body only where the node lacks the script.
     const last = batch.length > 0 ? Math.max(through, this.lastApplied) : this.lastApplied;
     const value = `${this.replid()} ${through}${last >= 0 ? ` ${last}` : ''}`;
-    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(value), Buffer.from(this.fenceKey)];
+    const states = batch.length > 0 && batch.every((p) => p.state === true);
+    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(value), Buffer.from(this.fenceKey), states ? STATES_MODE : STREAM_MODE];
     for (const part of batch) {
       const n = part.args.length;
       bySha.push(n < COUNTS.length ? COUNTS[n] : Buffer.from(String(n)));
@@ -227,7 +244,7 @@ export class FollowApplier {
       const byBody = (): Buffer[] => [EVAL, BODY, ...bySha.slice(2)];
       const frame = await migrationScript(this.ctx, null, this.address, (sha) => (sha ? bySha : byBody()), LANE);
       const reply = decodeReply(frame);
-      if (reply instanceof Error && TRANSIENT.test(reply.message)) return `${this.address}: ${reply.message}`;
+      if (reply instanceof Error && (TRANSIENT.test(reply.message) || DEMOTED.test(reply.message))) return `${this.address}: ${reply.message}`;
       if (!Array.isArray(reply)) {
         // A real error reply to the whole batch (OOM, NOPERM ...): each command is refused.
         const why = `${this.address}: ${reply instanceof Error ? reply.message : 'unexpected reply to the apply script'}`;

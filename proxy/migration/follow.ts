@@ -374,6 +374,7 @@ export class NodeFollower {
       this.applierOf(part.to).push({
         args: part.args,
         end,
+        state: part.carries !== undefined,
         done: (error) => {
           if (error !== null) return void this.refused(part, end, error, ticket);
           ticket.open--;

@@ -49,6 +49,8 @@ import { OffsetWaiters } from './offset-waiters';
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
+/** Refusals that mean "not served here" in a cluster B: its slot map is stale. */
+const NOT_SERVED = /non.local key|\bMOVED\b|\bASK\b|no longer a master|READONLY|CLUSTERDOWN/i;
 const RESUME_CAP_MS = 5000;
 
 /** A stream command's parts on their way to B: `open` not yet applied; `at` (performance.now()) for the lag. */
@@ -77,6 +79,12 @@ export class NodeFollower {
   /** What each node of B recorded at the resume: commands at or before it are there already. */
   private floors = new Map<string, number>();
   private readonly skipUntil = new Map<string, number>();
+  /**
+   * Keys whose state is being read on A (carryResult): the furthest end of a command for them handed
+   * to B meanwhile. The stream goes on while the read is out, so a command past the read's offset may
+   * reach B first; the state put after it would undo it, so the state is read again.
+   */
+  private readonly carrying = new Map<string, { reads: number; routed: number }>();
   private commands = new Queue<StreamCommand>();
   /** The end of the last command parsed: what is parsed and not applied is held in memory. */
   private parsedThrough = -1;
@@ -370,6 +378,10 @@ export class NodeFollower {
     for (const part of parts) {
       if ((this.floors.get(part.to) ?? -1) >= end) continue;
       if (this.skipUntil.size > 0 && part.keys.length > 0 && part.keys.every((k) => (this.skipUntil.get(k.toString('latin1')) ?? -1) >= end)) continue;
+      if (this.carrying.size > 0) for (const k of part.keys) {
+        const c = this.carrying.get(k.toString('latin1'));
+        if (c !== undefined) c.routed = Math.max(c.routed, end);
+      }
       ticket.open++;
       this.applierOf(part.to).push({
         args: part.args,
@@ -389,6 +401,12 @@ export class NodeFollower {
   private refused(part: Part, end: number, error: string, ticket: Ticket): void {
     if (this.stopped) return; // the appliers closed: nothing was refused
     if (part.carries === undefined) log.warn({ node: this.source, to: part.to, command: part.args[0].toString('latin1'), error }, 'migration: side B refused a command of the stream; its keys are carried as their state');
+    // A key B's node no longer serves (a reshard or a failover inside B): B's slot map is read again,
+    // so the carried state goes to the key's owner now, not to the same node again.
+    if (NOT_SERVED.test(error)) {
+      const to = this.placement().to;
+      if (to !== null && to !== undefined) ownersOf(to)?.requestRefresh();
+    }
     const retry = (): void => {
       this.carryResult(end, part.carries ?? part.keys).then(
         () => {
@@ -440,7 +458,23 @@ export class NodeFollower {
    * ROLE), restored on B; stream commands on them up to R are skipped, being in those states.
    */
   private async carryResult(end: number, keys: Buffer[]): Promise<void> {
-    const read = await statesAt(this.ctx, this.source, keys);
+    const names = keys.map((k) => k.toString('latin1'));
+    for (const n of names) {
+      const c = this.carrying.get(n);
+      if (c === undefined) this.carrying.set(n, { reads: 1, routed: -1 });
+      else c.reads++;
+    }
+    let read: Awaited<ReturnType<typeof statesAt>>;
+    try {
+      // Until the state read is at or past every command for these keys already handed to B.
+      do read = await statesAt(this.ctx, this.source, keys);
+      while (read !== null && !this.stopped && names.some((n) => (this.carrying.get(n)?.routed ?? -1) > (read as { at: number }).at));
+    } finally {
+      for (const n of names) {
+        const c = this.carrying.get(n);
+        if (c !== undefined && --c.reads === 0) this.carrying.delete(n);
+      }
+    }
     if (this.stopped) return;
     if (read === null) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
     const router = this.router();

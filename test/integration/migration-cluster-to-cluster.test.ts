@@ -216,11 +216,11 @@ async function moveSlot(c: RedisCluster, slot: number): Promise<void> {
   for (const m of c.masters) await m.command('CLUSTER', 'SETSLOT', slot, 'NODE', toId);
 }
 
-// On the change feeds: on the replication carry a slot moving inside cluster B while its keys are
-// written still loses keys on B (docs/migration.md, "Not yet on this carry"); a reshard inside
-// cluster A alone is covered there (migration-replication-reshard.test.ts).
-test('a slot moving inside the source and inside the target under writes of its keys loses nothing (change feeds)', async () => {
-  const cfg = clusterConfig(true, 'feeds');
+// On both carries. On the replication carry B's node refuses the applies of keys it no longer
+// serves: their states are carried to the slot's new owner (docs/migration.md); a reshard inside
+// cluster A alone is covered in migration-replication-reshard.test.ts.
+test.each(['replication', 'feeds'] as const)('a slot moving inside the source and inside the target under writes of its keys loses nothing (%s)', async (carry) => {
+  const cfg = clusterConfig(true, carry === 'feeds' ? 'feeds' : undefined);
   const direct = new NodeClient(cfg);
   await direct.start();
   const placement = direct.placement();

@@ -1,5 +1,6 @@
 // Jest helper: three standalone redis-servers for a ring grown from 2 to 3 nodes (a, b -> a, b, c,
-// md5), started in beforeAll and always stopped in afterAll of the enclosing block.
+// md5), started in beforeAll and always stopped in afterAll of the enclosing block; `extraArgs` is
+// appended to every node's redis-server command line (e.g. ['--enable-debug-command', 'yes']).
 import { parseConfig } from '../../config/load';
 import { RingModeConfig } from '../../config/schema';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
@@ -12,10 +13,10 @@ export interface RingGrow {
   config: () => RingModeConfig;
 }
 
-export function useRingGrow(): RingGrow {
+export function useRingGrow(extraArgs?: string[]): RingGrow {
   let nodes: StandaloneNodes | undefined;
   beforeAll(async () => {
-    nodes = await StandaloneNodes.start(3);
+    nodes = await StandaloneNodes.start(3, { extraArgs });
   }, 60_000);
   afterAll(async () => {
     await nodes?.stop();

@@ -23,8 +23,9 @@
  * A command B refuses, and one whose keys land on several nodes of B that cannot be split, is
  * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in
  * one go, the states are restored on B, and later stream commands on those keys up to R are
- * skipped (they are in the states read). The stream waits for that, so order holds. A node of B
- * that does not answer is waited for, never taken for a refusal.
+ * skipped (they are in the states read; follow-carried-keys.ts, which reads again while a command
+ * past R was already handed to B). A node of B that does not answer is waited for, never taken for
+ * a refusal.
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -36,7 +37,8 @@ import { FollowRouter, Part, Routed } from './follow-router';
 import { FollowApplier } from './follow-applier';
 import { ownersOf } from './copy-keys';
 import { followFileOf, removeStaleFollowFiles } from './follow-snapshot';
-import { onEveryMaster, removeMovingKeys, statesAt } from './follow-states';
+import { onEveryMaster, removeMovingKeys } from './follow-states';
+import { CarriedKeys } from './follow-carried-keys';
 import { ResumePoint, forgetRecords, resumeFrom } from './follow-lineage';
 import { restoreSnapshot } from './follow-restore';
 import { log } from '../telemetry/log';
@@ -78,13 +80,8 @@ export class NodeFollower {
   private lastEnd = -1;
   /** What each node of B recorded at the resume: commands at or before it are there already. */
   private floors = new Map<string, number>();
-  private readonly skipUntil = new Map<string, number>();
-  /**
-   * Keys whose state is being read on A (carryResult): the furthest end of a command for them handed
-   * to B meanwhile. The stream goes on while the read is out, so a command past the read's offset may
-   * reach B first; the state put after it would undo it, so the state is read again.
-   */
-  private readonly carrying = new Map<string, { reads: number; routed: number }>();
+  /** Keys carried as their state (B refused a command for them): what of their stream B holds already. */
+  private readonly carried = new CarriedKeys();
   private commands = new Queue<StreamCommand>();
   /** The end of the last command parsed: what is parsed and not applied is held in memory. */
   private parsedThrough = -1;
@@ -200,7 +197,7 @@ export class NodeFollower {
         this.loading = true;
         this.historyOnB = false;
         this.floors = new Map();
-        this.skipUntil.clear();
+        this.carried.clear();
         this.handoff.reset();
         this.applied = offset;
         this.received = offset;
@@ -377,12 +374,16 @@ export class NodeFollower {
     this.lastEnd = Math.max(this.lastEnd, end);
     for (const part of parts) {
       if ((this.floors.get(part.to) ?? -1) >= end) continue;
-      if (this.skipUntil.size > 0 && part.keys.length > 0 && part.keys.every((k) => (this.skipUntil.get(k.toString('latin1')) ?? -1) >= end)) continue;
-      if (this.carrying.size > 0) for (const k of part.keys) {
-        const c = this.carrying.get(k.toString('latin1'));
-        if (c !== undefined) c.routed = Math.max(c.routed, end);
-      }
+      const covered = this.carried.covered(part.keys, end);
+      if (covered > 0 && covered === part.keys.length) continue;
+      this.carried.routed(part.keys, end);
       ticket.open++;
+      // Some of its keys are on B past this command already (their state was carried): run, it would
+      // apply twice to those (an LMOVE popping one more), so all its keys are carried as their state.
+      if (covered > 0) {
+        this.carry(part.keys, end, ticket, false);
+        continue;
+      }
       this.applierOf(part.to).push({
         args: part.args,
         end,
@@ -407,8 +408,14 @@ export class NodeFollower {
       const to = this.placement().to;
       if (to !== null && to !== undefined) ownersOf(to)?.requestRefresh();
     }
+    // A carried state B failed as well (its node down): carried again after a pause, never dropped.
+    this.carry(part.carries ?? part.keys, end, ticket, part.carries !== undefined);
+  }
+
+  /** `keys` carried as their state for the command at `end`, whose ticket waits for it; after a pause when `later`. */
+  private carry(keys: Buffer[], end: number, ticket: Ticket, later: boolean): void {
     const retry = (): void => {
-      this.carryResult(end, part.carries ?? part.keys).then(
+      this.carryResult(end, keys).then(
         () => {
           ticket.open--;
           this.advance();
@@ -416,8 +423,7 @@ export class NodeFollower {
         () => void (this.stopped || setTimeout(retry, RESUME_AFTER_MS).unref()),
       );
     };
-    // A carried state B failed as well (its node down): carried again after a pause, never dropped.
-    if (part.carries !== undefined) setTimeout(retry, RESUME_AFTER_MS).unref();
+    if (later) setTimeout(retry, RESUME_AFTER_MS).unref();
     else retry();
   }
 
@@ -458,23 +464,7 @@ export class NodeFollower {
    * ROLE), restored on B; stream commands on them up to R are skipped, being in those states.
    */
   private async carryResult(end: number, keys: Buffer[]): Promise<void> {
-    const names = keys.map((k) => k.toString('latin1'));
-    for (const n of names) {
-      const c = this.carrying.get(n);
-      if (c === undefined) this.carrying.set(n, { reads: 1, routed: -1 });
-      else c.reads++;
-    }
-    let read: Awaited<ReturnType<typeof statesAt>>;
-    try {
-      // Until the state read is at or past every command for these keys already handed to B.
-      do read = await statesAt(this.ctx, this.source, keys);
-      while (read !== null && !this.stopped && names.some((n) => (this.carrying.get(n)?.routed ?? -1) > (read as { at: number }).at));
-    } finally {
-      for (const n of names) {
-        const c = this.carrying.get(n);
-        if (c !== undefined && --c.reads === 0) this.carrying.delete(n);
-      }
-    }
+    const read = await this.carried.read(this.ctx, this.source, keys, () => this.stopped);
     if (this.stopped) return;
     if (read === null) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
     const router = this.router();
@@ -482,7 +472,7 @@ export class NodeFollower {
     keys.forEach((k, i) => {
       const to = router.ownerInB(k);
       if (to === null) return;
-      this.skipUntil.set(k.toString('latin1'), read.at);
+      this.carried.carried(k, read.at);
       parts.push({ to, keys: [], carries: [k], args: read.commands[i] });
     });
     this.ticket(end, parts);

@@ -189,6 +189,30 @@ test('FLUSHALL and FUNCTION LOAD on A reach side B', async () => {
   }
 }, 60_000);
 
+test('a command B refuses is carried as its keys\' state, and a later command on that key and another is not applied twice', async () => {
+  await startProxy(replicated());
+  const c = connect();
+  await caughtUp(c);
+  // Two keys of one node of A that both move to one node of B.
+  const names = [...Array(400).keys()].map((i) => `carry:${i}`);
+  const targets = names.map((k) => ({ k, t: placement.copyTarget(Buffer.from(k)) })).filter((x) => x.t !== null);
+  const src = targets[0];
+  const dst = targets.find((x) => x.k !== src.k && x.t?.from === src.t?.from && x.t?.to === src.t?.to);
+  if (src.t === null || dst === undefined) throw new Error('no two keys of one node moving to one node');
+  // B holds src with another type, so B refuses the RPUSH of A's stream: src is carried as its state.
+  await open(src.t.to).set(src.k, 'not a list');
+  // FUNCTION LOAD holds the stream until the carry is on B; the carry read A after the LMOVE, so the
+  // LMOVE reaches B with src already past it: run there, it would move a second element.
+  const lib = "#!lua name=carrylib\nredis.register_function('carry_one', function() return 1 end)";
+  const a = open(src.t.from);
+  const [pushed, , moved] = (await a.pipeline().rpush(src.k, 'e1', 'e2', 'e3').call('FUNCTION', 'LOAD', 'REPLACE', lib).lmove(src.k, dst.k, 'LEFT', 'RIGHT').exec()) ?? [];
+  expect([pushed?.[1], moved?.[1]]).toEqual([3, 'e1']);
+  await caughtUp(c);
+  const b = open(src.t.to);
+  expect([await b.lrange(src.k, 0, -1), await b.lrange(dst.k, 0, -1)]).toEqual([['e2', 'e3'], ['e1']]);
+  expect(await differences()).toEqual([]);
+}, 60_000);
+
 test('a proxy that takes over resumes each node with +CONTINUE, and B stays exact', async () => {
   const cfg = replicated();
   await startProxy(cfg);

@@ -28,6 +28,8 @@ export interface RedisClusterOptions {
   extraArgs?: string[];
   /** Deadline for the cluster to become healthy after creation; default 30000. */
   okTimeoutMs?: number;
+  /** The redis-server every node runs (another build); default as RedisNode picks it. */
+  serverBin?: string;
 }
 
 export type NodeRole = 'master' | 'replica' | 'unknown';
@@ -68,6 +70,7 @@ export class RedisCluster {
       // idle master only advances it by pinging replicas (default every 10s).
       extraArgs: ['--repl-ping-replica-period', '1', ...(opts.extraArgs ?? [])],
       nodeTimeoutMs: opts.nodeTimeoutMs ?? DEFAULT_NODE_TIMEOUT_MS,
+      serverBin: opts.serverBin,
     });
 
     const started: RedisNode[] = [];

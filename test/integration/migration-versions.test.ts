@@ -1,7 +1,7 @@
 // Migrations across Redis versions: keys move by DUMP and RESTORE, and a node refuses the payload of
 // a newer version, so a side A newer than side B is refused before double-write starts, naming both
-// versions; a B of the same version or newer migrates. Real standalone redis-servers of two builds:
-// the OS's (Debian's 7.0) and the shared Redis 7.4.1 build.
+// versions; a B of the same version or newer migrates, into a ring and into a cluster. Real
+// redis-servers of the OS's build (Debian's 7.0) and the shared Redis 7.4.1 and Valkey 8.0.1 builds.
 import path from 'node:path';
 import Redis from 'ioredis';
 import { ProxyServer } from '../../proxy/server/server';
@@ -9,21 +9,29 @@ import { parseConfig } from '../../config/load';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { freePort } from '../../cmd/sandbox/ports';
 import { findExecutable } from '../../cmd/sandbox/executables';
+import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { eventually } from '../helpers/eventually';
 
 /** The shared 7.4.1 build, where .ci/run looks for it ($SLOTPROXY_CI_SHARED, else ../shared beside the repository). */
 const SHARED = process.env.SLOTPROXY_CI_SHARED ?? path.resolve(__dirname, '..', '..', '..', 'shared');
 const NEWER = findExecutable(path.join(SHARED, 'redis', '7.4.1', 'redis-server'));
 const OLDER = findExecutable('redis-server');
+/** Every shared build newer than the OS's that is on this machine: a side B for a 7.0 side A. */
+const NEWER_BUILDS = [
+  ['Redis 7.4.1', NEWER],
+  ['Valkey 8.0.1', findExecutable(path.join(SHARED, 'valkey', '8.0.1', 'valkey-server'))],
+].filter((b): b is [string, string] => b[1] !== null);
 
 const nodes: RedisNode[] = [];
 const proxies: ProxyServer[] = [];
 const clients: Redis[] = [];
+const clusters: RedisCluster[] = [];
 
 afterEach(async () => {
   for (const c of clients.splice(0)) c.disconnect();
   await Promise.all(proxies.splice(0).map((p) => p.close(200)));
   await Promise.all(nodes.splice(0).map((n) => n.stop()));
+  await Promise.all(clusters.splice(0).map((c) => c.stop()));
 }, 30_000);
 
 async function startNodes(bin: string, n: number): Promise<RedisNode[]> {
@@ -78,9 +86,12 @@ if (NEWER !== null && OLDER !== null) {
     );
   });
 
-  test('a side B newer than side A (7.0 into 7.4.1) migrates: what is written through the proxy reaches B', async () => {
+}
+
+if (OLDER !== null) {
+  test.each(NEWER_BUILDS)('a side B newer than side A (7.0 into %s) migrates: what is written through the proxy reaches B', async (_name, newer) => {
     const a = await startNodes(OLDER, 2);
-    const b = await startNodes(NEWER, 2);
+    const b = await startNodes(newer, 2);
     const proxy = await ProxyServer.start(parseConfig(config(a, b)));
     proxies.push(proxy);
     const c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
@@ -93,4 +104,50 @@ if (NEWER !== null && OLDER !== null) {
     await eventually(copied, (n) => n === keys.length, 30_000);
     for (const k of keys) expect(await onB(k)).toEqual([`w-${k}`]);
   }, 60_000);
+
+  test.each(NEWER_BUILDS)('a ring of 7.0 into a cluster of %s: keys written before, by the full sync, and during double-write, by the stream, are on B', async (_name, newer) => {
+    const a = await startNodes(OLDER, 2);
+    const b = await RedisCluster.start({ masters: 2, replicasPerMaster: 0, serverBin: newer });
+    clusters.push(b);
+    // Written before the migration, through a proxy of ring A alone: strings with a TTL, hashes, lists, sorted sets.
+    const { migration: _none, ...ringOnly } = config(a, []);
+    const before = await ProxyServer.start(parseConfig(ringOnly));
+    const w = new Redis({ port: before.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
+    try {
+      for (let i = 0; i < 100; i++) {
+        await w.set(`before:${i}`, `s${i}`, 'EX', 3600);
+        await w.hset(`h:${i}`, 'f', i);
+        await w.rpush(`l:${i}`, 'x', 'y');
+        await w.zadd(`z:${i}`, i, 'm');
+      }
+    } finally {
+      w.disconnect();
+      await before.close(200);
+    }
+    const proxy = await ProxyServer.start(parseConfig({ ...config(a, []), migration: { phase: 'double-write', to: { cluster: { seeds: [b.masters[0].address] } } } }));
+    proxies.push(proxy);
+    const c = new Redis({ port: proxy.address.port, maxRetriesPerRequest: 0, disableClientInfo: true });
+    clients.push(c);
+    for (let i = 0; i < 50; i++) expect(await c.incr(`during:${i % 7}`)).toBeGreaterThan(0);
+    // The reference: what A holds, read through the proxy (double-write reads A).
+    const keys = (await Promise.all(a.map((n) => n.command('KEYS', '*')))).flat().map(String).filter((k) => !k.startsWith('__slotproxy'));
+    expect(keys.length).toBe(4 * 100 + 7);
+    /** The key's type on the master of B that holds it, and whether it has a TTL there. */
+    const dumpOn = async (k: string): Promise<string> => {
+      // The masters that do not serve the key's slot answer MOVED.
+      const held = await Promise.all(b.masters.map(async (m) => JSON.stringify([await m.command('TYPE', k), (await m.command('PEXPIRETIME', k)) !== -1]).valueOf()).map((p) => p.catch(() => 'moved')));
+      return held.find((v) => v !== 'moved' && !v.startsWith('["none"')) ?? 'missing';
+    };
+    // Every key on the cluster with its type and TTL; the counters with their value.
+    await eventually(async () => (await Promise.all(keys.map(dumpOn))).filter((v) => v === 'missing').length, (n) => n === 0, 30_000);
+    for (const k of keys.filter((k) => k.startsWith('before:'))) expect(await dumpOn(k)).toBe('["string",true]');
+    for (const k of keys.filter((k) => k.startsWith('h:'))) expect(await dumpOn(k)).toBe('["hash",false]');
+    const view = new Redis.Cluster([{ host: '127.0.0.1', port: b.masters[0].port }], { redisOptions: { disableClientInfo: true } });
+    try {
+      await eventually(async () => (await Promise.all(Array.from({ length: 7 }, (_, i) => view.get(`during:${i}`)))).join(','), (v) => v === [8, 7, 7, 7, 7, 7, 7].join(','), 30_000);
+      expect(await view.lrange(keys.find((k) => k.startsWith('l:')) as string, 0, -1)).toEqual(['x', 'y']);
+    } finally {
+      view.disconnect();
+    }
+  }, 90_000);
 }

@@ -88,7 +88,8 @@ if (NEWER !== null && OLDER !== null) {
 
 }
 
-if (OLDER !== null) {
+// Needs a shared build newer than the OS's (absent where ../shared is not beside the repository).
+if (OLDER !== null && NEWER_BUILDS.length > 0) {
   test.each(NEWER_BUILDS)('a side B newer than side A (7.0 into %s) migrates: what is written through the proxy reaches B', async (_name, newer) => {
     const a = await startNodes(OLDER, 2);
     const b = await startNodes(newer, 2);

@@ -14,6 +14,7 @@ import { useReferenceNode } from '../helpers/reference-node';
 import { encodeRequest } from '../helpers/raw-exchange';
 import { waitFor } from '../helpers/master-keys';
 import { killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
+import { RssSampler, treeStats } from '../../bench/process-stats';
 
 jest.setTimeout(90_000);
 
@@ -96,6 +97,8 @@ test('a monitor that does not read is disconnected at limits.monitorOutputBytes 
     const value = 'v'.repeat(1024);
     const PER_WRITER = 5000;
     let ok = 0;
+    const idleRss = treeStats(proxy.pid).rssBytes;
+    const rss = new RssSampler(proxy.pid, 20);
     try {
       await Promise.all(writers.map(async (w, n) => {
         for (let i = 0; i < PER_WRITER; i += 250) {
@@ -107,6 +110,12 @@ test('a monitor that does not read is disconnected at limits.monitorOutputBytes 
       expect(ok).toBe(4 * PER_WRITER);
       await proxy.waitForLog(/disconnecting a MONITOR client that does not read its lines/, 20_000);
       expect(proxy.log).toMatch(/"limitBytes":4194304/);
+      // The proxy's memory under the load: what it held for the slow monitor is bounded by the limit
+      // (the disconnect above); RSS also holds the writers' replies and garbage the collector has not
+      // taken yet (its timing varies with the machine's load), so the bound is a margin, not the limit.
+      const grown = rss.stop() - idleRss;
+      process.stdout.write(`monitor limit: proxy RSS ${(idleRss / 2 ** 20).toFixed(1)} MiB idle, peak +${(grown / 2 ** 20).toFixed(1)} MiB while ${(4 * PER_WRITER * 1.1 / 1024).toFixed(0)} MiB of lines went to the monitors\n`);
+      expect(grown).toBeLessThan(256 * 2 ** 20);
       // Reading again, the slow monitor finds its connection closed by the proxy.
       slow.resume();
       await waitFor('the slow monitor to be closed', async () => slowClosed, 20_000);
@@ -115,6 +124,7 @@ test('a monitor that does not read is disconnected at limits.monitorOutputBytes 
       const list = String(await writers[0].call('CLIENT', 'LIST'));
       expect(list.split('\n').filter((l) => / flags=O /.test(l)).length).toBe(1);
     } finally {
+      rss.stop();
       for (const w of writers) w.disconnect();
       slow.destroy();
       fast.destroy();

@@ -2,7 +2,9 @@
  * FUNCTION LOAD/DELETE/FLUSH/RESTORE and SCRIPT LOAD/FLUSH sent by a client while writes land on
  * side A and are copied to B (double-write, read-new): once A's masters took it (their merged
  * reply is the client's, as without a migration), B's masters get it too, before the client has
- * that reply, in the carrier's order (carry.ts). A command A refused is not sent to B.
+ * that reply, in the carrier's order (carry.ts). A command A refused is not sent to B. Under the
+ * replication carry a FUNCTION write reaches B by A's streams alone (follow-router.ts), and its
+ * reply waits until they have carried it.
  *
  * B follows A. Where B's refusal only says B was already where A now is, it is no error, and a
  * library B held that A did not is replaced by the client's:
@@ -33,6 +35,11 @@ const TIMEOUT_MS = 10_000;
 export function followOnTarget(ctx: ProxyContext, placement: Placement, name: string, args: readonly Buffer[]): Promise<string | null> {
   const to = placement.to;
   if (to === null) return Promise.resolve(null);
+  // Under the replication carry A's streams carry a FUNCTION write to every master of B: sent here as
+  // well it would race them (a lagging stream's LOAD landing after this DELETE), so the reply waits
+  // until every change A's masters made before it is on B instead. SCRIPT LOAD and FLUSH are not in
+  // the streams: those are still sent.
+  if (ctx.ring?.carry.replication === true && name.startsWith('function|') && ctx.changes !== null) return afterStreams(ctx, placement, name);
   return inTargetOrder(ctx, async () => {
     const onA = new Set(placement.from.masters());
     const masters = to.masters().filter((m) => !onA.has(m));
@@ -41,6 +48,17 @@ export function followOnTarget(ctx: ProxyContext, placement: Placement, name: st
     const command = name.replace('|', ' ').toUpperCase();
     return `ERR slotproxy: ${command} ran on side A but not on side B (${problems.join('; ')}); the next phase switch copies the libraries and scripts again`;
   });
+}
+
+/** Null once every change each master of A made before now is on B (their streams), else the client's error text. */
+async function afterStreams(ctx: ProxyContext, placement: Placement, name: string): Promise<string | null> {
+  const problems = await Promise.all(placement.from.masters().map(async (a) => {
+    const problem = await (ctx.changes?.after(a) ?? null);
+    return problem === null ? null : `${a}: ${problem}`;
+  }));
+  const seen = problems.filter((p): p is string => p !== null);
+  if (seen.length === 0) return null;
+  return `ERR slotproxy: ${name.replace('|', ' ').toUpperCase()} ran on side A, but its stream did not reach side B (${seen.join('; ')})`;
 }
 
 async function followOn(ctx: ProxyContext, addr: string, name: string, args: readonly Buffer[]): Promise<string | null> {

@@ -98,6 +98,8 @@ const TRANSIENT = /^(LOADING|BUSY|TRYAGAIN|CLUSTERDOWN|MASTERDOWN)\b/;
  * MOVED. Not a refusal of the commands: B's slot map is refreshed and the batch goes to the new master.
  */
 const DEMOTED = /^READONLY\b/;
+/** A command refused because the node no longer serves its key (a reshard or a failover inside B). */
+const NOT_SERVED = /non.local key|^MOVED\b|^ASK\b/i;
 
 export class FollowApplier {
   private queued: AppliedPart[] = [];
@@ -262,6 +264,8 @@ export class FollowApplier {
       }
       failed = new Map();
       for (let i = 0; i + 1 < reply.length; i += 2) failed.set(Number(reply[i]), String(reply[i + 1]));
+      // B's slot map is read again, so the refused keys' states go to their owners now, not here again.
+      if (this.owners !== null && [...failed.values()].some((e) => NOT_SERVED.test(e))) this.owners.requestRefresh();
     } catch (err) {
       // No reply (a timeout, a lost connection): nothing is refused, the batch goes again.
       this.recordKey = null; // a reshard of B may have moved it

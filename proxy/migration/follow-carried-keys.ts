@@ -8,6 +8,7 @@
  */
 import { ProxyContext } from '../context';
 import { statesAt } from './follow-states';
+import { FollowRouter, Part } from './follow-router';
 
 type States = NonNullable<Awaited<ReturnType<typeof statesAt>>>;
 
@@ -40,11 +41,30 @@ export class CarriedKeys {
   }
 
   /**
+   * The parts that put each moving key of `keys` on its owner in B as A holds it (RESTORE, or DEL
+   * of a key gone), read at a known offset R (one MULTI: DUMP and PEXPIRETIME of each, then ROLE);
+   * the stream's commands on them up to R are skipped from now on. Null when A did not answer.
+   */
+  async states(ctx: ProxyContext, source: string, keys: readonly Buffer[], router: () => FollowRouter, stopped: () => boolean): Promise<Part[] | null> {
+    const read = await this.read(ctx, source, keys, stopped);
+    if (read === null || stopped()) return null;
+    const owners = router();
+    const parts: Part[] = [];
+    keys.forEach((k, i) => {
+      const to = owners.ownerInB(k);
+      if (to === null) return;
+      this.through.set(k.toString('latin1'), read.at);
+      parts.push({ to, keys: [], carries: [k], args: read.commands[i] });
+    });
+    return parts;
+  }
+
+  /**
    * Each key's state on `source`, read again until it is at or past every command for these keys
    * handed to B while the read was out (the stream goes on meanwhile: a command past the read's
    * offset may reach B first, and the state put after it would undo it). Null when A did not answer.
    */
-  async read(ctx: ProxyContext, source: string, keys: readonly Buffer[], stopped: () => boolean): Promise<States | null> {
+  private async read(ctx: ProxyContext, source: string, keys: readonly Buffer[], stopped: () => boolean): Promise<States | null> {
     const names = keys.map((k) => k.toString('latin1'));
     for (const n of names) {
       const r = this.reading.get(n);
@@ -62,10 +82,5 @@ export class CarriedKeys {
         if (r !== undefined && --r.reads === 0) this.reading.delete(n);
       }
     }
-  }
-
-  /** `key`'s state read at `at` is on its way to B, ahead of its later commands. */
-  carried(key: Buffer, at: number): void {
-    this.through.set(key.toString('latin1'), at);
   }
 }

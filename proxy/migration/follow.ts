@@ -23,9 +23,8 @@
  * A command B refuses, and one whose keys land on several nodes of B that cannot be split, is
  * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in
  * one go, the states are restored on B, and later stream commands on those keys up to R are
- * skipped (they are in the states read; follow-carried-keys.ts, which reads again while a command
- * past R was already handed to B). A node of B that does not answer is waited for, never taken for
- * a refusal.
+ * skipped (they are in the states read: follow-carried-keys.ts). A node of B that does not answer
+ * is waited for, never taken for a refusal.
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -51,8 +50,6 @@ import { OffsetWaiters } from './offset-waiters';
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
-/** Refusals that mean "not served here" in a cluster B: its slot map is stale. */
-const NOT_SERVED = /non.local key|\bMOVED\b|\bASK\b|no longer a master|READONLY|CLUSTERDOWN/i;
 const RESUME_CAP_MS = 5000;
 
 /** A stream command's parts on their way to B: `open` not yet applied; `at` (performance.now()) for the lag. */
@@ -402,27 +399,17 @@ export class NodeFollower {
   private refused(part: Part, end: number, error: string, ticket: Ticket): void {
     if (this.stopped) return; // the appliers closed: nothing was refused
     if (part.carries === undefined) log.warn({ node: this.source, to: part.to, command: part.args[0].toString('latin1'), error }, 'migration: side B refused a command of the stream; its keys are carried as their state');
-    // A key B's node no longer serves (a reshard or a failover inside B): B's slot map is read again,
-    // so the carried state goes to the key's owner now, not to the same node again.
-    if (NOT_SERVED.test(error)) {
-      const to = this.placement().to;
-      if (to !== null && to !== undefined) ownersOf(to)?.requestRefresh();
-    }
     // A carried state B failed as well (its node down): carried again after a pause, never dropped.
     this.carry(part.carries ?? part.keys, end, ticket, part.carries !== undefined);
   }
 
   /** `keys` carried as their state for the command at `end`, whose ticket waits for it; after a pause when `later`. */
   private carry(keys: Buffer[], end: number, ticket: Ticket, later: boolean): void {
-    const retry = (): void => {
-      this.carryResult(end, keys).then(
-        () => {
-          ticket.open--;
-          this.advance();
-        },
-        () => void (this.stopped || setTimeout(retry, RESUME_AFTER_MS).unref()),
-      );
+    const done = (): void => {
+      ticket.open--;
+      this.advance();
     };
+    const retry = (): void => void this.carryResult(end, keys).then(done, () => void (this.stopped || setTimeout(retry, RESUME_AFTER_MS).unref()));
     if (later) setTimeout(retry, RESUME_AFTER_MS).unref();
     else retry();
   }
@@ -459,22 +446,11 @@ export class NodeFollower {
     const last = this.tickets.length === 0 ? this.applied : this.lastEnd;
     return this.appliedThrough(last);
   }
-  /**
-   * The keys' states read on A at a known offset R (one MULTI: DUMP and PEXPIRETIME of each, then
-   * ROLE), restored on B; stream commands on them up to R are skipped, being in those states.
-   */
+  /** The keys' states read on A, restored on B behind the command at `end` (follow-carried-keys.ts). */
   private async carryResult(end: number, keys: Buffer[]): Promise<void> {
-    const read = await this.carried.read(this.ctx, this.source, keys, () => this.stopped);
+    const parts = await this.carried.states(this.ctx, this.source, keys, () => this.router(), () => this.stopped);
     if (this.stopped) return;
-    if (read === null) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
-    const router = this.router();
-    const parts: Part[] = [];
-    keys.forEach((k, i) => {
-      const to = router.ownerInB(k);
-      if (to === null) return;
-      this.carried.carried(k, read.at);
-      parts.push({ to, keys: [], carries: [k], args: read.commands[i] });
-    });
+    if (parts === null) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
     this.ticket(end, parts);
   }
 

@@ -3,33 +3,15 @@
 // +CONTINUE and every counter on B equals A's, nothing applied twice; mid-snapshot, the next proxy
 // makes a new full sync and B ends equal to A, with no key A does not hold.
 import fs from 'node:fs';
-import Redis from 'ioredis';
 import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
-import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
+import { ProxyProcess, startProxyProcess } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
-import { NodeClients } from '../helpers/node-clients';
+import { useProxyProcesses } from '../helpers/proxy-processes';
 
 const grow = useRingGrow();
-const nodeClients = new NodeClients();
-let dir = '';
-
-beforeAll(() => {
-  dir = tempDir('slotproxy-follow-kill-');
-});
-
-afterEach(() => {
-  nodeClients.closeAll();
-  killAllProxies();
-});
-
-afterAll(() => {
-  fs.rmSync(dir, { recursive: true, force: true });
-});
-
-function open(addr: string): Redis {
-  return nodeClients.open(addr);
-}
+const procs = useProxyProcesses('slotproxy-follow-kill-');
+const open = procs.open;
 
 function setup(spoolDir?: string): { config: Record<string, unknown>; placement: Placement } {
   const cfg = grow.config();
@@ -79,7 +61,7 @@ beforeEach(async () => {
 
 test('kill -9 of the following proxy mid-stream: the next one continues with +CONTINUE and nothing is applied twice', async () => {
   const { config, placement } = setup();
-  const first = await startProxyProcess(config, dir);
+  const first = await startProxyProcess(config, procs.dir());
   await caughtUp(first.port, placement);
   const [a0, a1] = placement.from.masters().map(open);
   let writing = true;
@@ -94,7 +76,7 @@ test('kill -9 of the following proxy mid-stream: the next one continues with +CO
   await eventually(async () => written, (n) => n > 300, 20_000);
   first.proxy.child.kill('SIGKILL');
   await eventually(async () => written, (n) => n > 900, 20_000);
-  const second = await startProxyProcess(config, dir);
+  const second = await startProxyProcess(config, procs.dir());
   await eventually(() => follows(second.port), (t) => /migration_follows:\S+=live,\S+=live/.test(t), 60_000);
   await eventually(async () => written, (n) => n > 1500, 20_000);
   writing = false;
@@ -116,7 +98,7 @@ test('kill -9 of the following proxy mid-stream: the next one continues with +CO
 }, 120_000);
 
 test('kill -9 of the following proxy mid-snapshot: the next one removes the snapshot file left behind, makes a new full sync, and B ends equal to A', async () => {
-  const spoolDir = fs.mkdtempSync(`${dir}/spool-`);
+  const spoolDir = fs.mkdtempSync(`${procs.dir()}/spool-`);
   const { config, placement } = setup(spoolDir);
   for (const a of placement.from.masters()) {
     const node = open(a);
@@ -126,7 +108,7 @@ test('kill -9 of the following proxy mid-snapshot: the next one removes the snap
       await p.exec();
     }
   }
-  const first = await startProxyProcess(config, dir);
+  const first = await startProxyProcess(config, procs.dir());
   await first.proxy.waitForLog(/full sync of a node of side A begun/, 30_000);
   first.proxy.child.kill('SIGKILL');
   await first.proxy.exitCode();
@@ -139,7 +121,7 @@ test('kill -9 of the following proxy mid-snapshot: the next one removes the snap
   const a0 = open(placement.from.masters()[0]);
   const gone = (await a0.keys('big:*')).slice(0, 500);
   await a0.del(...gone);
-  const second: { proxy: ProxyProcess; port: number } = await startProxyProcess(config, dir);
+  const second: { proxy: ProxyProcess; port: number } = await startProxyProcess(config, procs.dir());
   const info = await caughtUp(second.port, placement);
   expect(info).toMatch(/migration_follow_full_syncs:2\r\n/);
   expect(await differences(placement)).toEqual([]);

@@ -17,16 +17,16 @@ import Redis from 'ioredis';
 import { useRingGrow } from '../helpers/ring-grow';
 import { Placement } from '../../sharding/migration';
 import { ownerOfKey } from '../../sharding/key-space';
-import { killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
+import { startProxyProcess } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
-import { NodeClients } from '../helpers/node-clients';
+import { useProxyProcesses } from '../helpers/proxy-processes';
 import { RedisNode } from '../../cmd/sandbox/redis-node';
 import { startOnFreePort } from '../../cmd/sandbox/node-group';
 import { freePort } from '../../cmd/sandbox/ports';
 
 const grow = useRingGrow(['--enable-debug-command', 'yes']);
-const nodeClients = new NodeClients();
-let dir = '';
+const procs = useProxyProcesses('slotproxy-follow-million-');
+const open = procs.open;
 
 /** Keys on the first node of A, and on the second (a full sync of a million keys, and a second beside it). */
 const KEYS = 1_000_000;
@@ -45,24 +45,6 @@ const TICK_MS = 50;
 const MAX_BATCH = 2000;
 /** B's new node takes no write for this long of every second while the snapshots restore. */
 const PAUSE_MS = 800;
-
-beforeAll(() => {
-  dir = tempDir('slotproxy-follow-million-');
-});
-
-// Before the nodes stop (useRingGrow's afterAll): a client whose node is gone first waits 2 s to close.
-afterEach(() => {
-  nodeClients.closeAll();
-  killAllProxies();
-});
-
-afterAll(() => {
-  fs.rmSync(dir, { recursive: true, force: true });
-});
-
-function open(addr: string): Redis {
-  return nodeClients.open(addr);
-}
 
 function stat(info: string, field: string): number {
   return Number(new RegExp(`${field}:(\\d+)`).exec(info)?.[1] ?? NaN);
@@ -105,7 +87,7 @@ class Load {
   constructor(addr: string, private readonly keys: string[], private readonly tag: string) {
     const [host, port] = addr.split(':');
     // Its own connection: the pollers' commands on the node's shared client would wait behind its pipelines.
-    this.client = nodeClients.track(new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true }));
+    this.client = procs.track(new Redis({ host, port: Number(port), maxRetriesPerRequest: 0, disableClientInfo: true }));
     this.running = this.run().catch((err: unknown) => {
       this.error = err;
     });
@@ -272,7 +254,7 @@ test('a full sync of 1,000,000 keys (and one of 100,000 beside it) into a slow s
   for (const a of from) expect(replicaLinks.peak.get(a)).toBeLessThan(LIMIT);
 
   // 2. The follower, under the same limit and load, into B's new node paused PAUSE_MS of every second while the snapshots restore.
-  const spoolDir = fs.mkdtempSync(`${dir}/spool-`);
+  const spoolDir = fs.mkdtempSync(`${procs.dir()}/spool-`);
   const to = (cfg.migration?.to as { nodes: unknown[] }).nodes;
   // B's pause is no command timeout: each batch waits for B, as it would for a slow B.
   const config = { mode: 'ring', ring: { hash: 'md5', nodes: cfg.ring.nodes }, backend: { commandTimeoutMs: 120_000 }, migration: { phase: 'double-write', carry: 'replication', spool: { dir: spoolDir, maxBytes: 512 * 1024 * 1024 }, to: { nodes: to } } };
@@ -300,7 +282,7 @@ test('a full sync of 1,000,000 keys (and one of 100,000 beside it) into a slow s
   let info = '';
   let log = '';
   try {
-    const started = await startProxyProcess(config, dir);
+    const started = await startProxyProcess(config, procs.dir());
     port = started.port;
     await started.proxy.waitForLog(/snapshot of a node of side A restored on side B/, 150_000, 2);
     restoredMs = Date.now() - followStart;

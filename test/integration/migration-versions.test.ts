@@ -136,7 +136,7 @@ if (OLDER !== null && NEWER_BUILDS.length > 0) {
     /** The key's type on the master of B that holds it, and whether it has a TTL there. */
     const dumpOn = async (k: string): Promise<string> => {
       // The masters that do not serve the key's slot answer MOVED.
-      const held = await Promise.all(b.masters.map(async (m) => JSON.stringify([await m.command('TYPE', k), (await m.command('PEXPIRETIME', k)) !== -1]).valueOf()).map((p) => p.catch(() => 'moved')));
+      const held = await Promise.all(b.masters.map((m) => Promise.all([m.command('TYPE', k), m.command('PEXPIRETIME', k)]).then(([type, at]) => JSON.stringify([type, at !== -1]), () => 'moved')));
       return held.find((v) => v !== 'moved' && !v.startsWith('["none"')) ?? 'missing';
     };
     // Every key on the cluster with its type and TTL; the counters with their value.

@@ -2,7 +2,8 @@
 // seen through fresh client connections that land on each worker), two proxies started from
 // different config files (both switched; the file the tool did not write is named), and a proxy
 // whose client listener speaks TLS and requires client certificates (the tool connects with the
-// config's CA and certificate; a CA or a certificate the proxy refuses is said plainly).
+// config's CA and certificate; a CA or a certificate the proxy refuses is said plainly), and such a
+// listener under --workers (every worker switched over TLS).
 import { execFile } from 'node:child_process';
 import fs from 'node:fs';
 import os from 'node:os';
@@ -189,6 +190,30 @@ test('a TLS listener that requires client certificates: switched over TLS with t
     const key = (f: string): Buffer => fs.readFileSync(f);
     const seen = await phasesByWorker(port, 1, { tls: { ca: key(certs.ca), cert: key(certs.clientCert), key: key(certs.clientKey) } });
     expect([...seen.values()].map((s) => [...s])).toEqual([['read-new']]);
+  } finally {
+    proxy.kill('SIGTERM');
+    await proxy.exitCode();
+  }
+}, 90_000);
+
+test('a TLS listener under --workers 2: migrate phase over TLS switches every worker', async () => {
+  const [port] = await freePorts(1);
+  const file = path.join(dir, 'tls-workers.yaml');
+  const tlsSection = ['tls:', `  cert: ${certs.serverCert}`, `  key: ${certs.serverKey}`, `  ca: ${certs.ca}`, '  requireClientCert: true'].join('\n');
+  fs.writeFileSync(file, config(port, 'double-write', tlsSection));
+  const proxy = ProxyProcess.start(file, ['--workers', '2']);
+  try {
+    await proxy.waitForLog(/slotproxy is listening/, 30_000, 2);
+    await waitListed(file, [`${port} double-write`, `${port} double-write`]);
+
+    const r = await cli(['migrate', 'phase', 'read-new', '-c', file, '--tls-servername', 'localhost']);
+    expect(r.stdout).toContain(`phase: all 2 proxies in read-new; ${file} says read-new`);
+    expect(r.code).toBe(0);
+    await waitListed(file, [`${port} read-new`, `${port} read-new`]);
+    const key = (f: string): Buffer => fs.readFileSync(f);
+    const seen = await phasesByWorker(port, 8, { tls: { ca: key(certs.ca), cert: key(certs.clientCert), key: key(certs.clientKey), servername: 'localhost' } });
+    expect(seen.size).toBe(2);
+    for (const phases of seen.values()) expect([...phases]).toEqual(['read-new']);
   } finally {
     proxy.kill('SIGTERM');
     await proxy.exitCode();

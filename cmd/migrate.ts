@@ -22,6 +22,7 @@ import { ownersOf } from '../proxy/migration/copy-keys';
 import { ProxyRecord, describeProxies, isBehind, readFleet } from '../proxy/migration/fleet';
 import { switchFleet } from '../proxy/migration/tools/switch-phase';
 import { ProxyTlsFlags, proxyTls } from '../proxy/migration/tools/proxy-tls';
+import { proxyCredentials } from '../proxy/migration/tools/proxy-credentials';
 import { filesNotSaying } from '../proxy/migration/tools/phase-files';
 import { writePhase } from '../config/write-phase';
 import { MIGRATION_PHASES, MigrationPhase } from '../config/schema';
@@ -153,13 +154,15 @@ export function registerMigrate(program: Command, fail: (err: unknown) => never)
     .option('--tls-cert <file>', 'TLS: the client certificate to present (default: the config\'s tls.cert, when its listener asks for one)')
     .option('--tls-key <file>', 'TLS: the key of --tls-cert')
     .option('--tls-servername <name>', 'TLS: the name the proxies\' certificates carry, also sent as SNI (default: each proxy\'s registered host)')
-    .action(async (phase: string, opts: { config: string; timeout: number; write: boolean } & ProxyTlsFlags) => {
+    .option('--user <name>', 'AUTH as this user of the config\'s auth.users, with its password there (default: auth.password, else the only user)')
+    .action(async (phase: string, opts: { config: string; timeout: number; write: boolean; user?: string } & ProxyTlsFlags) => {
       try {
         if (!(MIGRATION_PHASES as readonly string[]).includes(phase)) throw new Error(`phase must be one of ${MIGRATION_PHASES.join(', ')}`);
         const { config } = migratingConfig(opts.config);
         const tls = proxyTls(config.tls, opts);
+        const credentials = proxyCredentials(config.auth, opts.user);
         const outcomes = await withNodes(config, (nodes, placement) =>
-          switchFleet((addr, args) => nodes.call(addr, args), placement.from.masters(), phase as MigrationPhase, { password: config.auth?.password, tls, timeoutMs: opts.timeout }),
+          switchFleet((addr, args) => nodes.call(addr, args), placement.from.masters(), phase as MigrationPhase, { ...credentials, tls, timeoutMs: opts.timeout }),
         );
         if (outcomes.length === 0) throw new Error('no live proxy is registered on side A');
         for (const o of outcomes) process.stdout.write(`  ${o.proxy.id} ${o.proxy.addr}: ${o.problem ?? phase}\n`);

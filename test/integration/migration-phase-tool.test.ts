@@ -219,3 +219,34 @@ test('a TLS listener under --workers 2: migrate phase over TLS switches every wo
     await proxy.exitCode();
   }
 }, 90_000);
+
+test('proxies with auth.users and no auth.password: migrate phase AUTHs as --user; without it, or as a user not allowed PROXY, it says so', async () => {
+  const [port] = await freePorts(1);
+  const file = path.join(dir, 'users.yaml');
+  const authSection = ['auth:', '  users:', '    - { name: ops, password: ops-secret }', '    - { name: app, password: app-secret, commands: "+get +set" }'].join('\n');
+  fs.writeFileSync(file, config(port, 'double-write', authSection));
+  const proxy = ProxyProcess.start(file);
+  try {
+    await proxy.waitForLog(/slotproxy is listening/, 30_000);
+    await waitListed(file, [`${port} double-write`]);
+
+    const unnamed = await cli(['migrate', 'phase', 'read-new', '-c', file]);
+    expect(unnamed.stderr).toContain('the config has auth.users but no auth.password: name the user to AUTH as with --user NAME (one of ops, app)');
+    expect(unnamed.code).toBe(1);
+    const stranger = await cli(['migrate', 'phase', 'read-new', '-c', file, '--user', 'nobody']);
+    expect(stranger.stderr).toContain("--user nobody: not a user of the config's auth.users (ops, app)");
+    expect(stranger.code).toBe(1);
+    const app = await cli(['migrate', 'phase', 'read-new', '-c', file, '--user', 'app']);
+    expect(app.stdout).toMatch(new RegExp(`127\\.0\\.0\\.1:${port}: NOPERM`));
+    expect(app.code).toBe(1);
+    expect(fs.readFileSync(file, 'utf8')).toContain('phase: double-write');
+
+    const ops = await cli(['migrate', 'phase', 'read-new', '-c', file, '--user', 'ops']);
+    expect(ops.stdout).toContain(`phase: all 1 proxies in read-new; ${file} says read-new`);
+    expect(ops.code).toBe(0);
+    await waitListed(file, [`${port} read-new`]);
+  } finally {
+    proxy.kill('SIGTERM');
+    await proxy.exitCode();
+  }
+}, 90_000);

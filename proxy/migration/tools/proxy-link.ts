@@ -1,7 +1,7 @@
 /**
  * One request from a `migrate` tool to a proxy, as a client of its listener: a connection of its
- * own (plain TCP, or TLS as proxy-tls.ts sets it up), AUTH first when the proxies have a password,
- * closed after the reply. Every way it can fail is said in words that point at the cause.
+ * own (plain TCP, or TLS as proxy-tls.ts sets it up), AUTH first when the proxies have a password
+ * or the tool was given one of their users, closed after the reply. Every way it can fail is said in words that point at the cause.
  */
 import net from 'node:net';
 import tls from 'node:tls';
@@ -13,8 +13,10 @@ import { splitAddress } from '../../backend/connection';
 import { ProxyTls, closedAfterHandshake, tlsFailure } from './proxy-tls';
 
 export interface ProxyLinkOptions {
-  /** The proxies' client password (`auth.password`), sent as AUTH. */
+  /** The proxies' client password (`auth.password`), or `user`'s (`auth.users[]`), sent as AUTH. */
   password?: string;
+  /** A user of the config's `auth.users`, sent as `AUTH user password`; absent, the default user's `auth.password`. */
+  user?: string;
   tls: ProxyTls | null;
   timeoutMs: number;
 }
@@ -22,7 +24,8 @@ export interface ProxyLinkOptions {
 /** Sends `args` to the proxy at `addr`; resolves with its reply frame (an error reply is one too), rejects saying why (not naming `addr`). */
 export function askProxy(addr: string, args: readonly string[], opts: ProxyLinkOptions): Promise<Buffer> {
   const [host, port] = splitAddress(addr);
-  const requests = [...(opts.password === undefined ? [] : [encode.command(['AUTH', opts.password])]), encode.command(args)];
+  const auth = opts.password === undefined ? [] : [encode.command(opts.user === undefined ? ['AUTH', opts.password] : ['AUTH', opts.user, opts.password])];
+  const requests = [...auth, encode.command(args)];
   return new Promise((resolve, reject) => {
     const t = opts.tls;
     const socket =
@@ -55,7 +58,7 @@ export function askProxy(addr: string, args: readonly string[], opts: ProxyLinkO
       }
       if (opts.password !== undefined && frames.length >= 1) {
         const refused = errorText(frames[0]);
-        if (refused !== null) return finish(`it refused the config's auth.password: ${refused}`);
+        if (refused !== null) return finish(`it refused ${opts.user === undefined ? "the config's auth.password" : `user ${opts.user} with its password in the config`}: ${refused}`);
       }
       if (frames.length === requests.length) finish(null, frames[frames.length - 1]);
     });

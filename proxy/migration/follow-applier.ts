@@ -13,6 +13,8 @@
  * their result instead. A node that does not answer (paused, slow past the command timeout,
  * restarting) refuses nothing: the same batch is sent again until it answers, and the script skips
  * a batch its record says it already holds (a batch whose connection timed out may still run).
+ * A batch counts as done only once a replica of the node holds it too (follow-replicated.ts), so a
+ * failover of B loses nothing done; one the old master answered alone goes back as refused.
  */
 import { ProxyContext } from '../context';
 import { SlotOwners } from '../../sharding/key-space';
@@ -23,6 +25,7 @@ import { decodeReply } from '../resp/decode-reply';
 import { BOOKKEEPING_PREFIX, FENCE_KEY, inSlot } from './converge';
 import { sha1 } from '../scripts/store';
 import { log } from '../telemetry/log';
+import { ReplicaConfirm } from './follow-replicated';
 
 /** The hash, per node of B, holding each followed node of A's last applied offset. */
 export const APPLIED_KEY = `${BOOKKEEPING_PREFIX}applied`;
@@ -122,6 +125,7 @@ export class FollowApplier {
    * hellos, PINGs), so a resume on a promoted replica may start there (follow-lineage.ts).
    */
   private lastApplied = -1;
+  private readonly replicas: ReplicaConfirm;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -134,7 +138,9 @@ export class FollowApplier {
     private replid: () => string,
     /** False once the follow stopped (a stalled proxy's): a batch queued before is not sent. */
     private readonly mayApply: () => boolean = () => true,
-  ) {}
+  ) {
+    this.replicas = new ReplicaConfirm(ctx, address);
+  }
 
   get pending(): number {
     return this.queued.length + (this.inFlight ? 1 : 0);
@@ -272,10 +278,26 @@ export class FollowApplier {
       this.fenceKey = null;
       return `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
     }
+    if (batch.length > 0) {
+      const held = await this.replicas.confirm(this.recordKey, this.source, value, () => !this.closed, () => this.stillMaster());
+      if (held !== 'confirmed') {
+        // Not on a replica and its master gone: the keys' states go to the new owner (or the follow ended).
+        const why = held === 'ended' ? `${this.address}: the follow ended` : `${this.address}: replaced before a replica held the batch`;
+        for (const p of batch) p.done(why);
+        return 'answered';
+      }
+    }
     this.recorded = Math.max(this.recorded, through);
     this.lastApplied = last;
     batch.forEach((p, i) => p.done(failed.get(i) ?? null));
     return 'answered';
+  }
+
+  /** False once B's slot map no longer names this node a master (asked again meanwhile); a ring B's node stays. */
+  private stillMaster(): boolean {
+    if (this.owners === null) return true;
+    this.owners.requestRefresh();
+    return this.owners.masterAddresses().includes(this.address);
   }
 }
 

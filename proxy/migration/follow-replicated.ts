@@ -13,6 +13,8 @@
  * WAIT count from nothing. A master without replicas (ROLE, read again each second and after every
  * WAIT that timed out) confirms at once; a replica that stops acknowledging holds the follow of
  * that node until it acknowledges, or its master drops it (`repl-timeout`) and ROLE lists none.
+ * A node that refuses ROLE or WAIT (a back-end user without them, a renamed command) cannot be
+ * checked: said once in the log, and its batches count as applied when it answers them, as before.
  */
 import { ProxyContext } from '../context';
 import { sideRequest } from './side-request';
@@ -25,6 +27,8 @@ const WAIT_MS = 1000;
 const ROLE_MAX_AGE_MS = 1000;
 const RETRY_MS = 100;
 const RETRY_CAP_MS = 2000;
+/** The node will not run the check at all (not a transient state). */
+const REFUSED = /^(NOPERM|ERR unknown command)/;
 
 export type Confirmation = 'confirmed' | 'replaced' | 'ended';
 
@@ -33,6 +37,8 @@ export class ReplicaConfirm {
   private readAt = 0;
   /** Why the last check did not confirm (null: it did), for one log line per episode. */
   private waiting: string | null = null;
+  /** The node refused the check itself (NOPERM, an unknown command): not checked again. */
+  private unchecked = false;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -47,6 +53,7 @@ export class ReplicaConfirm {
   async confirm(key: string, field: string, value: string, live: () => boolean, stillMaster: () => boolean): Promise<Confirmation> {
     for (let attempt = 0; ; attempt++) {
       if (!live()) return 'ended';
+      if (this.unchecked) return 'confirmed';
       let why: string;
       try {
         if ((await this.replicaCount()) === 0) return this.settled();
@@ -61,12 +68,19 @@ export class ReplicaConfirm {
       } catch (err) {
         why = err instanceof Error ? err.message : String(err);
       }
+      if (REFUSED.test(why)) return this.refused(why);
       if (this.waiting === null) log.warn({ node: this.address, reason: why }, 'migration: the follow waits for a replica of a node of side B to hold what it applied there');
       this.waiting = why;
       if (!stillMaster()) return 'replaced';
       if (why.startsWith('no replica')) continue; // WAIT itself waited
       await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref());
     }
+  }
+
+  private refused(why: string): 'confirmed' {
+    log.warn({ node: this.address, reason: why }, 'migration: a node of side B refuses ROLE or WAIT: the follow cannot check that its replicas hold what it applied there (a failover of that node may lose it); grant +role +wait to the back-end user');
+    this.unchecked = true;
+    return 'confirmed';
   }
 
   private settled(): 'confirmed' {
@@ -79,7 +93,8 @@ export class ReplicaConfirm {
   private async replicaCount(): Promise<number> {
     if (this.replicas >= 0 && Date.now() - this.readAt < ROLE_MAX_AGE_MS) return this.replicas;
     const role = decodeReply(await sideRequest(this.ctx.pool, null, this.address, ['ROLE'], { lane: LANE }));
-    if (!Array.isArray(role) || String(role[0]) !== 'master') throw new Error(`ROLE answered ${role instanceof Error ? role.message : String(Array.isArray(role) ? role[0] : role)}, not master`);
+    if (role instanceof Error) throw role;
+    if (!Array.isArray(role) || String(role[0]) !== 'master') throw new Error(`ROLE answered ${String(Array.isArray(role) ? role[0] : role)}, not master`);
     this.replicas = Array.isArray(role[2]) ? role[2].length : 0;
     this.readAt = Date.now();
     return this.replicas;

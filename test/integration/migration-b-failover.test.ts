@@ -6,7 +6,8 @@
 // master, the master is killed (kill -9), the replica resumes and takes over (CLUSTER FAILOVER
 // TAKEOVER). A follow that counted a write as applied when the master alone held it leaves the
 // promoted replica without it; the proxy must carry it there. In double-write (replies after A)
-// and in read-new (replies after B, then read back from B through the proxy).
+// and in read-new (replies after B, then read back from B through the proxy). A master whose user may
+// not run WAIT is not checked, and the follow goes on.
 import fs from 'node:fs';
 import Redis from 'ioredis';
 import { ProxyProcess, killAllProxies, startProxyProcess, tempDir } from '../helpers/cli';
@@ -161,3 +162,18 @@ test('read-new: a write answered after B is on B after its master is killed and 
   expect(await state(c, tag)).toEqual(want);
   expect(await state(nodeClients.open(replica.address), tag)).toEqual(want);
 }, 180_000);
+
+test('a master of B whose user may not run WAIT: the follow says so once and goes on without the check', async () => {
+  const c = viaProxy();
+  const { tag, master } = await tagOnReplicatedMaster();
+  const m = direct(master);
+  await m.call('ACL', 'SETUSER', 'default', '-wait');
+  try {
+    // read-new (the test before): answered only once the follow applied it on B.
+    expect(await c.incr(`${tag}:counter`)).toBe(1);
+    expect(await m.get(`${tag}:counter`)).toBe('1');
+    expect(proxy!.proxy.log).toContain('refuses ROLE or WAIT');
+  } finally {
+    await m.call('ACL', 'SETUSER', 'default', '+wait');
+  }
+}, 60_000);

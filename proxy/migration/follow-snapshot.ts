@@ -68,9 +68,20 @@ function safe(s: string): string {
   return s.replace(/[^0-9a-zA-Z]/g, '_');
 }
 
-/** Where this process's follower of `source` writes its snapshot (rdb) or stream spool. */
-export function followFileOf(dir: string, source: string, kind: 'rdb' | 'stream'): string {
-  return path.join(dir, `${PREFIX}${safe(source)}.${safe(os.hostname())}.${process.pid}.${kind}`);
+let follows = 0;
+
+/**
+ * A number for each file a follow of this process opens: a follow that stops (its copier given up)
+ * or a full sync that is cut removes its file while the next one of the same node may be written
+ * already, so no two share one.
+ */
+export function nextFollowNumber(): number {
+  return ++follows;
+}
+
+/** Where this process's follower of `source` writes its snapshot (rdb) or stream spool, file number `follow`. */
+export function followFileOf(dir: string, source: string, kind: 'rdb' | 'stream', follow: number): string {
+  return path.join(dir, `${PREFIX}${safe(source)}.${safe(os.hostname())}.${process.pid}-${follow}.${kind}`);
 }
 
 /** Files in `dir` of earlier followers of `source` on this host whose process is gone, removed; their names. */
@@ -81,7 +92,7 @@ export function removeStaleFollowFiles(dir: string, source: string): string[] {
   } catch {
     return [];
   }
-  const mine = new RegExp(`^${PREFIX}${safe(source)}\\.${safe(os.hostname())}\\.(\\d+)\\.(rdb|stream)$`);
+  const mine = new RegExp(`^${PREFIX}${safe(source)}\\.${safe(os.hostname())}\\.(\\d+)(?:-\\d+)?\\.(rdb|stream)$`);
   const removed: string[] = [];
   for (const name of names) {
     const pid = Number(mine.exec(name)?.[1] ?? NaN);

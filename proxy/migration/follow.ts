@@ -35,7 +35,7 @@ import { StreamCommand, StreamReader } from '../replication/stream-reader';
 import { FollowRouter, Part, Routed } from './follow-router';
 import { FollowApplier } from './follow-applier';
 import { ownersOf } from './copy-keys';
-import { followFileOf, removeStaleFollowFiles } from './follow-snapshot';
+import { followFileOf, nextFollowNumber, removeStaleFollowFiles } from './follow-snapshot';
 import { onEveryMaster, removeMovingKeys } from './follow-states';
 import { CarriedKeys } from './follow-carried-keys';
 import { ResumePoint, forgetRecords, resumeFrom } from './follow-lineage';
@@ -109,7 +109,7 @@ export class NodeFollower {
     private readonly placement: () => Placement,
     private readonly options: FollowOptions = DEFAULT_FOLLOW_OPTIONS,
   ) {
-    this.intake = new StreamIntake(followFileOf(options.spoolDir, source, 'stream'), options.spoolBytes, source, {
+    this.intake = new StreamIntake(followFileOf(options.spoolDir, source, 'stream', nextFollowNumber()), options.spoolBytes, source, {
       inMemory: () => this.parsedThrough - this.applied,
       parse: (chunk, first) => this.parse(chunk, first),
       taking: () => !this.stopped && this.state !== 'failed',
@@ -199,7 +199,8 @@ export class NodeFollower {
         this.applied = offset;
         this.received = offset;
         this.parsedThrough = offset;
-        const file = followFileOf(this.options.spoolDir, this.source, 'rdb');
+        // A file of its own: a cut sync's file is removed later, while the next one may be written.
+        const file = followFileOf(this.options.spoolDir, this.source, 'rdb', nextFollowNumber());
         try {
           spool = { file, fd: fs.openSync(file, 'w') };
         } catch (err) {

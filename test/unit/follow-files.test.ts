@@ -26,12 +26,14 @@ function deadPid(): number {
 }
 
 test('the files of a dead process following the same node are removed; a live process\'s, another node\'s and another host\'s are kept', () => {
-  const mine = path.basename(followFileOf(dir, '10.0.0.1:6379', 'rdb'));
-  expect(mine).toBe(`slotproxy-follow-10_0_0_1_6379.${os.hostname().replace(/[^0-9a-zA-Z]/g, '_')}.${process.pid}.rdb`);
+  const mine = path.basename(followFileOf(dir, '10.0.0.1:6379', 'rdb', 1).replace(`.${process.pid}-1.`, `.${process.pid}.`));
+  expect(path.basename(followFileOf(dir, '10.0.0.1:6379', 'rdb', 7))).toBe(`slotproxy-follow-10_0_0_1_6379.${os.hostname().replace(/[^0-9a-zA-Z]/g, '_')}.${process.pid}-7.rdb`);
   const dead = deadPid();
   const files = {
     dead: mine.replace(`.${process.pid}.`, `.${dead}.`),
     deadStream: mine.replace(`.${process.pid}.rdb`, `.${dead}.stream`),
+    deadNumbered: mine.replace(`.${process.pid}.`, `.${dead}-3.`),
+    ownNumbered: mine.replace(`.${process.pid}.`, `.${process.pid}-2.`),
     live: mine.replace(`.${process.pid}.`, `.${process.ppid}.`),
     own: mine,
     otherNode: mine.replace('10_0_0_1_6379', '10_0_0_2_6379').replace(`.${process.pid}.`, `.${dead}.`),
@@ -39,8 +41,8 @@ test('the files of a dead process following the same node are removed; a live pr
     unrelated: 'dump.rdb',
   };
   for (const f of Object.values(files)) fs.writeFileSync(path.join(dir, f), 'x');
-  expect(removeStaleFollowFiles(dir, '10.0.0.1:6379').sort()).toEqual([files.dead, files.deadStream].sort());
-  expect(fs.readdirSync(dir).sort()).toEqual([files.live, files.own, files.otherNode, files.otherHost, files.unrelated].sort());
+  expect(removeStaleFollowFiles(dir, '10.0.0.1:6379').sort()).toEqual([files.dead, files.deadStream, files.deadNumbered].sort());
+  expect(fs.readdirSync(dir).sort()).toEqual([files.live, files.own, files.ownNumbered, files.otherNode, files.otherHost, files.unrelated].sort());
   expect(removeStaleFollowFiles(path.join(dir, 'missing'), '10.0.0.1:6379')).toEqual([]);
 });
 

@@ -125,6 +125,8 @@ export class ForwardedCommand extends ReplySlot implements BackendRequest {
   start(): void {
     const address = this.shard === ANY_MASTER ? this.anyMaster() : this.nodeOf(this.shard);
     if (address === null) {
+      // A slot map without the slot's owner (read mid-failover): read it again now, not at the next timed refresh.
+      if (this.shard !== ANY_MASTER) refreshSlotMaps(this.ctx);
       this.retry(this.shard === ANY_MASTER ? errors.PROXY_NOT_READY : errors.SLOT_NOT_SERVED);
       return;
     }

@@ -52,9 +52,11 @@ export class CarriedKeys {
     const parts: Part[] = [];
     keys.forEach((k, i) => {
       const to = owners.ownerInB(k);
-      if (to === null) return;
+      const args = read.commands[i];
+      // Not on the node any more (its slot moved inside A): the stream of the node it went to carries it.
+      if (to === null || args === null) return;
       this.through.set(k.toString('latin1'), read.at);
-      parts.push({ to, keys: [], carries: [k], args: read.commands[i] });
+      parts.push({ to, keys: [], carries: [k], args });
     });
     return parts;
   }

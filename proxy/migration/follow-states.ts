@@ -45,16 +45,25 @@ export async function onB(ctx: ProxyContext, address: string, args: readonly (Bu
 
 /**
  * Each key's DUMP and PEXPIRETIME on `source` with ROLE's offset, in one MULTI: the states are A's
- * at that offset. Null when the node did not answer with them.
+ * at that offset. A key whose slot has left the node (a reshard inside a cluster A: MOVED or ASK,
+ * which aborts the MULTI) is read again without it and gets null: its new master's stream carries
+ * it, and this node's stream its DEL. Null when the node did not answer with them.
  */
-export async function statesAt(ctx: ProxyContext, source: string, keys: readonly Buffer[]): Promise<{ at: number; commands: Buffer[][] } | null> {
+export async function statesAt(ctx: ProxyContext, source: string, keys: readonly Buffer[]): Promise<{ at: number; commands: (Buffer[] | null)[] } | null> {
   const args: Buffer[][] = [[Buffer.from('MULTI')]];
   for (const k of keys) args.push([Buffer.from('DUMP'), k], [Buffer.from('PEXPIRETIME'), k]);
   args.push([Buffer.from('ROLE')], [Buffer.from('EXEC')]);
   const conn = ctx.pool.connection(source, LANE);
   const replies = await Promise.all(args.map((a) => request(conn, a, ctx.forward.retryWindowMs)));
   const exec = decodeReply(replies[replies.length - 1], true);
-  if (!Array.isArray(exec)) return null;
+  if (!Array.isArray(exec)) {
+    const gone = keys.map((_, i) => LEFT_NODE.test(replies[1 + 2 * i].toString('latin1', 0, 8)));
+    if (!gone.some(Boolean)) return null;
+    const rest = await statesAt(ctx, source, keys.filter((_, i) => !gone[i]));
+    if (rest === null) return null;
+    let next = 0;
+    return { at: rest.at, commands: gone.map((g) => (g ? null : rest.commands[next++])) };
+  }
   const at = Number((exec[exec.length - 1] as Reply[])[1]);
   // The command that puts each key on B as A held it: RESTORE, or DEL for a key that is gone.
   const commands = keys.map((k, i) => {
@@ -65,6 +74,9 @@ export async function statesAt(ctx: ProxyContext, source: string, keys: readonly
   });
   return { at, commands };
 }
+
+/** A queued command's refusal by a cluster node that no longer serves its key. */
+const LEFT_NODE = /^-(MOVED|ASK) /;
 
 /** A FLUSHALL on `source`, or a new full sync: its moving keys are removed from every node of B. */
 export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace | null, source: string, router: FollowRouter, live: () => boolean): Promise<void> {

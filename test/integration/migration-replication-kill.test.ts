@@ -113,9 +113,12 @@ test('kill -9 of the following proxy mid-snapshot: the next one removes the snap
   first.proxy.child.kill('SIGKILL');
   await first.proxy.exitCode();
   const left = fs.readdirSync(spoolDir);
-  expect(left.filter((f) => f.endsWith(`.${first.proxy.pid}.rdb`)).length).toBeGreaterThanOrEqual(1);
+  // Its files are named for its process and numbered (follow-snapshot.ts): NAME.HOST.PID-N.rdb.
+  const dead = new RegExp(`\\.${first.proxy.pid}-\\d+\\.rdb$`);
+  const snapshots = left.filter((f) => dead.test(f));
+  expect(snapshots.length).toBeGreaterThanOrEqual(1);
   // A live process's file (this one's, as another proxy's on this host would be) is not removed.
-  const alive = left[0].replace(`.${first.proxy.pid}.rdb`, `.${process.pid}.rdb`);
+  const alive = snapshots[0].replace(dead, `.${process.pid}-1.rdb`);
   fs.writeFileSync(`${spoolDir}/${alive}`, 'another follower');
   // What the dead proxy restored may include keys A deletes before the next one follows.
   const a0 = open(placement.from.masters()[0]);

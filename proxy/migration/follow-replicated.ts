@@ -10,7 +10,7 @@
  * The check is `HSET <record> <source> <value>` then `WAIT 1 <ms>`, pipelined: WAIT counts from the
  * client's last write, and the HSET (the value the batch's script wrote already) lands after the
  * batch in the node's stream on whatever connection, so a reconnect between the two cannot make
- * WAIT count from nothing. A master without replicas (ROLE, read again each second and after every
+ * WAIT count from nothing. A master without replicas (ROLE; followers, which announce port 0, left out; read again each second and after every
  * WAIT that timed out) confirms at once; a replica that stops acknowledging holds the follow of
  * that node until it acknowledges, or its master drops it (`repl-timeout`) and ROLE lists none.
  * A node that refuses ROLE or WAIT (a back-end user without them, a renamed command) cannot be
@@ -89,13 +89,15 @@ export class ReplicaConfirm {
     return 'confirmed';
   }
 
-  /** The replicas ROLE lists on the node (read at most once a second). */
+  /** The replicas ROLE lists on the node, followers left out (read at most once a second). */
   private async replicaCount(): Promise<number> {
     if (this.replicas >= 0 && Date.now() - this.readAt < ROLE_MAX_AGE_MS) return this.replicas;
     const role = decodeReply(await sideRequest(this.ctx.pool, null, this.address, ['ROLE'], { lane: LANE }));
     if (role instanceof Error) throw role;
     if (!Array.isArray(role) || String(role[0]) !== 'master') throw new Error(`ROLE answered ${String(Array.isArray(role) ? role[0] : role)}, not master`);
-    this.replicas = Array.isArray(role[2]) ? role[2].length : 0;
+    // A follower of the node (this proxy's own where it is on both sides, a ring grow) announces port 0:
+    // it acknowledges what it applied, so waiting on it would wait on itself; it is no replica to promote.
+    this.replicas = Array.isArray(role[2]) ? role[2].filter((r) => Array.isArray(r) && String(r[1]) !== '0').length : 0;
     this.readAt = Date.now();
     return this.replicas;
   }

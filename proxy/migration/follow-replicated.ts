@@ -10,9 +10,10 @@
  * The check is `HSET <record> <source> <value>` then `WAIT 1 <ms>`, pipelined: WAIT counts from the
  * client's last write, and the HSET (the value the batch's script wrote already) lands after the
  * batch in the node's stream on whatever connection, so a reconnect between the two cannot make
- * WAIT count from nothing. A master without replicas (ROLE; followers, which announce port 0, left out; read again each second and after every
- * WAIT that timed out) confirms at once; a replica that stops acknowledging holds the follow of
- * that node until it acknowledges, or its master drops it (`repl-timeout`) and ROLE lists none.
+ * WAIT count from nothing. A master without replicas (ROLE, read again each second and after every
+ * WAIT that timed out; followers, which announce port 0, left out) confirms at once; a replica that
+ * stops acknowledging holds the follow of that node until it acknowledges, or its master drops it
+ * (`repl-timeout`) and ROLE lists none.
  * A node that refuses ROLE or WAIT (a back-end user without them, a renamed command) cannot be
  * checked: said once in the log, and its batches count as applied when it answers them, as before.
  */

@@ -279,7 +279,8 @@ export class FollowApplier {
       return `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
     }
     if (batch.length > 0) {
-      const held = await this.replicas.confirm(this.recordKey, this.source, value, () => !this.closed, () => this.stillMaster());
+      const record = (): string => (this.recordKey ??= recordKeyOf(this.address, this.owners));
+      const held = await this.replicas.confirm(record, this.source, value, () => !this.closed, () => this.stillMaster(), () => (this.recordKey = null));
       if (held !== 'confirmed') {
         // Not on a replica and its master gone: the keys' states go to the new owner (or the follow ended).
         const why = held === 'ended' ? `${this.address}: the follow ended` : `${this.address}: replaced before a replica held the batch`;

@@ -30,6 +30,8 @@ const RETRY_MS = 100;
 const RETRY_CAP_MS = 2000;
 /** The node will not run the check at all (not a transient state). */
 const REFUSED = /^(NOPERM|ERR unknown command)/;
+/** The record's slot left the node (a reshard of B): the record key is worked out again. */
+const NOT_SERVED = /^(MOVED|ASK) /;
 
 export type Confirmation = 'confirmed' | 'replaced' | 'ended';
 
@@ -49,9 +51,10 @@ export class ReplicaConfirm {
   /**
    * Resolves 'confirmed' once a replica holds the node's writes so far (at once without replicas),
    * 'replaced' once `stillMaster()` says the node no longer serves as a master of B, 'ended' when
-   * `live()` turns false. The record `key`/`field`/`value` is the batch's own.
+   * `live()` turns false. The record `key()`/`field`/`value` is the batch's own; `moved()` says the
+   * node no longer serves the record's key (a reshard of B), so `key()` is worked out again.
    */
-  async confirm(key: string, field: string, value: string, live: () => boolean, stillMaster: () => boolean): Promise<Confirmation> {
+  async confirm(key: () => string, field: string, value: string, live: () => boolean, stillMaster: () => boolean, moved: () => void): Promise<Confirmation> {
     for (let attempt = 0; ; attempt++) {
       if (!live()) return 'ended';
       if (this.unchecked) return 'confirmed';
@@ -59,12 +62,13 @@ export class ReplicaConfirm {
       try {
         if ((await this.replicaCount()) === 0) return this.settled();
         const [set, wait] = await Promise.all([
-          sideRequest(this.ctx.pool, null, this.address, ['HSET', key, field, value], { lane: LANE }),
+          sideRequest(this.ctx.pool, null, this.address, ['HSET', key(), field, value], { lane: LANE }),
           sideRequest(this.ctx.pool, null, this.address, ['WAIT', '1', String(WAIT_MS)], { lane: LANE }),
         ]);
         const acked = decodeReply(wait);
         if (set[0] !== 45 && typeof acked === 'number' && acked >= 1) return this.settled();
         why = set[0] === 45 ? set.toString('utf8', 1, set.length - 2) : acked instanceof Error ? acked.message : `no replica acknowledged within ${WAIT_MS} ms`;
+        if (NOT_SERVED.test(why)) moved();
         this.readAt = 0; // its replicas are read again: one may be gone
       } catch (err) {
         why = err instanceof Error ? err.message : String(err);

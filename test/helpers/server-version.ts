@@ -2,8 +2,8 @@
 // load from `redis-server --version`, so that a test that holds only on some versions says so in
 // the test list itself (`if (redisAtLeast(7, 4)) test(...)`, with the reason beside it), never by
 // skipping.
-import { execFileSync } from 'node:child_process';
-import { redisServerBin } from '../../cmd/sandbox/helpers';
+import { execFileSync, spawnSync } from 'node:child_process';
+import { redisCliBin, redisServerBin } from '../../cmd/sandbox/helpers';
 
 export interface ServerVersion {
   /** 'redis' or 'valkey', from the first word of `--version`. */
@@ -66,3 +66,10 @@ const WRONGPASS_LINE = '-WRONGPASS invalid username-password pair or user is dis
 export function withoutPipelinedWrongpass(replies: string): string {
   return redisAtLeast(7, 2) ? replies.split(WRONGPASS_LINE).join('') : replies;
 }
+
+/**
+ * True when the build under test has TLS (built with BUILD_TLS=yes, as Debian's is): its redis-cli
+ * knows `--tls`. A build without it can neither serve TLS nor connect with it.
+ */
+const cliHelp = spawnSync(redisCliBin(), ['--help'], { encoding: 'utf8' });
+export const BUILD_HAS_TLS: boolean = /--tls\b/.test(`${cliHelp.stdout}${cliHelp.stderr}`);

@@ -172,10 +172,15 @@ class ReplicaLinks {
 }
 
 /** Once both nodes are followed live and every write made on A is on B. */
+/**
+ * Until both follows are live and have applied on B everything each node of A holds now (the writes
+ * have stopped). Not WAIT on A: it counts from its client's last write, and the real replica beside
+ * the follower acknowledges first.
+ */
 async function caughtUp(port: number, nodes: readonly string[]): Promise<string> {
   await eventually(() => proxyInfo(port), (t) => /migration_follows:\S+=live,\S+=live/.test(t), 120_000);
-  for (const a of nodes) expect(Number(await open(a).call('WAIT', '1', '60000'))).toBe(1);
-  return proxyInfo(port);
+  const offsets = await Promise.all(nodes.map(async (a) => Number(((await open(a).call('ROLE')) as unknown[])[1])));
+  return eventually(() => proxyInfo(port), (t) => nodes.every((a, i) => (perNode(t, 'migration_follow_applied').get(a) ?? -1) >= offsets[i]), 120_000);
 }
 
 const mb = (n: number): string => (n / 1024 / 1024).toFixed(1);

@@ -15,8 +15,9 @@
  *   ... and a command too long for one apply script) is carried as its result: its keys' states
  *   are read from A at a known offset (follow.ts, a marked snapshot).
  * - Keyless: `FLUSHALL`/`FLUSHDB` remove the moving keys' copies in B; `FUNCTION` writes reach
- *   every master of B; `PING`, `REPLCONF`, `PUBLISH`, `SPUBLISH`, `MULTI`, `EXEC` and `SELECT 0` are
- *   not replayed (a PUBLISH replayed on B would deliver every message twice). `SELECT` of another
+ *   every master of B; `PING`, `REPLCONF`, `PUBLISH`, `SPUBLISH`, `MULTI`, `EXEC`, `SELECT 0` and
+ *   `CLUSTER` (Valkey 8's `SETSLOT`) are not replayed (a PUBLISH replayed on B would deliver every
+ *   message twice). `SELECT` of another
  *   database, and a keyless write it does not know, stop the follow with the reason.
  */
 import { CommandTable } from '../commands/table';
@@ -47,7 +48,9 @@ export interface Part {
 /** Commands longer than this are carried as their result (one Lua unpack holds at most ~8000 values). */
 export const MAX_APPLY_ARGS = 4000;
 
-const SKIPPED = new Set(['ping', 'replconf', 'publish', 'spublish', 'multi', 'exec']);
+// `CLUSTER`: Valkey 8 sends its replicas `CLUSTER SETSLOT` (a slot's move inside a cluster A): that
+// node's topology, not data; B has its own.
+const SKIPPED = new Set(['ping', 'replconf', 'publish', 'spublish', 'multi', 'exec', 'cluster']);
 const SPLIT_STEP = new Map([['mset', 2], ['del', 1], ['unlink', 1]]);
 const RENAMED = new Map([['restore-asking', 'RESTORE'], ['msetnx', 'MSET']]);
 

@@ -10,7 +10,7 @@ import { ProxyServer } from '../../proxy/server/server';
 import { parseConfig } from '../../config/load';
 import { errorOf } from '../helpers/reply-error';
 import { redisCliBin } from '../../cmd/sandbox/helpers';
-import { NOAUTH_HELLO } from '../helpers/server-version';
+import { HELLO_SERVER, NOAUTH_HELLO } from '../helpers/server-version';
 
 const NOAUTH = 'NOAUTH Authentication required.';
 const WRONGPASS = 'WRONGPASS invalid username-password pair or user is disabled.';
@@ -114,7 +114,7 @@ describe('client AUTH', () => {
     expect(await errorOf(c.call('HELLO', '2', 'AUTH', 'app', 'bad'))).toBe(WRONGPASS);
     expect(await errorOf(c.get('auth:k'))).toBe(NOAUTH);
     const hello = (await c.call('HELLO', '2', 'AUTH', 'app', 'app-secret', 'SETNAME', 'auth-test')) as unknown[];
-    expect(hello.slice(0, 2)).toEqual(['server', 'redis']);
+    expect(hello.slice(0, 2)).toEqual(['server', HELLO_SERVER.server]); // Valkey's HELLO says valkey
     expect(hello[hello.indexOf('proto') + 1]).toBe(2);
     expect(await c.call('CLIENT', 'GETNAME')).toBe('auth-test');
     expect(await c.get('auth:k')).toBe('v');

@@ -64,9 +64,9 @@ export class NodeFollower {
   applied = -1;
   fullSyncs = 0;
   resumes = 0;
+  /** The last full sync's: entries read, restored, and ms from its PSYNC reply to restored (0 until then). */
   snapshotEntries = 0;
   snapshotRestored = 0;
-  /** Milliseconds from the last full sync's PSYNC reply to its snapshot restored on B (0 until then). */
   snapshotMs = 0;
   private syncStartedAt = 0;
   private link: ReplicationLink | null = null;
@@ -189,7 +189,7 @@ export class NodeFollower {
         this.fullSyncs++;
         this.losses = 0;
         this.syncStartedAt = performance.now();
-        this.snapshotMs = 0;
+        [this.snapshotEntries, this.snapshotRestored, this.snapshotMs] = [0, 0, 0];
         this.state = 'full-sync';
         this.loading = true;
         this.historyOnB = false;

@@ -26,8 +26,17 @@ const LANE = 0;
  */
 export const CATCHING_UP: ReadonlySet<string> = new Set<FollowState>(['connecting', 'full-sync', 'loading', 'lost']);
 
+/** What the follows of one node that this proxy stopped had counted. */
+interface Retired {
+  fullSyncs: number;
+  resumes: number;
+  spoolFulls: number;
+}
+
 export class NodeFollowers {
   private readonly followers = new Map<string, NodeFollower>();
+  /** By node, what its stopped follows counted: counters never go back, and a node followed again counts on. */
+  private readonly retired = new Map<string, Retired>();
   /** The offset read for the barriers of this turn, per node. */
   private readonly offsets = new Map<string, Promise<number>>();
 
@@ -85,8 +94,17 @@ export class NodeFollowers {
   }
 
   stop(address: string): void {
-    this.followers.get(address)?.stop('this proxy no longer follows the node');
+    const f = this.followers.get(address);
+    if (f !== undefined) {
+      const r = this.retiredOf(address);
+      this.retired.set(address, { fullSyncs: r.fullSyncs + f.fullSyncs, resumes: r.resumes + f.resumes, spoolFulls: r.spoolFulls + f.intake.fulls });
+      f.stop('this proxy no longer follows the node');
+    }
     this.followers.delete(address);
+  }
+
+  private retiredOf(address: string): Retired {
+    return this.retired.get(address) ?? { fullSyncs: 0, resumes: 0, spoolFulls: 0 };
   }
 
   stopAll(): void {
@@ -135,19 +153,25 @@ export class NodeFollowers {
   }
 
   counts(): FollowCounts[] {
-    return [...this.followers.entries()].map(([node, f]) => ({ node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: f.fullSyncs, resumes: f.resumes, spoolBytes: f.intake.spooled, spoolFulls: f.intake.fulls, spoolFull: f.intake.full }));
+    const live = [...this.followers.entries()].map(([node, f]): FollowCounts => {
+      const r = this.retiredOf(node);
+      return { node, state: f.state, lagBytes: f.lagBytes, lagSeconds: f.lagSeconds, fullSyncs: r.fullSyncs + f.fullSyncs, resumes: r.resumes + f.resumes, spoolBytes: f.intake.spooled, spoolFulls: r.spoolFulls + f.intake.fulls, spoolFull: f.intake.full };
+    });
+    const gone = [...this.retired.entries()].filter(([node]) => !this.followers.has(node)).map(([node, r]): FollowCounts => ({ node, state: 'stopped', lagBytes: 0, lagSeconds: 0, ...r, spoolBytes: 0, spoolFull: false }));
+    return [...live, ...gone];
   }
 
   infoLines(): string[] {
-    if (this.followers.size === 0) return [];
+    if (this.followers.size === 0 && this.retired.size === 0) return [];
     const list = [...this.followers.entries()];
+    const total = (field: 'fullSyncs' | 'resumes'): number => this.counts().reduce((n, c) => n + c[field], 0);
     return [
       `migration_follows:${list.map(([a, f]) => `${a}=${f.state}`).join(',')}`,
       `migration_follow_applied:${list.map(([a, f]) => `${a}=${f.applied}`).join(',')}`,
       `migration_follow_lag_bytes:${list.map(([a, f]) => `${a}=${f.lagBytes}`).join(',')}`,
       `migration_follow_lag_seconds:${list.map(([a, f]) => `${a}=${f.lagSeconds.toFixed(3)}`).join(',')}`,
-      `migration_follow_full_syncs:${list.reduce((n, [, f]) => n + f.fullSyncs, 0)}`,
-      `migration_follow_resumes:${list.reduce((n, [, f]) => n + f.resumes, 0)}`,
+      `migration_follow_full_syncs:${total('fullSyncs')}`,
+      `migration_follow_resumes:${total('resumes')}`,
       `migration_follow_snapshot_restored:${list.reduce((n, [, f]) => n + f.snapshotRestored, 0)}`,
       `migration_follow_snapshot_ms:${list.map(([a, f]) => `${a}=${f.snapshotMs}`).join(',')}`,
       `migration_follow_spool_bytes:${list.map(([a, f]) => `${a}=${f.intake.spooled}`).join(',')}`,

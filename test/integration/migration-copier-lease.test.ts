@@ -316,6 +316,7 @@ describe.each(['feeds', 'replication'] as const)('carried by %s', (carry) => {
       const taker = 1 - stopped;
       const takerId = (await eventually(() => registeredIds(), (ids) => ids.length === 2)).find((id) => id !== holderId) ?? '';
       if (carry === 'replication') await eventually(() => followsOf(admins[stopped]), (f) => f.length === 2 && f.every((e) => e.endsWith('=live')), 30_000);
+      const stoppedSyncs = await info(admins[stopped], 'migration_follow_full_syncs');
 
       const counters = keysWhere('hung', 40, true);
       const acked = new Map<string, number>();
@@ -385,6 +386,9 @@ describe.each(['feeds', 'replication'] as const)('carried by %s', (carry) => {
       if (carry === 'replication') {
         // Its follows ended (their links closed: one replica per node of A again, the taker's).
         expect(await followsOf(admins[stopped])).toEqual([]);
+        // What they counted stays counted (INFO and /metrics never go back).
+        expect(await info(admins[stopped], 'migration_follow_full_syncs')).toBe(stoppedSyncs);
+        expect(Number(stoppedSyncs)).toBeGreaterThanOrEqual(2);
         await eventually(() => Promise.all(nodesOfA().map(replicasOf)), (r) => r.every((n) => n === 1));
         expect((await followsOf(admins[taker])).every((e) => e.endsWith('=live'))).toBe(true);
       }

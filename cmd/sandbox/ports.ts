@@ -72,6 +72,32 @@ export async function freePorts(n: number): Promise<number[]> {
   }
 }
 
+/** Ports below the kernel's ephemeral range (32768-60999 on Linux), where no outgoing connection is given one. */
+const STABLE_LOW = 12000;
+const STABLE_HIGH = 22000;
+
+/**
+ * n distinct free ports on 127.0.0.1 below the ephemeral range, from a random start: for a process
+ * stopped and started again on the same port (an ephemeral port freed by it may be handed to any
+ * outgoing connection meanwhile, and the restart then fails with EADDRINUSE).
+ */
+export async function freeStablePorts(n: number): Promise<number[]> {
+  checkCount(n);
+  const held: net.Server[] = [];
+  const span = STABLE_HIGH - STABLE_LOW;
+  const start = Math.floor(Math.random() * span);
+  try {
+    for (let i = 0; i < span && held.length < n; i++) {
+      const server = await tryListen(STABLE_LOW + ((start + i) % span));
+      if (server !== null) held.push(server);
+    }
+    if (held.length < n) throw new Error(`ports: found only ${held.length} of ${n} free ports in ${STABLE_LOW}-${STABLE_HIGH}`);
+    return held.map(portOf);
+  } finally {
+    await closeAll(held);
+  }
+}
+
 /**
  * n distinct ports p usable by Redis Cluster nodes: p and p + 10000 (the
  * cluster bus) are both free on 127.0.0.1 and p + 10000 <= 65535.

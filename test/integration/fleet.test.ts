@@ -10,7 +10,7 @@ import fs from 'node:fs';
 import path from 'node:path';
 import Redis from 'ioredis';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
-import { freePorts } from '../../cmd/sandbox/ports';
+import { freeStablePorts } from '../../cmd/sandbox/ports';
 import { BIN, ProxyProcess, killAllProxies, tempDir } from '../helpers/cli';
 import { Expected, MixedLoad, checkState, seed } from './migration-load';
 import { Ring } from '../../sharding/ring';
@@ -72,7 +72,8 @@ beforeAll(async () => {
   dir = tempDir('slotproxy-fleet-');
   file = path.join(dir, 'ring.yaml');
   fs.writeFileSync(file, config('double-write'));
-  ports = await freePorts(5);
+  // Below the ephemeral range: a proxy is restarted on its port (an outgoing connection took one once).
+  ports = await freeStablePorts(5);
 }, 60_000);
 
 afterAll(async () => {

@@ -26,19 +26,22 @@ import { BOOKKEEPING_PREFIX, FENCE_KEY, inSlot } from './converge';
 import { sha1 } from '../scripts/store';
 import { log } from '../telemetry/log';
 import { ReplicaConfirm } from './follow-replicated';
+import { refusalField, refusedKeyOf } from './follow-refusals';
 
 /** The hash, per node of B, holding each followed node of A's last applied offset. */
 export const APPLIED_KEY = `${BOOKKEEPING_PREFIX}applied`;
 
 /**
- * ARGV: record key, field, value, B's fence key (fence.ts), mode, then per command its argument
- * count and its arguments. Answers the 0-based indexes of the commands that failed, each followed
+ * ARGV: record key, field, value, B's fence key (fence.ts), mode, the refusals' key
+ * (follow-refusals.ts), then per command its argument count and its arguments. Answers the 0-based indexes of the commands that failed, each followed
  * by its error; or {-1} when B is fenced: a proxy switches to done, so B takes writes of its own and
  * nothing more of A's stream may land there (an expiry on A must not delete a key B renewed).
  * A batch of stream commands at or before the record (same replid) is already on the node: nothing
  * runs, {} answers. Mode `states` is a batch of keys' whole states only (RESTORE or DEL of a refused
  * command's keys, carried behind later commands, so at an offset the record may have passed): they
  * run whatever the record says (running one twice writes the same state), and never move it back.
+ * A stream command that fails is written into the refusals' key in the same run that moves the
+ * record past it: a follower that dies before carrying its keys leaves it for the next one.
  */
 export const APPLY_STREAM_SCRIPT = `#!lua flags=allow-cross-slot-keys
 if redis.call('EXISTS', ARGV[4]) == 1 then
@@ -55,7 +58,7 @@ if behind and ARGV[5] ~= 'states' then
   return {}
 end
 local failed = {}
-local i = 6
+local i = 7
 local n = 0
 while i <= #ARGV do
   local count = tonumber(ARGV[i])
@@ -63,6 +66,13 @@ while i <= #ARGV do
   if type(r) == 'table' and r.err ~= nil then
     failed[#failed + 1] = n
     failed[#failed + 1] = r.err
+    if ARGV[5] ~= 'states' then
+      local held = {}
+      for j = i + 1, i + count do
+        held[#held + 1] = #ARGV[j] .. ':' .. ARGV[j]
+      end
+      redis.call('HSET', ARGV[6], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. n, table.concat(held))
+    end
   end
   n = n + 1
   i = i + count + 1
@@ -88,7 +98,8 @@ export interface AppliedPart {
   end: number;
   /** A key's whole state (a refused command's keys carried as their result): safe to run twice. */
   state?: boolean;
-  done(error: string | null): void;
+  /** `refusal`: where the node holds the refused command until its keys are carried (follow-refusals.ts). */
+  done(error: string | null, refusal?: { node: string; field: string }): void;
 }
 
 const LANE = 0;
@@ -115,6 +126,7 @@ export class FollowApplier {
   private closed = false;
   private recordKey: string | null = null;
   private fenceKey: string | null = null;
+  private refusedKey: string | null = null;
   /** Commands of A's stream that arrived once B was fenced for done (not applied). */
   afterFence = 0;
   /** The offset this node's record says (as far as this follower wrote it). */
@@ -237,11 +249,12 @@ export class FollowApplier {
   private async attempt(batch: AppliedPart[], through: number): Promise<string> {
     this.recordKey ??= recordKeyOf(this.address, this.owners);
     this.fenceKey ??= fenceKeyOf(this.address, this.owners);
+    this.refusedKey ??= refusedKeyOf(this.address, this.owners);
     // The command by SHA1, built once; by body only where the node lacks the script.
     const last = batch.length > 0 ? Math.max(through, this.lastApplied) : this.lastApplied;
     const value = `${this.replid()} ${through}${last >= 0 ? ` ${last}` : ''}`;
     const states = batch.length > 0 && batch.every((p) => p.state === true);
-    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(value), Buffer.from(this.fenceKey), states ? STATES_MODE : STREAM_MODE];
+    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(value), Buffer.from(this.fenceKey), states ? STATES_MODE : STREAM_MODE, Buffer.from(this.refusedKey)];
     for (const part of batch) {
       const n = part.args.length;
       bySha.push(n < COUNTS.length ? COUNTS[n] : Buffer.from(String(n)));
@@ -276,6 +289,7 @@ export class FollowApplier {
       // No reply (a timeout, a lost connection): nothing is refused, the batch goes again.
       this.recordKey = null; // a reshard of B may have moved it
       this.fenceKey = null;
+      this.refusedKey = null;
       return `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
     }
     if (batch.length > 0) {
@@ -290,7 +304,10 @@ export class FollowApplier {
     }
     this.recorded = Math.max(this.recorded, through);
     this.lastApplied = last;
-    batch.forEach((p, i) => p.done(failed.get(i) ?? null));
+    batch.forEach((p, i) => {
+      const error = failed.get(i) ?? null;
+      p.done(error, error === null || states ? undefined : { node: this.address, field: refusalField(this.source, value, i) });
+    });
     return 'answered';
   }
 

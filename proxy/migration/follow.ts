@@ -21,10 +21,8 @@
  * meanwhile do not survive on B. A slot of a cluster A moving between masters: follow-handoff.ts.
  *
  * A command B refuses, and one whose keys land on several nodes of B that cannot be split, is
- * carried as its result: a MULTI on A reads each key's DUMP and PEXPIRETIME and ROLE's offset R in
- * one go, the states are restored on B, and later stream commands on those keys up to R are
- * skipped (they are in the states read: follow-carried-keys.ts). A node of B that does not answer
- * is waited for, never taken for a refusal.
+ * carried as its keys' states read on A at a known offset (follow-carry.ts). A node of B that does
+ * not answer is waited for, never taken for a refusal.
  */
 import fs from 'node:fs';
 import { performance } from 'node:perf_hooks';
@@ -37,7 +35,7 @@ import { FollowApplier } from './follow-applier';
 import { ownersOf } from './copy-keys';
 import { followFileOf, nextFollowNumber, removeStaleFollowFiles } from './follow-snapshot';
 import { onEveryMaster, removeMovingKeys } from './follow-states';
-import { CarriedKeys } from './follow-carried-keys';
+import { StateCarry, Ticket } from './follow-carry';
 import { ResumePoint, forgetRecords, resumeFrom } from './follow-lineage';
 import { restoreSnapshot } from './follow-restore';
 import { log } from '../telemetry/log';
@@ -47,13 +45,13 @@ import { DEFAULT_FOLLOW_OPTIONS, FollowOptions, FollowState } from './follow-opt
 import { SlotHandoff } from './follow-handoff';
 import { FullSyncWatch } from './follow-progress';
 import { OffsetWaiters } from './offset-waiters';
+import { Refusal, forgetRefusals, readRefusals } from './follow-refusals';
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
 const RESUME_CAP_MS = 5000;
 
 /** A stream command's parts on their way to B: `open` not yet applied; `at` (performance.now()) for the lag. */
-type Ticket = { end: number; open: number; at: number };
 
 export class NodeFollower {
   state: FollowState = 'connecting';
@@ -65,9 +63,7 @@ export class NodeFollower {
   fullSyncs = 0;
   resumes = 0;
   /** The last full sync's: entries read, restored, and ms from its PSYNC reply to restored (0 until then). */
-  snapshotEntries = 0;
-  snapshotRestored = 0;
-  snapshotMs = 0;
+  snapshotEntries = 0; snapshotRestored = 0; snapshotMs = 0;
   private syncStartedAt = 0;
   private link: ReplicationLink | null = null;
   private stream = new StreamReader();
@@ -77,8 +73,10 @@ export class NodeFollower {
   private lastEnd = -1;
   /** What each node of B recorded at the resume: commands at or before it are there already. */
   private floors = new Map<string, number>();
-  /** Keys carried as their state (B refused a command for them): what of their stream B holds already. */
-  private readonly carried = new CarriedKeys();
+  /** Keys carried as their state (B refused a command, or its result is carried): follow-carry.ts. */
+  private readonly states: StateCarry;
+  /** Commands B refused that the nodes held at this link's start (follow-refusals.ts). */
+  private refusedBefore: Refusal[] = [];
   private commands = new Queue<StreamCommand>();
   /** The end of the last command parsed: what is parsed and not applied is held in memory. */
   private parsedThrough = -1;
@@ -117,6 +115,15 @@ export class NodeFollower {
     });
     this.handoff = new SlotHandoff(ctx, source, () => this.placement().from, () => this.placement().to, (a) => options.peer?.(a));
     this.sync = new FullSyncWatch(ctx, source, placement, () => this.snapshotRestored);
+    this.states = new StateCarry(ctx, source, {
+      stopped: () => this.stopped,
+      router: () => this.router(),
+      to: () => this.placement().to,
+      open: (end, open) => this.open(end, open),
+      hand: (ticket, parts) => this.hand(ticket, parts),
+      advance: () => this.advance(),
+      fail: (reason) => this.fail(reason),
+    });
   }
 
   /** A new full sync, whatever A could continue (`migrate copy --restart`, follow-progress.ts). */
@@ -174,6 +181,7 @@ export class NodeFollower {
       const to = this.placement().to;
       resume = to === null ? null : await resumeFrom(this.ctx, to, this.source);
       if (this.sync.forced) resume = null; // migrate copy --restart: a new full sync
+      this.refusedBefore = to === null ? [] : await readRefusals(this.ctx, to, [this.source, ...(resume === null ? [] : [resume.recordedAs])]);
     } catch (err) {
       return this.lost(`cannot tell where to resume: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -194,7 +202,7 @@ export class NodeFollower {
         this.loading = true;
         this.historyOnB = false;
         this.floors = new Map();
-        this.carried.clear();
+        this.states.keys.clear();
         this.handoff.reset();
         this.applied = offset;
         this.received = offset;
@@ -230,6 +238,7 @@ export class NodeFollower {
         this.received = this.applied;
         this.parsedThrough = this.applied;
         log.info({ node: this.source, offset: this.applied, recordedAs: resume?.recordedAs }, 'migration: follow of a node of side A resumed (+CONTINUE)');
+        this.states.recover(this.refusedBefore, this.applied);
         const to = this.placement().to;
         if (resume !== null && resume.recordedAs !== this.source && to !== null) void forgetRecords(this.ctx, to, resume).catch(() => undefined);
       },
@@ -339,7 +348,7 @@ export class NodeFollower {
         this.ticket(cmd.end, routed.parts);
         return undefined;
       case 'resnapshot':
-        return this.carryResult(cmd.end, routed.keys);
+        return this.states.result(cmd.end, routed.keys);
       case 'flush':
         return (async () => {
           await this.drained();
@@ -367,57 +376,53 @@ export class NodeFollower {
 
   /** One stream command's parts handed to their appliers; `end` counts as applied once all are done. */
   private ticket(end: number, parts: Part[]): void {
-    const ticket: Ticket = { end, open: 0, at: performance.now() };
+    this.hand(this.open(end, 0), parts);
+    this.advance();
+  }
+
+  /** A ticket for the command at `end`, queued behind every ticket handed out before. */
+  private open(end: number, open: number): Ticket {
+    const ticket: Ticket = { end, open, at: performance.now() };
     this.tickets.push(ticket);
     this.lastEnd = Math.max(this.lastEnd, end);
+    return ticket;
+  }
+
+  /** `parts` for the command at `ticket.end` given to their appliers; the ticket closes once all are done. */
+  private hand(ticket: Ticket, parts: Part[]): void {
+    const end = ticket.end;
     for (const part of parts) {
-      if ((this.floors.get(part.to) ?? -1) >= end) continue;
-      const covered = this.carried.covered(part.keys, end);
+      // A key's carried state runs whatever a node recorded at the resume: B refused its command.
+      if (part.carries === undefined && (this.floors.get(part.to) ?? -1) >= end) continue;
+      const covered = this.states.keys.covered(part.keys, end);
       if (covered > 0 && covered === part.keys.length) continue;
-      this.carried.routed(part.keys, end);
+      this.states.keys.routed(part.keys, end);
       ticket.open++;
       // Some of its keys are on B past this command already (their state was carried): run, it would
       // apply twice to those (an LMOVE popping one more), so all its keys are carried as their state.
       if (covered > 0) {
-        this.carry(part.keys, end, ticket, false);
+        this.states.carry(part.keys, end, ticket, false);
         continue;
       }
       this.applierOf(part.to).push({
         args: part.args,
         end,
         state: part.carries !== undefined,
-        done: (error) => {
-          if (error !== null) return void this.refused(part, end, error, ticket);
+        done: (error, refusal) => {
+          if (error !== null) return void this.states.refused(part, end, error, ticket, refusal);
           ticket.open--;
           this.advance();
         },
       });
     }
-    this.advance();
-  }
-
-  /** B refused a command: its keys are carried as their result, before the stream goes on. */
-  private refused(part: Part, end: number, error: string, ticket: Ticket): void {
-    if (this.stopped) return; // the appliers closed: nothing was refused
-    if (part.carries === undefined) log.warn({ node: this.source, to: part.to, command: part.args[0].toString('latin1'), error }, 'migration: side B refused a command of the stream; its keys are carried as their state');
-    // A carried state B failed as well (its node down): carried again after a pause, never dropped.
-    this.carry(part.carries ?? part.keys, end, ticket, part.carries !== undefined);
-  }
-
-  /** `keys` carried as their state for the command at `end`, whose ticket waits for it; after a pause when `later`. */
-  private carry(keys: Buffer[], end: number, ticket: Ticket, later: boolean): void {
-    const done = (): void => {
-      ticket.open--;
-      this.advance();
-    };
-    const retry = (): void => void this.carryResult(end, keys).then(done, () => void (this.stopped || setTimeout(retry, RESUME_AFTER_MS).unref()));
-    if (later) setTimeout(retry, RESUME_AFTER_MS).unref();
-    else retry();
   }
 
   private advance(): void {
-    // A result carried for a refused command is ticketed behind later commands: offsets never go back.
-    while (this.tickets.length > 0 && (this.tickets.peek() as Ticket).open === 0) this.applied = Math.max(this.applied, (this.tickets.shift() as Ticket).end);
+    while (this.tickets.length > 0 && (this.tickets.peek() as Ticket).open === 0) {
+      const t = this.tickets.shift() as Ticket;
+      this.applied = Math.max(this.applied, t.end);
+      t.closed?.();
+    }
     if (!this.loading) this.waiters.release(this.applied);
     if (this.ackWanted >= 0 && this.applied >= this.ackWanted) {
       this.ackWanted = -1;
@@ -447,14 +452,6 @@ export class NodeFollower {
     const last = this.tickets.length === 0 ? this.applied : this.lastEnd;
     return this.appliedThrough(last);
   }
-  /** The keys' states read on A, restored on B behind the command at `end` (follow-carried-keys.ts). */
-  private async carryResult(end: number, keys: Buffer[]): Promise<void> {
-    const parts = await this.carried.states(this.ctx, this.source, keys, () => this.router(), () => this.stopped);
-    if (this.stopped) return;
-    if (parts === null) return this.fail(`cannot read the state of ${keys.length} keys on ${this.source}`);
-    this.ticket(end, parts);
-  }
-
   /** The snapshot, read from its spool at B's pace (follow-restore.ts); the stream waits behind it. */
   private async load(link: ReplicationLink, file: string): Promise<void> {
     this.state = 'loading';
@@ -478,6 +475,8 @@ export class NodeFollower {
       this.snapshotMs = Math.round(performance.now() - this.syncStartedAt);
       log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
       this.sync.done();
+      // The snapshot holds what every command refused before it left: their records go.
+      if (this.refusedBefore.length > 0) void forgetRefusals(this.ctx, to, this.refusedBefore).catch(() => undefined);
       this.loading = false;
       this.historyOnB = true;
       // A link lost meanwhile stays lost: what it brought is applied, then the follow resumes.

@@ -8,6 +8,7 @@ import { Placement } from '../../sharding/migration';
 import { ProxyProcess, startProxyProcess } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
 import { useProxyProcesses } from '../helpers/proxy-processes';
+import { REFUSED_KEY } from '../../proxy/migration/follow-refusals';
 
 const grow = useRingGrow();
 const procs = useProxyProcesses('slotproxy-follow-kill-');
@@ -134,3 +135,34 @@ test('kill -9 of the following proxy mid-snapshot: the next one removes the snap
   expect(fs.readdirSync(spoolDir)).toEqual([alive]);
   second.proxy.child.kill('SIGTERM');
 }, 180_000);
+
+test('kill -9 of the following proxy after B refused a command and before its key was carried: the next one carries it', async () => {
+  const { config, placement } = setup();
+  const first = await startProxyProcess(config, procs.dir());
+  await caughtUp(first.port, placement);
+  const source = placement.from.masters()[0];
+  const key = [...Array(400).keys()].map((i) => `refused:${i}`).find((k) => placement.copyTarget(Buffer.from(k))?.from === source);
+  const target = key === undefined ? null : placement.copyTarget(Buffer.from(key));
+  if (key === undefined || target === null) throw new Error(`no key of ${source} moves`);
+  const [a, b] = [open(source), open(target.to)];
+  // B holds the key with another type, so it refuses A's RPUSH (and records its offset past it).
+  await b.set(key, 'not a list');
+  // A then pauses its clients (not its replicas): the follower gets the RPUSH, but cannot read the
+  // key's state on A to carry it, and dies in that window.
+  const replies = (await a.pipeline().rpush(key, 'e1', 'e2').client('PAUSE', '3000', 'ALL').exec()) ?? [];
+  expect(replies.map(([err]) => err)).toEqual([null, null]);
+  await first.proxy.waitForLog(/side B refused a command of the stream/, 10_000);
+  first.proxy.child.kill('SIGKILL');
+  await first.proxy.exitCode();
+  expect(await b.hlen(REFUSED_KEY)).toBe(1);
+  const second = await startProxyProcess(config, procs.dir());
+  await caughtUp(second.port, placement);
+  // The next follower resumes past the RPUSH on that node, and carries the key's state instead.
+  await eventually(() => b.type(key), (t) => t === 'list', 20_000);
+  expect(await b.lrange(key, 0, -1)).toEqual(['e1', 'e2']);
+  expect(await a.lrange(key, 0, -1)).toEqual(['e1', 'e2']);
+  expect(second.proxy.log).toMatch(/side B holds commands it refused before this follow resumed/);
+  // Carried: the node forgets the refused command.
+  await eventually(() => b.hlen(REFUSED_KEY), (n) => n === 0, 10_000);
+  second.proxy.child.kill('SIGTERM');
+}, 120_000);

@@ -99,28 +99,22 @@ export async function freeStablePorts(n: number): Promise<number[]> {
 }
 
 /**
- * n distinct ports p usable by Redis Cluster nodes: p and p + 10000 (the
- * cluster bus) are both free on 127.0.0.1 and p + 10000 <= 65535.
+ * n distinct ports p usable by Redis Cluster nodes: p and p + 10000 (the cluster bus) both free on
+ * 127.0.0.1, both below the kernel's ephemeral range (p in 12000-22000, its bus in 22000-32000), so
+ * no outgoing connection of any process holds a bus port a node needs, nor takes a port a node
+ * restarted on it had. From a random start, as freeStablePorts.
  */
 export async function freeClusterPorts(n: number): Promise<number[]> {
   checkCount(n);
   const held: net.Server[] = [];
   const ports: number[] = [];
-  // The OS picks from the ephemeral range (often 32768-60999); ports above
-  // MAX_CLUSTER_PORT or whose bus port is busy are discarded, so allow many tries.
-  const maxAttempts = 200 + n * 50;
+  const span = STABLE_HIGH - STABLE_LOW;
+  const start = Math.floor(Math.random() * span);
   try {
-    for (let attempt = 0; ports.length < n; attempt++) {
-      if (attempt >= maxAttempts) {
-        throw new Error(`ports: found only ${ports.length} of ${n} free cluster port pairs`);
-      }
-      const probe = await tryListen(0);
+    for (let i = 0; i < span && ports.length < n; i++) {
+      const port = STABLE_LOW + ((start + i) % span);
+      const probe = await tryListen(port);
       if (probe === null) continue;
-      const port = portOf(probe);
-      if (port > MAX_CLUSTER_PORT) {
-        await closeAll([probe]);
-        continue;
-      }
       const bus = await tryListen(port + CLUSTER_BUS_OFFSET);
       if (bus === null) {
         await closeAll([probe]);
@@ -130,6 +124,7 @@ export async function freeClusterPorts(n: number): Promise<number[]> {
       held.push(probe, bus);
       ports.push(port);
     }
+    if (ports.length < n) throw new Error(`ports: found only ${ports.length} of ${n} free cluster port pairs in ${STABLE_LOW}-${STABLE_HIGH}`);
     return ports;
   } finally {
     await closeAll(held);

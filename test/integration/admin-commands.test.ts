@@ -349,8 +349,11 @@ describe('the server\'s reports, merged from every master\'s', () => {
       await c.call('SET', key, 'v');
       await r.call('SET', key, 'v');
     }
+    // Two entries of one form (the newest may be another command: the proxy's own PINGs and
+    // topology reads run on the masters too, logged at slower-than 0, so arguments differ in number).
     const [p, want] = await both(c, r, ['SLOWLOG', 'GET', '2']);
-    expect(shape(p)).toEqual(shape(want));
+    const entries = (reply: unknown): unknown => (reply as unknown[][]).map((e) => e.map((field) => (Array.isArray(field) ? 'arguments' : shape(field))));
+    expect(entries(p)).toEqual(entries(want));
     const all = (await c.call('SLOWLOG', 'GET', '-1')) as [number, number, number, string[], string, string][];
     const sets = all.filter((e) => e[3][0] === 'SET').map((e) => e[3][1]);
     expect(sets.sort()).toEqual(keys.map((k) => k.key).sort());

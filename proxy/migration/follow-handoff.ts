@@ -21,6 +21,16 @@
  *       (its writes before MIGRATE, MIGRATE's DEL) go on, they come before the new owner's;
  *       a later one (the slot coming back) waits for a barrier again
  *
+ *   `RESTORE-ASKING` (MIGRATE's arrival)  -> a barrier first, whatever the slot map says now
+ *
+ * A follower new here that resumes (a restart, a takeover) does not know what the node's backlog
+ * holds: a slot may have moved while nobody followed. So before its PSYNC it reads the node's
+ * offset and the slots it imports (look()): a slot it neither serves nor imports is an old owner's
+ * last commands through that offset (they go on: the new owner's follower waits for them, and
+ * waiting here would apply a MIGRATE's DEL after the new owner's RESTORE), a slot it serves is
+ * settled, and each arrival still waits. (An ASK-redirected write in that backlog, for a key the
+ * old owner deleted just before, is the case left: nothing in the stream marks it.)
+ *
  * A follower in a full sync is not waited for (its own snapshot is the later state, and it may
  * wait on this one); a barrier still open after BARRIER_CAP_MS goes on with a warning (two masters
  * resharding into each other at once can wait on each other).
@@ -53,6 +63,8 @@ export class SlotHandoff {
   private coveredThrough = -1;
   barriers = 0;
   private begun = false;
+  /** The node as look() saw it before a resume: its offset, and the slots it imports. */
+  private seen: { offset: number; importing: Set<number> } | null = null;
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -66,9 +78,22 @@ export class SlotHandoff {
     return this.from().kind === 'cluster';
   }
 
-  /** A resume: what this follower learnt of the node's stream still holds; a follower new here starts from the slots the node serves. */
+  /** Before a PSYNC: the node's offset and the slots it imports now (a cluster A), for begin(). */
+  async look(): Promise<void> {
+    this.seen = null;
+    if (!this.cluster || this.begun) return;
+    const connection = this.ctx.pool.connection(this.source, LANE);
+    const [role, nodes] = await Promise.all([request(connection, ['ROLE'], this.ctx.forward.retryWindowMs), request(connection, ['CLUSTER', 'NODES'], this.ctx.forward.retryWindowMs)]).then((f) => f.map((x) => decodeReply(x)));
+    if (!Array.isArray(role) || typeof nodes !== 'string') return;
+    this.seen = { offset: Number(role[1]), importing: importingSlots(nodes) };
+  }
+
+  /** A resume: what this follower learnt of the node's stream still holds; a follower new here starts from what look() saw. */
   begin(): void {
-    if (!this.begun) this.reset();
+    if (this.begun) return;
+    this.reset();
+    if (this.seen === null) return;
+    for (let slot = 0; slot < SLOT_COUNT; slot++) if (!this.settled.has(slot) && !this.seen.importing.has(slot)) this.leaving.set(slot, this.seen.offset);
   }
 
   /** A full sync: the slots the node serves now are settled (its snapshot is restored after a barrier, follow.ts load). */
@@ -94,10 +119,10 @@ export class SlotHandoff {
   }
 
   /** The barrier the routed command at `end` waits for first; null when none (the stream goes straight on). */
-  ahead(end: number, routed: Routed, received: number, router: FollowRouter): Promise<void> | null {
+  ahead(end: number, routed: Routed, received: number, router: FollowRouter, arrival = false): Promise<void> | null {
     if (end <= this.coveredThrough || (routed.kind !== 'apply' && routed.kind !== 'resnapshot') || !this.cluster) return null;
     const keys = routed.kind === 'apply' ? routed.parts.flatMap((p) => p.keys) : routed.keys;
-    if (!this.needs(keys, end)) return null;
+    if (!arrival && !this.needs(keys, end)) return null;
     const nodes = routed.kind === 'apply' ? routed.parts.map((p) => p.to) : keys.map((k) => router.ownerInB(k) ?? '');
     return this.barrier(received, keys, [...new Set(nodes)].filter((b) => b !== ''));
   }
@@ -173,4 +198,20 @@ export class SlotHandoff {
     }
     return Number.isFinite(lowest) ? lowest : null;
   }
+}
+
+/** MIGRATE's RESTORE-ASKING: a key arriving from another master (its DEL there comes right after). */
+export function isArrival(name: Buffer | undefined): boolean {
+  return name !== undefined && name.length === 14 && name.toString('latin1').toLowerCase() === 'restore-asking';
+}
+
+/** The slots the `myself` line of CLUSTER NODES shows importing (`[slot-<-id]`). */
+export function importingSlots(nodes: string): Set<number> {
+  const out = new Set<number>();
+  const mine = nodes.split('\n').find((l) => l.split(' ')[2]?.split(',').includes('myself'));
+  for (const f of mine?.split(' ').slice(8) ?? []) {
+    const m = /^\[(\d+)-<-/.exec(f);
+    if (m !== null) out.add(Number(m[1]));
+  }
+  return out;
 }

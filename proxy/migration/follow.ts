@@ -42,7 +42,7 @@ import { log } from '../telemetry/log';
 import { Queue } from '../client/queue';
 import { StreamIntake } from './follow-spool';
 import { DEFAULT_FOLLOW_OPTIONS, FollowOptions, FollowState } from './follow-options';
-import { SlotHandoff } from './follow-handoff';
+import { SlotHandoff, isArrival } from './follow-handoff';
 import { FullSyncWatch } from './follow-progress';
 import { OffsetWaiters } from './offset-waiters';
 import { Refusal, forgetRefusals, readRefusals } from './follow-refusals';
@@ -181,6 +181,7 @@ export class NodeFollower {
       const to = this.placement().to;
       resume = to === null ? null : await resumeFrom(this.ctx, to, this.source);
       if (this.sync.forced) resume = null; // migrate copy --restart: a new full sync
+      await this.handoff.look();
       this.refusedBefore = to === null ? [] : await readRefusals(this.ctx, to, [this.source, ...(resume === null ? [] : [resume.recordedAs])]);
     } catch (err) {
       return this.lost(`cannot tell where to resume: ${err instanceof Error ? err.message : String(err)}`);
@@ -315,7 +316,7 @@ export class NodeFollower {
         const cmd = this.commands.peek() as StreamCommand;
         const routed = this.router().route(cmd.args);
         try {
-          const held = this.handoff.ahead(cmd.end, routed, this.received, this.router());
+          const held = this.handoff.ahead(cmd.end, routed, this.received, this.router(), isArrival(cmd.args[0]));
           if (held !== null) await held;
           // Most commands are handed on at once: only those that wait for A or B suspend the loop.
           const waiting = this.run(cmd, routed);

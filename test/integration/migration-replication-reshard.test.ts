@@ -22,6 +22,7 @@ let ring: StandaloneNodes | undefined;
 let added: RedisNode | undefined;
 let proxy: { proxy: ProxyProcess; port: number } | undefined;
 let dir = '';
+let config: Record<string, unknown> = {};
 const nodeClients = new NodeClients();
 const clients: Redis[] = [];
 
@@ -33,7 +34,7 @@ beforeAll(async () => {
     StandaloneNodes.start(2),
     RedisNode.start({ port, cluster: true, dir: path.join(dir, String(port)), extraArgs: ['--repl-diskless-sync-delay', '0'] }),
   ]);
-  const config = {
+  config = {
     mode: 'cluster',
     cluster: { seeds: [source.masters[0].address] },
     migration: { phase: 'double-write', carry: 'replication', to: { nodes: ring.addresses.map((addr, i) => ({ name: `r${i}`, addr, weight: 1 })) } },
@@ -196,3 +197,28 @@ test('a slot moved between masters of A, and one moved to a master added, while 
   const b = await contents(ring!.addresses);
   expect([...load.acked].filter((k) => !b.values.has(k))).toEqual([]);
 }, 180_000);
+
+test('a slot moved while no proxy follows A: the next proxy resumes both masters, the old owner\'s DELs before the new owner\'s RESTOREs, and B ends exact', async () => {
+  const [m0, m1] = source!.masters;
+  await caughtUp();
+  let tag = '';
+  for (let i = 0; tag === ''; i++) if ((await source!.masterFor(keySlot(Buffer.from(`{r${i}}`)))) === m1) tag = `r${i}`;
+  const slot = keySlot(Buffer.from(`{${tag}}`));
+  const writer = open(m1.address);
+  for (let i = 0; i < 30; i++) await writer.set(`{${tag}}k:${i}`, `v${i}`);
+  await writer.rpush(`{${tag}}l`, 'a', 'b');
+  await caughtUp();
+  proxy!.proxy.child.kill('SIGKILL');
+  await proxy!.proxy.exitCode();
+  // Nobody follows A: the keys leave m1's stream as MIGRATE's DELs and arrive in m0's as RESTORE-ASKINGs.
+  await moveSlot(slot, m0, [m0, m1]);
+  await open(m0.address).rpush(`{${tag}}l`, 'c');
+  proxy = await startProxyProcess(config, dir);
+  await caughtUp();
+  expect(await differences()).toEqual([]);
+  const b = await contents(ring!.addresses);
+  expect([...Array(30).keys()].filter((i) => b.values.get(`{${tag}}k:${i}`) !== `v${i}`)).toEqual([]);
+  expect(b.values.get(`{${tag}}l`)).toBe(JSON.stringify(['a', 'b', 'c']));
+  expect(field(await info(), 'migration_follow_full_syncs')).toBe('0');
+}, 120_000);
+

@@ -10,6 +10,7 @@ import { KeySpace, SlotOwners } from '../../sharding/key-space';
 import { sideRequest } from './side-request';
 import { ownersOf } from './copy-keys';
 import { request } from '../backend/request';
+import { BackendConnection } from '../backend/connection';
 import { decodeReply, Reply } from '../resp/decode-reply';
 import { FollowRouter } from './follow-router';
 import { withoutPastExpiry } from './follow-expiry';
@@ -28,13 +29,13 @@ const SCAN_COUNT = '500';
  * command timeout, a lost connection) or a transient error goes again after a backoff, while
  * `live()`; the reply frame, an error reply too. Throws only once `live()` is false.
  */
-export async function onB(ctx: ProxyContext, address: string, args: readonly (Buffer | string)[], live: () => boolean, owners: SlotOwners | null = null): Promise<Buffer> {
+export async function onB(ctx: ProxyContext, address: string, args: readonly (Buffer | string)[], live: () => boolean, owners: SlotOwners | null = null, via?: () => BackendConnection): Promise<Buffer> {
   for (let attempt = 0; ; attempt++) {
     if (!live()) throw new Error('the follow ended');
     try {
       // No timeout of its own: the connection's command timeout fails it, and every request queued with it.
       // With `owners` (a keyed request to a cluster B) a redirect is followed: B failed over or resharded meanwhile.
-      const frame = owners === null ? await request(ctx.pool.connection(address, LANE), args, 0) : await sideRequest(ctx.pool, owners, address, args, { lane: LANE, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs });
+      const frame = owners === null ? await request(via?.() ?? ctx.pool.connection(address, LANE), args, 0) : await sideRequest(ctx.pool, owners, address, args, { lane: LANE, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs });
       if (!TRANSIENT.test(frame.toString('latin1', 0, 16))) return frame;
     } catch {
       // no reply: sent again
@@ -82,19 +83,27 @@ const LEFT_NODE = /^-(MOVED|ASK) /;
 export async function removeMovingKeys(ctx: ProxyContext, to: KeySpace | null, source: string, router: FollowRouter, live: () => boolean): Promise<void> {
   for (const b of to?.masters() ?? []) {
     if (b === source) continue;
+    // The SCAN on a connection of its own: on the shared one it waits behind another follower's
+    // RESTOREs to the same node, each held as long as the node holds writes (a pause, a slow B).
+    let scanner: BackendConnection | null = null;
+    const via = (): BackendConnection => (scanner !== null && !scanner.isClosed ? scanner : (scanner = ctx.pool.dedicated(b, ctx.pool.linkOptions().commandTimeoutMs)));
     let cursor = '0';
-    do {
-      const reply = decodeReply(await onB(ctx, b, ['SCAN', cursor, 'COUNT', SCAN_COUNT], live), true);
-      if (!Array.isArray(reply) || reply.length !== 2 || !Buffer.isBuffer(reply[0]) || !Array.isArray(reply[1])) throw new Error(`${b}: unexpected SCAN reply`);
-      cursor = reply[0].toString('latin1');
-      const mine = reply[1].filter((k): k is Buffer => Buffer.isBuffer(k) && router.ownerInB(k) === b && router.heldInA(k));
-      // A cluster B takes one DEL per key (its keys span slots), each following a redirect.
-      const owners = to === null ? null : ownersOf(to);
-      const dels = owners === null ? (mine.length > 0 ? [mine] : []) : mine.map((k) => [k]);
-      for (const frame of await Promise.all(dels.map((keys) => onB(ctx, b, ['DEL', ...keys], live, owners)))) {
-        if (frame[0] === 45) throw new Error(`${b} refused DEL: ${frame.toString('utf8', 1, frame.length - 2)}`);
-      }
-    } while (cursor !== '0');
+    try {
+      do {
+        const reply = decodeReply(await onB(ctx, b, ['SCAN', cursor, 'COUNT', SCAN_COUNT], live, null, via), true);
+        if (!Array.isArray(reply) || reply.length !== 2 || !Buffer.isBuffer(reply[0]) || !Array.isArray(reply[1])) throw new Error(`${b}: unexpected SCAN reply`);
+        cursor = reply[0].toString('latin1');
+        const mine = reply[1].filter((k): k is Buffer => Buffer.isBuffer(k) && router.ownerInB(k) === b && router.heldInA(k));
+        // A cluster B takes one DEL per key (its keys span slots), each following a redirect.
+        const owners = to === null ? null : ownersOf(to);
+        const dels = owners === null ? (mine.length > 0 ? [mine] : []) : mine.map((k) => [k]);
+        for (const frame of await Promise.all(dels.map((keys) => onB(ctx, b, ['DEL', ...keys], live, owners)))) {
+          if (frame[0] === 45) throw new Error(`${b} refused DEL: ${frame.toString('utf8', 1, frame.length - 2)}`);
+        }
+      } while (cursor !== '0');
+    } finally {
+      (scanner as BackendConnection | null)?.close('the scan for moving keys is done');
+    }
   }
 }
 

@@ -14,6 +14,7 @@ import { ReplicationLink } from '../proxy/replication/link';
 import { RdbReader } from '../proxy/replication/rdb-reader';
 import { StreamReader } from '../proxy/replication/stream-reader';
 import { BackendConnection } from '../proxy/backend/connection';
+import { request } from '../proxy/backend/request';
 import { KeySpace, ownerOfKey } from '../sharding/key-space';
 import * as encode from '../proxy/resp/encode';
 
@@ -70,6 +71,8 @@ export class FloorFollower {
         this.reader = null;
         this.live = true;
         this.settle();
+        // After a diskless sync Redis sends the stream only once the replica has acknowledged.
+        this.link.ack(this.answered);
       },
       continued: () => this.fail('+CONTINUE to a full-sync request'),
       streamBytes: (chunk, first) => this.heard(chunk, first),
@@ -78,11 +81,25 @@ export class FloorFollower {
     this.ackTimer = setInterval(() => this.link.ack(this.answered), 1000).unref();
   }
 
-  /** Resolves once the snapshot is on B and every stream command received is answered. */
+  /**
+   * Resolves once the snapshot is on B and every stream command through the node's offset now
+   * (`ROLE`, read first: what the load wrote, received or not yet) is answered.
+   */
   async caughtUp(): Promise<void> {
-    while (!this.live || this.open > 0 || this.answered < this.received) {
+    const offset = await this.offsetNow();
+    while (!this.live || this.open > 0 || this.answered < Math.max(this.received, offset)) {
       if (this.failure !== null) throw new Error(this.failure);
       await new Promise<void>((resolve) => this.waiters.push(resolve));
+    }
+  }
+
+  private async offsetNow(): Promise<number> {
+    const conn = new BackendConnection(this.source, { connectTimeoutMs: 5000, commandTimeoutMs: 0, delayMs: 0, handshake: [], tls: null });
+    try {
+      const frame = await request(conn, ['ROLE'], 5000);
+      return Number(/^\*\d+\r\n\$6\r\nmaster\r\n:(\d+)/.exec(frame.toString('latin1'))?.[1] ?? -1);
+    } finally {
+      conn.close();
     }
   }
 

@@ -71,7 +71,8 @@ while i <= #ARGV do
       for j = i + 1, i + count do
         held[#held + 1] = #ARGV[j] .. ':' .. ARGV[j]
       end
-      redis.call('HSET', ARGV[6], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. n, table.concat(held))
+      -- pcall: a node that no longer serves the key's slot (B resharded) still applies the batch
+      redis.pcall('HSET', ARGV[6], ARGV[2] .. ' ' .. ARGV[3] .. ' ' .. n, table.concat(held))
     end
   end
   n = n + 1

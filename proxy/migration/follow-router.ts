@@ -25,6 +25,7 @@ import { keyPositions } from '../commands/keys';
 import { KeySpace, ownerOfKey } from '../../sharding/key-space';
 import { isBookkeepingKey } from './converge';
 import { withoutPastExpiry } from './follow-expiry';
+import { Ring } from '../../sharding/ring';
 
 export type Routed =
   | { kind: 'skip' }
@@ -55,12 +56,17 @@ const SPLIT_STEP = new Map([['mset', 2], ['del', 1], ['unlink', 1]]);
 const RENAMED = new Map([['restore-asking', 'RESTORE'], ['msetnx', 'MSET']]);
 
 export class FollowRouter {
+  /** Both sides rings hashing alike (a ring grown or shrunk): one hash finds a key's node in both. */
+  private readonly rings: [Ring, Ring] | null;
+
   constructor(
     private readonly table: CommandTable,
     private readonly from: KeySpace,
     private readonly to: KeySpace,
     private readonly source: string,
-  ) {}
+  ) {
+    this.rings = from instanceof Ring && to instanceof Ring && from.hashesLike(to) ? [from, to] : null;
+  }
 
   route(args: Buffer[]): Routed {
     if (args.length === 0) return { kind: 'stop', reason: 'an empty command in the replication stream' };
@@ -109,8 +115,16 @@ export class FollowRouter {
    */
   ownerInB(key: Buffer): string | null {
     if (isBookkeepingKey(key)) return null;
-    if (this.from.kind !== 'cluster' && ownerOfKey(this.from, key) !== this.source) return null;
-    const to = ownerOfKey(this.to, key);
+    let to: string | null;
+    if (this.rings !== null) {
+      const [a, b] = this.rings;
+      const hash = a.hashOf(key);
+      if (a.addressOf(a.indexOfHash(hash)) !== this.source) return null;
+      to = b.addressOf(b.indexOfHash(hash));
+    } else {
+      if (this.from.kind !== 'cluster' && ownerOfKey(this.from, key) !== this.source) return null;
+      to = ownerOfKey(this.to, key);
+    }
     if (to === this.source) return null;
     return to ?? '';
   }

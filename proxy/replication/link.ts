@@ -6,7 +6,7 @@
  *     -> PSYNC <replid> <offset+1> | PSYNC ? -1
  *     -> +CONTINUE [replid]          : the stream resumes at the byte after `offset`
  *     -> +FULLRESYNC <replid> <off>  : ["\n" keep-alives] $<len>\r\n<rdb> | $EOF:<mark>\r\n<rdb><mark>
- *        then the stream, whose first byte is offset off + 1
+ *        then ["\n" keep-alives, out of band] the stream, whose first byte is offset off + 1
  *
  * Offsets count stream bytes exactly as the node's `master_repl_offset` does: a byte's offset is
  * the node's offset once it has appended that byte. `REPLCONF ACK` is sent with what the caller
@@ -65,6 +65,8 @@ export class ReplicationLink {
   private connectTimer: NodeJS.Timeout | null = null;
   private ackSoonTimer: NodeJS.Timeout | null = null;
   private closed = false;
+  /** No byte of the stream has come yet: a newline now is the node's keep-alive, not the stream's. */
+  private streamUnstarted = true;
 
   constructor(
     readonly address: string,
@@ -248,6 +250,20 @@ export class ReplicationLink {
         return this.keep(data.subarray(Math.max(0, safe)));
       }
       case 'stream': {
+        // A node may still write its pre-sync keep-alive "\n" after the snapshot's EOF mark: a
+        // FLUSHALL that kills the RDB child before the node reaped it fails the sync (always on
+        // Redis 7.4, redis#13434, even when the child had already sent it all; rarely on 7.0), and
+        // the replicationCron of that same tick still counts the replica pre-sync and writes it
+        // the newline just before the link is closed. As for a Redis replica, it is out of band (no
+        // offset); read as the stream, it failed the follow for good instead of a resume. The
+        // stream starts only once the node holds the link online, so none comes after its first byte.
+        if (this.streamUnstarted) {
+          let i = 0;
+          while (i < data.length && data[i] === 10) i++;
+          if (i === data.length) return data.subarray(i);
+          this.streamUnstarted = false;
+          data = data.subarray(i);
+        }
         const first = this.nextOffset;
         this.nextOffset += data.length;
         this.on.streamBytes(data, first);

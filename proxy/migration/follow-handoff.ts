@@ -32,9 +32,8 @@
  * old owner deleted just before, is the case left: nothing in the stream marks it.)
  *
  * A follower in a full sync is not waited for (its own snapshot is the later state, and it may
- * wait on this one), even when its link was lost while it restores the snapshot; a barrier still
- * open after BARRIER_CAP_MS goes on with a warning (two masters resharding into each other at once
- * can wait on each other).
+ * wait on this one); a barrier still open after BARRIER_CAP_MS goes on with a warning (two masters
+ * resharding into each other at once can wait on each other).
  */
 import { ProxyContext } from '../context';
 import { KeySpace } from '../../sharding/key-space';
@@ -54,20 +53,6 @@ export const BARRIER_CAP_MS = 30_000;
 export interface PeerFollow {
   state: string;
   applied: number;
-  /** Restoring its snapshot, whatever `state` says of its link. */
-  loading: boolean;
-}
-
-/**
- * A follower in its own full sync is not waited for (its snapshot is the later state, and it may
- * wait on this one), nor one that will not catch up. `loading` counts whatever `state` says: a
- * link lost while its snapshot is restored leaves it `lost`, and it resumes only once restored,
- * after the barrier its restore begins with. Two such followers waited on each other until
- * BARRIER_CAP_MS, carrying nothing: on Redis 7.4 a FLUSHALL right after the full syncs cuts every
- * link whose RDB child the node had not reaped yet (redis#13434), so several are lost at once.
- */
-function notWaitedFor(p: PeerFollow): boolean {
-  return p.loading || p.state === 'full-sync' || p.state === 'loading' || p.state === 'stopped' || p.state === 'failed';
 }
 
 export class SlotHandoff {
@@ -178,7 +163,7 @@ export class SlotHandoff {
   /** Null once B holds `master`'s changes through its offset now (or it is not waited for); else `master`. */
   private async caughtUp(master: string, nodesOfB: readonly string[], deadline: number): Promise<string | null> {
     const local = this.peer(master);
-    if (local !== undefined && notWaitedFor(local)) return null;
+    if (local !== undefined && (local.state === 'full-sync' || local.state === 'loading' || local.state === 'stopped' || local.state === 'failed')) return null;
     let offset: number;
     try {
       const role = decodeReply(await request(this.ctx.pool.connection(master, LANE), ['ROLE'], this.ctx.forward.retryWindowMs));
@@ -190,7 +175,7 @@ export class SlotHandoff {
     while (Date.now() < deadline) {
       const now = this.peer(master);
       if (now !== undefined) {
-        if (now.applied >= offset || notWaitedFor(now)) return null;
+        if (now.applied >= offset || now.state === 'full-sync' || now.state === 'loading' || now.state === 'stopped' || now.state === 'failed') return null;
       } else {
         const recorded = await this.recordedOn(master, nodesOfB);
         if (recorded === null || recorded >= offset) return null;

@@ -83,8 +83,8 @@ export class NodeFollower {
   /** Where the link's stream bytes wait while B is behind (its spool's bytes and fulls show in INFO). */
   readonly intake: StreamIntake;
   private processing = false;
-  /** Set while the snapshot is restored, whatever the link's state: the stream waits behind it (and other followers' barriers do not wait on it). */
-  loading = false;
+  /** Set while the snapshot is restored: the stream waits behind it. */
+  private loading = false;
   private ackTimer: NodeJS.Timeout | null = null;
   private readonly waiters = new OffsetWaiters();
   private ackWanted = -1;

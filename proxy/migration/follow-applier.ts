@@ -16,12 +16,14 @@
  * A batch counts as done only once a replica of the node holds it too (follow-replicated.ts), so a
  * failover of B loses nothing done; one the old master answered alone goes back as refused.
  */
+import { performance } from 'node:perf_hooks';
 import { ProxyContext } from '../context';
 import { SlotOwners } from '../../sharding/key-space';
 import { slotTag } from '../../sharding/slot-tags';
 import { SLOT_COUNT } from '../../sharding/slot';
 import { migrationScript } from './side-request';
 import { decodeReply } from '../resp/decode-reply';
+import { request } from '../backend/request';
 import { BOOKKEEPING_PREFIX, FENCE_KEY, inSlot } from './converge';
 import { sha1 } from '../scripts/store';
 import { log } from '../telemetry/log';
@@ -104,6 +106,7 @@ export interface AppliedPart {
 }
 
 const LANE = 0;
+const KEYS_PLACED_MS = 1000;
 const RETRY_MS = 100;
 const RETRY_CAP_MS = 2000;
 /** Error replies of a node that will take the batch shortly: waited for, never refusals. */
@@ -126,6 +129,10 @@ export class FollowApplier {
   private scheduled = false;
   private closed = false;
   private recordKey: string | null = null;
+  /** When the keys below were placed: a cluster B's node may gain a lower slot, which moves them. */
+  private keysAt = 0;
+  /** A record left under the key of an older slot map, removed once the new one is written. */
+  private staleRecordKey: string | null = null;
   private fenceKey: string | null = null;
   private refusedKey: string | null = null;
   /** Commands of A's stream that arrived once B was fenced for done (not applied). */
@@ -248,6 +255,7 @@ export class FollowApplier {
 
   /** One try: 'answered' once the node replied (each part done), else why it did not. */
   private async attempt(batch: AppliedPart[], through: number): Promise<string> {
+    this.placeKeys();
     this.recordKey ??= recordKeyOf(this.address, this.owners);
     this.fenceKey ??= fenceKeyOf(this.address, this.owners);
     this.refusedKey ??= refusedKeyOf(this.address, this.owners);
@@ -305,11 +313,36 @@ export class FollowApplier {
     }
     this.recorded = Math.max(this.recorded, through);
     this.lastApplied = last;
+    this.dropStaleRecord();
     batch.forEach((p, i) => {
       const error = failed.get(i) ?? null;
       p.done(error, error === null || states ? undefined : { node: this.address, field: refusalField(this.source, value, i) });
     });
     return 'answered';
+  }
+
+  /**
+   * At most once a second on a cluster B, the record's, fence's and refusals' keys placed again for
+   * the slot map now (readers place them so: a resume, a barrier, verify, the fence's writer).
+   */
+  private placeKeys(): void {
+    if (this.owners === null) return;
+    const now = performance.now();
+    if (now - this.keysAt < KEYS_PLACED_MS) return;
+    this.keysAt = now;
+    const record = recordKeyOf(this.address, this.owners);
+    if (this.recordKey !== null && this.recordKey !== record) this.staleRecordKey = this.recordKey;
+    this.recordKey = record;
+    this.fenceKey = fenceKeyOf(this.address, this.owners);
+    this.refusedKey = refusedKeyOf(this.address, this.owners);
+  }
+
+  /** The record now written under its new key, the old key's field goes: a reader with an older map finds none (a full sync), not a stale one. */
+  private dropStaleRecord(): void {
+    const stale = this.staleRecordKey;
+    if (stale === null || stale === this.recordKey) return;
+    this.staleRecordKey = null;
+    void request(this.ctx.pool.connection(this.address, LANE), ['HDEL', stale, this.source], this.ctx.forward.retryWindowMs).catch(() => undefined);
   }
 
   /** False once B's slot map no longer names this node a master (asked again meanwhile); a ring B's node stays. */

@@ -16,6 +16,8 @@ import { NodeClients } from '../helpers/node-clients';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { parseConfig } from '../../config/load';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
+import { APPLIED_KEY } from '../../proxy/migration/follow-applier';
+import { slotTag } from '../../sharding/slot-tags';
 
 const grow = useRingGrow();
 
@@ -357,6 +359,51 @@ describe('into a Redis Cluster', () => {
     for (let n = 0; n < 100; n++) await c.incr(`cnt:${n % 13}`);
     await caughtUp(c);
     expect(await info(c)).toMatch(/migration_follow_resumes:2\r\n/);
+    expect(await differences()).toEqual([]);
+  }, 120_000);
+
+  test('a master of B that gains a lower slot moves its applied record to that slot\'s key: a takeover still resumes with +CONTINUE', async () => {
+    const b = cluster as RedisCluster;
+    const seeds = [b.masters[0].address];
+    const cfg = parseConfig({ listen: '127.0.0.1:0', mode: 'ring', ring: { hash: 'md5', nodes: grow.config().ring.nodes }, migration: { phase: 'double-write', carry: 'replication', to: { cluster: { seeds } } }, log: { level: 'silent' } });
+    if (cfg.mode !== 'ring') throw new Error('expected a ring config');
+    for (const n of b.masters) await n.command('FLUSHALL');
+    await startProxy(cfg);
+    let c = connect();
+    for (let n = 0; n < 50; n++) await c.incr(`gain:${n}`);
+    await caughtUp(c);
+    // Slot 5000 moves to the master of the last slots, below its lowest one: its record's key moves.
+    const [from, to] = await Promise.all([b.masterFor(5000), b.masterFor(16383)]);
+    // CLUSTER SLOTS rows: [first, last, [host, port, id], ...].
+    const rows = (await to.command('CLUSTER', 'SLOTS')) as [number, number, [string, number]][];
+    const lowest = Math.min(...rows.filter((r) => r[2][1] === to.port).map((r) => r[0]));
+    expect(lowest).toBeGreaterThan(5000);
+    const oldKey = `${APPLIED_KEY}:{${slotTag(lowest)}}`;
+    const newKey = `${APPLIED_KEY}:{${slotTag(5000)}}`;
+    expect(await to.command('HLEN', oldKey)).toBe(2);
+    const [fromId, toId] = await Promise.all([from, to].map(async (m) => String(await m.command('CLUSTER', 'MYID'))));
+    await to.command('CLUSTER', 'SETSLOT', 5000, 'IMPORTING', fromId);
+    await from.command('CLUSTER', 'SETSLOT', 5000, 'MIGRATING', toId);
+    for (;;) {
+      const keys = (await from.command('CLUSTER', 'GETKEYSINSLOT', 5000, 100)) as string[];
+      if (keys.length === 0) break;
+      await from.command('MIGRATE', to.host, to.port, '', 0, 5000, 'KEYS', ...keys);
+    }
+    for (const m of b.masters) await m.command('CLUSTER', 'SETSLOT', 5000, 'NODE', toId);
+    // Writes keep coming; the follower's record on that master is written under the new key, and the old one goes.
+    const writing = (async () => {
+      for (let n = 0; n < 400; n++) await c.incr(`{${slotTag(5000)}}:gain:${n % 20}`);
+    })();
+    await eventually(async () => Number(await to.command('HLEN', newKey)), (n) => n === 2, 20_000);
+    await writing;
+    await eventually(async () => Number(await to.command('HLEN', oldKey)), (n) => n === 0, 20_000);
+    await caughtUp(c);
+    await (proxy as ProxyServer).close(200);
+    proxy = await ProxyServer.start(cfg);
+    c = connect();
+    for (let n = 0; n < 50; n++) await c.incr(`gain:${n}`);
+    await caughtUp(c);
+    expect(await info(c)).toMatch(/migration_follow_full_syncs:0\r\n/);
     expect(await differences()).toEqual([]);
   }, 120_000);
 });

@@ -21,6 +21,7 @@ import { CommandTable } from '../../commands/table';
 import { Reply, decodeReply } from '../../resp/decode-reply';
 import { FollowRouter } from '../follow-router';
 import { recordKeyOf } from '../follow-applier';
+import { keySlot } from '../../../sharding/slot';
 import { ownersOf } from '../copy-keys';
 import { KeyState, VALUE_LUA, compareStates } from './key-state';
 import { NodeClient } from './node-client';
@@ -93,10 +94,9 @@ function sorted(type: string, r: Reply | undefined): string | null {
 
 /** B's state with its record of the key's node of A, then A's with its offset (so B's record is at most A's offset). */
 export async function observeAt(nodes: NodeClient, s: KeySides, tolerance: number): Promise<OffsetObservation> {
-  const record = { key: recordKeyOf(s.b.addr, s.b.owners), field: s.a.addr };
   const names = { a: s.a.addr, b: s.b.addr };
   const read = async (withContent: boolean): Promise<OffsetObservation> => {
-    const b = await readAt(nodes, s.b, s.key, record, withContent);
+    const b = await readOnB(nodes, s, withContent);
     const a = await readAt(nodes, s.a, s.key, null, withContent);
     return { a, b, diff: compareStates(a.state, b.state, names, tolerance) as string | null };
   };
@@ -109,6 +109,28 @@ export async function observeAt(nodes: NodeClient, s: KeySides, tolerance: numbe
 }
 
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+
+/** Tries of a read on a cluster B whose slot map moved (a reshard of B meanwhile). */
+const MOVED_TRIES = 10;
+const NOT_SERVED = /non.local key|MOVED|ASK/i;
+
+/**
+ * The key's state on B with the record of its node of A, both read on the node serving the key now:
+ * the record lives in a key of that node's own (recordKeyOf), so a node found by a redirect is
+ * asked for its record, not the old owner's (which it refuses as a non-local key).
+ */
+async function readOnB(nodes: NodeClient, s: KeySides, withContent: boolean): Promise<StateAt> {
+  for (let i = 1; ; i++) {
+    const addr = s.b.owners?.ownerOf(keySlot(s.key)) ?? s.b.addr;
+    try {
+      return await readAt(nodes, { addr, owners: s.b.owners }, s.key, { key: recordKeyOf(addr, s.b.owners), field: s.a.addr }, withContent);
+    } catch (err) {
+      if (s.b.owners === null || i >= MOVED_TRIES || !NOT_SERVED.test(err instanceof Error ? err.message : String(err))) throw err;
+      s.b.owners.requestRefresh();
+      await sleep(100 * i);
+    }
+  }
+}
 
 const unchanged = (x: StateAt, y: StateAt): boolean =>
   x.replid === y.replid && x.state.type === y.state.type && x.expireAt === y.expireAt && (x.state.dump === null ? y.state.dump === null : y.state.dump !== null && x.state.dump.equals(y.state.dump));

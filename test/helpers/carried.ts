@@ -2,16 +2,20 @@
 // reaches side B through its node's replication stream, so "on B" is checked once every replica
 // of the A nodes (the proxy's follower among them) acknowledged A's offset at that moment. A
 // follower acknowledges only what B has applied, so a replica's offset in A's INFO replication
-// past A's own offset means B holds every write A had made. (WAIT is not used: on 7.2+ it counts
+// past A's own offset means B holds every write A had made; the follower itself (on port 0) must
+// be among them. (WAIT is not used: on 7.2+ it counts
 // from the asking connection's own last write, and this connection writes nothing.)
 import Redis from 'ioredis';
 
 const POLL_MS = 20;
 
-function replicationOffsets(info: string): { offset: number; replicas: number[] } {
+function replicationOffsets(info: string): { offset: number; replicas: number[]; followers: number } {
   const offset = Number(/^master_repl_offset:(\d+)/m.exec(info)?.[1] ?? -1);
-  const replicas = [...info.matchAll(/^slave\d+:.*\boffset=(\d+)/gm)].map((m) => Number(m[1]));
-  return { offset, replicas };
+  const lines = [...info.matchAll(/^slave\d+:.*$/gm)].map((m) => m[0]);
+  const replicas = lines.map((l) => Number(/\boffset=(\d+)/.exec(l)?.[1] ?? -1));
+  // The proxy's follower announces port 0 (a real replica, its own listening port).
+  const followers = lines.filter((l) => /\bport=0\b/.test(l)).length;
+  return { offset, replicas, followers };
 }
 
 /** Resolves once every replica of each node (`host:port`) has what the node holds now; throws after `ms`. */
@@ -23,13 +27,13 @@ export async function carriedToB(nodes: readonly string[], ms = 30_000): Promise
       try {
         await c.connect();
         const now = replicationOffsets(String(await c.info('replication')));
-        if (now.replicas.length === 0) throw new Error(`${addr} has no replica: nothing follows it`);
         const deadline = Date.now() + ms;
         for (;;) {
           const seen = replicationOffsets(String(await c.info('replication')));
           const behind = seen.replicas.filter((o) => o < now.offset).length;
-          if (behind === 0 && seen.replicas.length >= now.replicas.length) return;
-          if (Date.now() > deadline) throw new Error(`${addr}: ${behind} of ${seen.replicas.length} replicas still behind offset ${now.offset} after ${ms} ms`);
+          // A follower whose link is down at first is waited for too: else nothing says B has it.
+          if (behind === 0 && seen.followers > 0 && seen.replicas.length >= now.replicas.length) return;
+          if (Date.now() > deadline) throw new Error(`${addr}: ${seen.followers === 0 ? 'no follower (a replica on port 0) attached' : `${behind} of ${seen.replicas.length} replicas still behind offset ${now.offset}`} after ${ms} ms`);
           await new Promise((resolve) => setTimeout(resolve, POLL_MS));
         }
       } finally {

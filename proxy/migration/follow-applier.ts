@@ -19,19 +19,14 @@
 import { performance } from 'node:perf_hooks';
 import { ProxyContext } from '../context';
 import { SlotOwners } from '../../sharding/key-space';
-import { slotTag } from '../../sharding/slot-tags';
-import { SLOT_COUNT } from '../../sharding/slot';
 import { migrationScript } from './side-request';
 import { decodeReply } from '../resp/decode-reply';
 import { request } from '../backend/request';
-import { BOOKKEEPING_PREFIX, FENCE_KEY, inSlot } from './converge';
 import { sha1 } from '../scripts/store';
 import { log } from '../telemetry/log';
 import { ReplicaConfirm } from './follow-replicated';
-import { refusalField, refusedKeyOf } from './follow-refusals';
-
-/** The hash, per node of B, holding each followed node of A's last applied offset. */
-export const APPLIED_KEY = `${BOOKKEEPING_PREFIX}applied`;
+import { refusalField } from './follow-refusals';
+import { NodeKeys, nodeKeysOf } from './follow-node-keys';
 
 /**
  * ARGV: record key, field, value, B's fence key (fence.ts), mode, the refusals' key
@@ -128,13 +123,11 @@ export class FollowApplier {
   private inFlight = false;
   private scheduled = false;
   private closed = false;
-  private recordKey: string | null = null;
-  /** When the keys below were placed: a cluster B's node may gain a lower slot, which moves them. */
-  private keysAt = 0;
+  /** Where the record, fence and refusals live on the node (follow-node-keys.ts), placed at `keysAt`. */
+  private keys: NodeKeys | null = null;
+  private keysAt = -Infinity;
   /** A record left under the key of an older slot map, removed once the new one is written. */
   private staleRecordKey: string | null = null;
-  private fenceKey: string | null = null;
-  private refusedKey: string | null = null;
   /** Commands of A's stream that arrived once B was fenced for done (not applied). */
   afterFence = 0;
   /** The offset this node's record says (as far as this follower wrote it). */
@@ -255,15 +248,12 @@ export class FollowApplier {
 
   /** One try: 'answered' once the node replied (each part done), else why it did not. */
   private async attempt(batch: AppliedPart[], through: number): Promise<string> {
-    this.placeKeys();
-    this.recordKey ??= recordKeyOf(this.address, this.owners);
-    this.fenceKey ??= fenceKeyOf(this.address, this.owners);
-    this.refusedKey ??= refusedKeyOf(this.address, this.owners);
+    const keys = this.placeKeys();
     // The command by SHA1, built once; by body only where the node lacks the script.
     const last = batch.length > 0 ? Math.max(through, this.lastApplied) : this.lastApplied;
     const value = `${this.replid()} ${through}${last >= 0 ? ` ${last}` : ''}`;
     const states = batch.length > 0 && batch.every((p) => p.state === true);
-    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(this.recordKey), Buffer.from(this.source), Buffer.from(value), Buffer.from(this.fenceKey), states ? STATES_MODE : STREAM_MODE, Buffer.from(this.refusedKey)];
+    const bySha: Buffer[] = [EVALSHA, SHA, NO_KEYS, Buffer.from(keys.record), Buffer.from(this.source), Buffer.from(value), Buffer.from(keys.fence), states ? STATES_MODE : STREAM_MODE, Buffer.from(keys.refused)];
     for (const part of batch) {
       const n = part.args.length;
       bySha.push(n < COUNTS.length ? COUNTS[n] : Buffer.from(String(n)));
@@ -296,14 +286,12 @@ export class FollowApplier {
       if (this.owners !== null && [...failed.values()].some((e) => NOT_SERVED.test(e))) this.owners.requestRefresh();
     } catch (err) {
       // No reply (a timeout, a lost connection): nothing is refused, the batch goes again.
-      this.recordKey = null; // a reshard of B may have moved it
-      this.fenceKey = null;
-      this.refusedKey = null;
+      this.keysAt = -Infinity; // a reshard of B may have moved them: placed again next time
       return `${this.address}: ${err instanceof Error ? err.message : String(err)}`;
     }
     if (batch.length > 0) {
-      const record = (): string => (this.recordKey ??= recordKeyOf(this.address, this.owners));
-      const held = await this.replicas.confirm(record, this.source, value, () => !this.closed, () => this.stillMaster(), () => (this.recordKey = null));
+      const record = (): string => this.placeKeys().record;
+      const held = await this.replicas.confirm(record, this.source, value, () => !this.closed, () => this.stillMaster(), () => (this.keysAt = -Infinity));
       if (held !== 'confirmed') {
         // Not on a replica and its master gone: the keys' states go to the new owner (or the follow ended).
         const why = held === 'ended' ? `${this.address}: the follow ended` : `${this.address}: replaced before a replica held the batch`;
@@ -322,25 +310,23 @@ export class FollowApplier {
   }
 
   /**
-   * At most once a second on a cluster B, the record's, fence's and refusals' keys placed again for
-   * the slot map now (readers place them so: a resume, a barrier, verify, the fence's writer).
+   * The node's keys, placed again for the slot map now at most once a second on a cluster B (and
+   * when a reply says they moved); a ring B's node keeps its names.
    */
-  private placeKeys(): void {
-    if (this.owners === null) return;
+  private placeKeys(): NodeKeys {
     const now = performance.now();
-    if (now - this.keysAt < KEYS_PLACED_MS) return;
+    if (this.keys !== null && (this.owners === null || now - this.keysAt < KEYS_PLACED_MS)) return this.keys;
     this.keysAt = now;
-    const record = recordKeyOf(this.address, this.owners);
-    if (this.recordKey !== null && this.recordKey !== record) this.staleRecordKey = this.recordKey;
-    this.recordKey = record;
-    this.fenceKey = fenceKeyOf(this.address, this.owners);
-    this.refusedKey = refusedKeyOf(this.address, this.owners);
+    const keys = nodeKeysOf(this.address, this.owners);
+    if (this.keys !== null && this.keys.record !== keys.record) this.staleRecordKey = this.keys.record;
+    this.keys = keys;
+    return keys;
   }
 
   /** The record now written under its new key, the old key's field goes: a reader with an older map finds none (a full sync), not a stale one. */
   private dropStaleRecord(): void {
     const stale = this.staleRecordKey;
-    if (stale === null || stale === this.recordKey) return;
+    if (stale === null || stale === this.keys?.record) return;
     this.staleRecordKey = null;
     void request(this.ctx.pool.connection(this.address, LANE), ['HDEL', stale, this.source], this.ctx.forward.retryWindowMs).catch(() => undefined);
   }
@@ -351,22 +337,4 @@ export class FollowApplier {
     this.owners.requestRefresh();
     return this.owners.masterAddresses().includes(this.address);
   }
-}
-
-/** The record's key on node `address` of B: in a cluster, tagged for the lowest slot the node serves. */
-export function recordKeyOf(address: string, owners: SlotOwners | null): string {
-  const slot = firstSlotOf(address, owners);
-  return slot === null ? APPLIED_KEY : `${APPLIED_KEY}:{${slotTag(slot)}}`;
-}
-
-/** B's fence (fence.ts) as node `address` holds it: in a cluster, in the slot of its record. */
-export function fenceKeyOf(address: string, owners: SlotOwners | null): string {
-  const slot = firstSlotOf(address, owners);
-  return slot === null ? FENCE_KEY : inSlot(FENCE_KEY, slot);
-}
-
-function firstSlotOf(address: string, owners: SlotOwners | null): number | null {
-  if (owners === null) return null;
-  for (let slot = 0; slot < SLOT_COUNT; slot++) if (owners.ownerOf(slot) === address) return slot;
-  return null;
 }

@@ -41,7 +41,7 @@ import { SLOT_COUNT } from '../../sharding/slot';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
 import { ownersOf } from './copy-keys';
-import { recordKeyOf } from './follow-applier';
+import { recordKeyOf } from './follow-node-keys';
 import { log } from '../telemetry/log';
 import { FollowRouter, Routed } from './follow-router';
 

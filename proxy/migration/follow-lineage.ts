@@ -23,7 +23,7 @@ import { KeySpace } from '../../sharding/key-space';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
 import { ownersOf } from './copy-keys';
-import { recordKeyOf } from './follow-applier';
+import { recordKeyOf } from './follow-node-keys';
 
 const LANE = 0;
 

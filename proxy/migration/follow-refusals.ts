@@ -3,7 +3,7 @@
  * states are carried (follow.ts). The apply script (follow-applier.ts) records the node's offset
  * past a refused command in the same run that refuses it, so a follower that dies before the
  * keys' states are on B would resume past the command and never carry them. So the script also
- * writes the refused command into REFUSED_KEY on the node, in that same run:
+ * writes the refused command into the node's REFUSED_KEY (follow-node-keys.ts), in that same run:
  *
  *   field  "<source> <record value> <index in the batch>"
  *   value  each argument as "<byte length>:<bytes>", one after another
@@ -15,17 +15,14 @@
  * after the carry costs one more read and nothing else. A new full sync replaces them all.
  */
 import { ProxyContext } from '../context';
-import { KeySpace, SlotOwners } from '../../sharding/key-space';
-import { slotTag } from '../../sharding/slot-tags';
-import { SLOT_COUNT } from '../../sharding/slot';
+import { KeySpace } from '../../sharding/key-space';
+import { REFUSED_KEY, refusedKeyOf } from './follow-node-keys';
 import { request } from '../backend/request';
 import { decodeReply } from '../resp/decode-reply';
-import { BOOKKEEPING_PREFIX } from './converge';
 import { ownersOf } from './copy-keys';
 import { CommandTable } from '../commands/table';
 import { keyPositions } from '../commands/keys';
 
-export const REFUSED_KEY = `${BOOKKEEPING_PREFIX}refused`;
 const LANE = 0;
 
 /** A refused command as a node of B holds it. */
@@ -33,13 +30,6 @@ export interface Refusal {
   node: string;
   field: string;
   args: Buffer[];
-}
-
-/** The key on node `address` of B: in a cluster, in the slot of its applied record (recordKeyOf). */
-export function refusedKeyOf(address: string, owners: SlotOwners | null): string {
-  if (owners === null) return REFUSED_KEY;
-  for (let slot = 0; slot < SLOT_COUNT; slot++) if (owners.ownerOf(slot) === address) return `${REFUSED_KEY}:{${slotTag(slot)}}`;
-  return REFUSED_KEY;
 }
 
 /** The field the apply script writes for the batch's `index`th command (keep in step with its Lua). */

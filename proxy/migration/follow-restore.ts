@@ -14,7 +14,7 @@ import * as encode from '../resp/encode';
 import { FollowRouter } from './follow-router';
 import { SnapshotSink, readSnapshot } from './follow-snapshot';
 import { ownersOf } from './copy-keys';
-import { recordKeyOf } from './follow-applier';
+import { recordKeyOf } from './follow-node-keys';
 import { onB } from './follow-states';
 import { tooSoon } from './follow-expiry';
 

@@ -8,7 +8,7 @@ import { Placement } from '../../sharding/migration';
 import { ProxyProcess, startProxyProcess } from '../helpers/cli';
 import { eventually } from '../helpers/eventually';
 import { useProxyProcesses } from '../helpers/proxy-processes';
-import { REFUSED_KEY } from '../../proxy/migration/follow-refusals';
+import { REFUSED_KEY } from '../../proxy/migration/follow-node-keys';
 
 const grow = useRingGrow();
 const procs = useProxyProcesses('slotproxy-follow-kill-');

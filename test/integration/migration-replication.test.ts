@@ -16,7 +16,7 @@ import { NodeClients } from '../helpers/node-clients';
 import { RedisCluster } from '../../cmd/sandbox/redis-cluster';
 import { parseConfig } from '../../config/load';
 import { cleanupMoved } from '../../proxy/migration/tools/cleanup';
-import { APPLIED_KEY } from '../../proxy/migration/follow-applier';
+import { APPLIED_KEY } from '../../proxy/migration/follow-node-keys';
 import { slotTag } from '../../sharding/slot-tags';
 
 const grow = useRingGrow();

@@ -6,7 +6,7 @@
 import { Placement } from '../../../sharding/migration';
 import { KeySpace, ownerOfKey } from '../../../sharding/key-space';
 import { NodeClient, scanStep } from './node-client';
-import { APPLIED_KEY } from '../follow-applier';
+import { APPLIED_KEY, REFUSED_KEY } from '../follow-node-keys';
 import { BOOKKEEPING_PREFIX, DIGESTS_KEY, FENCE_KEY, VERSIONS_KEY, isBookkeepingKey } from '../converge';
 import { COPY_STATE_KEY } from './copy';
 import { FOLLOW_REQUEST_KEY, FOLLOW_SYNC_KEY } from '../follow-progress';
@@ -53,7 +53,7 @@ async function unlink(nodes: NodeClient, side: KeySpace, addr: string, keys: Buf
 async function removeBookkeeping(nodes: NodeClient, side: KeySpace, batch: number): Promise<void> {
   for (const addr of side.masters()) {
     if (side.kind === 'ring') {
-      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY, CLOSING_KEY, READING_KEY, COPIERS_KEY, APPLIED_KEY, FOLLOW_SYNC_KEY, FOLLOW_REQUEST_KEY]);
+      await nodes.call(addr, ['UNLINK', VERSIONS_KEY, DIGESTS_KEY, COPY_STATE_KEY, FENCE_KEY, CLOSING_KEY, READING_KEY, COPIERS_KEY, APPLIED_KEY, REFUSED_KEY, FOLLOW_SYNC_KEY, FOLLOW_REQUEST_KEY]);
       continue;
     }
     let cursor = '0';

@@ -9,7 +9,7 @@
 import { NodeClient } from './node-client';
 import { Placement } from '../../../sharding/migration';
 import { ownersOf } from '../copy-keys';
-import { recordKeyOf } from '../follow-applier';
+import { recordKeyOf } from '../follow-node-keys';
 import { FullSyncRecord, describeSync } from '../follow-progress';
 import { readSyncRecords } from './follow-copy';
 

@@ -20,7 +20,7 @@ import { StreamReader } from '../../replication/stream-reader';
 import { CommandTable } from '../../commands/table';
 import { Reply, decodeReply } from '../../resp/decode-reply';
 import { FollowRouter } from '../follow-router';
-import { recordKeyOf } from '../follow-applier';
+import { recordKeyOf } from '../follow-node-keys';
 import { keySlot } from '../../../sharding/slot';
 import { ownersOf } from '../copy-keys';
 import { KeyState, VALUE_LUA, compareStates } from './key-state';

@@ -11,7 +11,7 @@ import { KeySpace } from '../../sharding/key-space';
 import { log } from '../telemetry/log';
 import { CarriedKeys } from './follow-carried-keys';
 import { FollowRouter, Part } from './follow-router';
-import { Refusal, forgetRefusals, refusedKeys } from './follow-refusals';
+import { Refusal, forgetRefusals, readRefusals, refusedKeys } from './follow-refusals';
 
 const RETRY_MS = 200;
 
@@ -35,6 +35,8 @@ export interface CarryHost {
 export class StateCarry {
   /** What of their stream B holds already through the carried states. */
   readonly keys = new CarriedKeys();
+  /** Commands B's nodes held as refused when this link began (an earlier follower's, follow-refusals.ts). */
+  private left: Refusal[] = [];
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -51,8 +53,21 @@ export class StateCarry {
     this.carry(part.carries ?? part.keys, end, ticket, part.carries !== undefined);
   }
 
+  /** Before a link: the refused commands B's nodes hold under `sources` (this node, and the address its records are under). */
+  async readLeft(sources: readonly string[]): Promise<void> {
+    const to = this.host.to();
+    this.left = to === null ? [] : await readRefusals(this.ctx, to, sources);
+  }
+
+  /** A full sync restored: its snapshot holds what every command refused before it left. */
+  forgetLeft(): void {
+    const to = this.host.to();
+    if (to !== null && this.left.length > 0) void forgetRefusals(this.ctx, to, this.left).catch(() => undefined);
+  }
+
   /** A resume at `offset`: the keys of commands B refused under an earlier follower that died before carrying them, carried first. */
-  recover(refused: Refusal[], offset: number): void {
+  recover(offset: number): void {
+    const refused = this.left;
     if (refused.length === 0) return;
     const router = this.host.router();
     const keys = refusedKeys(this.ctx.table, refused).filter((k) => router.ownerInB(k) !== null);

@@ -45,13 +45,10 @@ import { DEFAULT_FOLLOW_OPTIONS, FollowOptions, FollowState } from './follow-opt
 import { SlotHandoff, isArrival } from './follow-handoff';
 import { FullSyncWatch } from './follow-progress';
 import { OffsetWaiters } from './offset-waiters';
-import { Refusal, forgetRefusals, readRefusals } from './follow-refusals';
 
 const ACK_EVERY_MS = 1000;
 const RESUME_AFTER_MS = 200;
 const RESUME_CAP_MS = 5000;
-
-/** A stream command's parts on their way to B: `open` not yet applied; `at` (performance.now()) for the lag. */
 
 export class NodeFollower {
   state: FollowState = 'connecting';
@@ -63,7 +60,9 @@ export class NodeFollower {
   fullSyncs = 0;
   resumes = 0;
   /** The last full sync's: entries read, restored, and ms from its PSYNC reply to restored (0 until then). */
-  snapshotEntries = 0; snapshotRestored = 0; snapshotMs = 0;
+  snapshotEntries = 0;
+  snapshotRestored = 0;
+  snapshotMs = 0;
   private syncStartedAt = 0;
   private link: ReplicationLink | null = null;
   private stream = new StreamReader();
@@ -75,8 +74,6 @@ export class NodeFollower {
   private floors = new Map<string, number>();
   /** Keys carried as their state (B refused a command, or its result is carried): follow-carry.ts. */
   private readonly states: StateCarry;
-  /** Commands B refused that the nodes held at this link's start (follow-refusals.ts). */
-  private refusedBefore: Refusal[] = [];
   private commands = new Queue<StreamCommand>();
   /** The end of the last command parsed: what is parsed and not applied is held in memory. */
   private parsedThrough = -1;
@@ -182,7 +179,7 @@ export class NodeFollower {
       resume = to === null ? null : await resumeFrom(this.ctx, to, this.source);
       if (this.sync.forced) resume = null; // migrate copy --restart: a new full sync
       await this.handoff.look();
-      this.refusedBefore = to === null ? [] : await readRefusals(this.ctx, to, [this.source, ...(resume === null ? [] : [resume.recordedAs])]);
+      await this.states.readLeft([this.source, ...(resume === null ? [] : [resume.recordedAs])]);
     } catch (err) {
       return this.lost(`cannot tell where to resume: ${err instanceof Error ? err.message : String(err)}`);
     }
@@ -239,7 +236,7 @@ export class NodeFollower {
         this.received = this.applied;
         this.parsedThrough = this.applied;
         log.info({ node: this.source, offset: this.applied, recordedAs: resume?.recordedAs }, 'migration: follow of a node of side A resumed (+CONTINUE)');
-        this.states.recover(this.refusedBefore, this.applied);
+        this.states.recover(this.applied);
         const to = this.placement().to;
         if (resume !== null && resume.recordedAs !== this.source && to !== null) void forgetRecords(this.ctx, to, resume).catch(() => undefined);
       },
@@ -476,8 +473,7 @@ export class NodeFollower {
       this.snapshotMs = Math.round(performance.now() - this.syncStartedAt);
       log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
       this.sync.done();
-      // The snapshot holds what every command refused before it left: their records go.
-      if (this.refusedBefore.length > 0) void forgetRefusals(this.ctx, to, this.refusedBefore).catch(() => undefined);
+      this.states.forgetLeft();
       this.loading = false;
       this.historyOnB = true;
       // A link lost meanwhile stays lost: what it brought is applied, then the follow resumes.

@@ -15,6 +15,7 @@ import { RdbReader } from '../proxy/replication/rdb-reader';
 import { StreamReader } from '../proxy/replication/stream-reader';
 import { BackendConnection } from '../proxy/backend/connection';
 import { request } from '../proxy/backend/request';
+import { decodeReply } from '../proxy/resp/decode-reply';
 import { KeySpace, ownerOfKey } from '../sharding/key-space';
 import * as encode from '../proxy/resp/encode';
 
@@ -96,8 +97,8 @@ export class FloorFollower {
   private async offsetNow(): Promise<number> {
     const conn = new BackendConnection(this.source, { connectTimeoutMs: 5000, commandTimeoutMs: 0, delayMs: 0, handshake: [], tls: null });
     try {
-      const frame = await request(conn, ['ROLE'], 5000);
-      return Number(/^\*\d+\r\n\$6\r\nmaster\r\n:(\d+)/.exec(frame.toString('latin1'))?.[1] ?? -1);
+      const role = decodeReply(await request(conn, ['ROLE'], 5000));
+      return Array.isArray(role) && role[0] === 'master' ? Number(role[1]) : -1;
     } finally {
       conn.close();
     }

@@ -76,6 +76,13 @@ export async function freePorts(n: number): Promise<number[]> {
 const STABLE_LOW = 12000;
 const STABLE_HIGH = 22000;
 
+/** Every port of STABLE_LOW-STABLE_HIGH once, from a random one on: concurrent callers rarely probe the same ports. */
+function* stablePorts(): Generator<number> {
+  const span = STABLE_HIGH - STABLE_LOW;
+  const start = Math.floor(Math.random() * span);
+  for (let i = 0; i < span; i++) yield STABLE_LOW + ((start + i) % span);
+}
+
 /**
  * n distinct free ports on 127.0.0.1 below the ephemeral range, from a random start: for a process
  * stopped and started again on the same port (an ephemeral port freed by it may be handed to any
@@ -84,11 +91,10 @@ const STABLE_HIGH = 22000;
 export async function freeStablePorts(n: number): Promise<number[]> {
   checkCount(n);
   const held: net.Server[] = [];
-  const span = STABLE_HIGH - STABLE_LOW;
-  const start = Math.floor(Math.random() * span);
   try {
-    for (let i = 0; i < span && held.length < n; i++) {
-      const server = await tryListen(STABLE_LOW + ((start + i) % span));
+    for (const port of stablePorts()) {
+      if (held.length >= n) break;
+      const server = await tryListen(port);
       if (server !== null) held.push(server);
     }
     if (held.length < n) throw new Error(`ports: found only ${held.length} of ${n} free ports in ${STABLE_LOW}-${STABLE_HIGH}`);
@@ -102,17 +108,15 @@ export async function freeStablePorts(n: number): Promise<number[]> {
  * n distinct ports p usable by Redis Cluster nodes: p and p + 10000 (the cluster bus) both free on
  * 127.0.0.1, both below the kernel's ephemeral range (p in 12000-22000, its bus in 22000-32000), so
  * no outgoing connection of any process holds a bus port a node needs, nor takes a port a node
- * restarted on it had. From a random start, as freeStablePorts.
+ * restarted on it had.
  */
 export async function freeClusterPorts(n: number): Promise<number[]> {
   checkCount(n);
   const held: net.Server[] = [];
   const ports: number[] = [];
-  const span = STABLE_HIGH - STABLE_LOW;
-  const start = Math.floor(Math.random() * span);
   try {
-    for (let i = 0; i < span && ports.length < n; i++) {
-      const port = STABLE_LOW + ((start + i) % span);
+    for (const port of stablePorts()) {
+      if (ports.length >= n) break;
       const probe = await tryListen(port);
       if (probe === null) continue;
       const bus = await tryListen(port + CLUSTER_BUS_OFFSET);

@@ -56,6 +56,12 @@ async function commandStats(node: RedisNode): Promise<Stats> {
   const text = String(await node.command('INFO', 'commandstats'));
   const out: Stats = new Map();
   for (const m of text.matchAll(/cmdstat_([^:]+):calls=(\d+),usec=(\d+)/g)) out.set(m[1], { calls: Number(m[2]), usec: Number(m[3]) });
+  // The node's socket reads and writes (how many requests each read brought): as pseudo-commands.
+  const stats = String(await node.command('INFO', 'stats'));
+  for (const [name, field] of [['(reads)', 'total_reads_processed'], ['(writes)', 'total_writes_processed']]) {
+    const n = Number(new RegExp(`${field}:(\\d+)`).exec(stats)?.[1] ?? 0);
+    out.set(name, { calls: n, usec: 0 });
+  }
   return out;
 }
 
@@ -188,7 +194,7 @@ async function main(): Promise<void> {
             for (const name of names) {
               const v = (k: 'calls' | 'usec'): number => median(mine.map((s) => s.cmds.get(g.name)?.get(name)?.[k] ?? 0));
               if (v('calls') < 0.001) continue;
-              out.push(`| ${target} | ${g.name} | ${name} | ${fmt(v('calls'), 3)} | ${fmt(v('usec'), 2)} |`);
+              out.push(`| ${target} | ${g.name} | ${name} | ${v('calls').toPrecision(3)} | ${fmt(v('usec'), 2)} |`);
             }
           }
         }

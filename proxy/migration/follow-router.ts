@@ -52,6 +52,8 @@ export const MAX_APPLY_ARGS = 4000;
 // `CLUSTER`: Valkey 8 sends its replicas `CLUSTER SETSLOT` (a slot's move inside a cluster A): that
 // node's topology, not data; B has its own.
 const SKIPPED = new Set(['ping', 'replconf', 'publish', 'spublish', 'multi', 'exec', 'cluster']);
+/** Shared: most commands of a node's stream are for keys that stay (nothing is allocated for them). */
+const SKIP: Routed = Object.freeze({ kind: 'skip' });
 const SPLIT_STEP = new Map([['mset', 2], ['del', 1], ['unlink', 1]]);
 const RENAMED = new Map([['restore-asking', 'RESTORE'], ['msetnx', 'MSET']]);
 
@@ -74,9 +76,9 @@ export class FollowRouter {
     const found = this.table.lookup(args[0]);
     const name = found?.name ?? args[0].toString('latin1').toLowerCase();
     if (name === 'replconf' && args.length > 1 && args[1].toString('latin1').toLowerCase() === 'getack') return { kind: 'getack' };
-    if (SKIPPED.has(name)) return { kind: 'skip' };
+    if (SKIPPED.has(name)) return SKIP;
     if (name === 'select') {
-      return args[1]?.toString('latin1') === '0' ? { kind: 'skip' } : { kind: 'stop', reason: `a write to database ${args[1]?.toString('latin1') ?? '?'} (a migration carries database 0 only)` };
+      return args[1]?.toString('latin1') === '0' ? SKIP : { kind: 'stop', reason: `a write to database ${args[1]?.toString('latin1') ?? '?'} (a migration carries database 0 only)` };
     }
     if (name === 'flushall' || name === 'flushdb') return { kind: 'flush' };
     if (name === 'function') return { kind: 'every-master', args: functionOnB(args) };
@@ -100,7 +102,7 @@ export class FollowRouter {
       if (owner === undefined) owner = to;
       else if (owner !== to) several = true;
     }
-    if (moving === 0) return { kind: 'skip' };
+    if (moving === 0) return SKIP;
     const keys = positions.map((p) => args[p]);
     if (!several && moving === positions.length && args.length <= MAX_APPLY_ARGS) return { kind: 'apply', parts: [{ to: owner as string, args: withoutPastExpiry(info.name, args), keys }] };
     const step = SPLIT_STEP.get(info.name);

@@ -92,6 +92,8 @@ export class NodeFollower {
   /** B holds this history through `applied` (a snapshot restored, or a resume): its records may move there. */
   private historyOnB = false;
   private readonly live = (): boolean => !this.stopped;
+  /** What an ACK says now: nothing while a snapshot is restored (made once, not per command). */
+  private readonly ackValue = (): number => (this.loading ? 0 : this.applied);
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
   /** A cluster A's slots moving to this node: the earlier owner's changes on B first. */
   readonly handoff: SlotHandoff;
@@ -311,9 +313,10 @@ export class NodeFollower {
     try {
       while (this.commands.length > 0 && !this.stopped && this.state !== 'failed') {
         const cmd = this.commands.peek() as StreamCommand;
-        const routed = this.router().route(cmd.args);
+        const router = this.router();
+        const routed = router.route(cmd.args);
         try {
-          const held = this.handoff.ahead(cmd.end, routed, this.received, this.router(), isArrival(cmd.args[0]));
+          const held = this.handoff.ahead(cmd.end, routed, this.received, router, isArrival(cmd.args[0]));
           if (held !== null) await held;
           // Most commands are handed on at once: only those that wait for A or B suspend the loop.
           const waiting = this.run(cmd, routed);
@@ -372,9 +375,10 @@ export class NodeFollower {
     return this.routed.router;
   }
 
-  /** One stream command's parts handed to their appliers; `end` counts as applied once all are done. */
+  /** One stream command's parts handed to their appliers; `end` counts as applied once all are done (at once, with no ticket made, for most: keys that stay). */
   private ticket(end: number, parts: Part[]): void {
-    this.hand(this.open(end, 0), parts);
+    if (parts.length > 0 || this.tickets.length > 0) this.hand(this.open(end, 0), parts);
+    else this.applied = this.lastEnd = Math.max(this.lastEnd, this.applied, end);
     this.advance();
   }
 
@@ -425,7 +429,7 @@ export class NodeFollower {
     if (this.ackWanted >= 0 && this.applied >= this.ackWanted) {
       this.ackWanted = -1;
       this.link?.ack(this.applied);
-    } else if (!this.loading) this.link?.ackSoon(() => (this.loading ? 0 : this.applied));
+    } else if (!this.loading) this.link?.ackSoon(this.ackValue);
     if (this.intake.take() && !this.loading) void this.process();
   }
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */

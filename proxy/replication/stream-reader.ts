@@ -28,10 +28,10 @@ export class StreamReader {
     const out: StreamCommand[] = [];
     let pos = 0;
     for (;;) {
-      const parsed = parseCommand(data, pos);
-      if (parsed === null) break;
-      out.push({ args: parsed.args, end: this.pendingOffset + parsed.next - 1 });
-      pos = parsed.next;
+      const args = parseCommand(data, pos);
+      if (args === null) break;
+      pos = parsedNext;
+      out.push({ args, end: this.pendingOffset + pos - 1 });
     }
     this.pending = pos === data.length ? Buffer.alloc(0) : Buffer.from(data.subarray(pos));
     this.pendingOffset += pos;
@@ -44,36 +44,41 @@ export class StreamReader {
   }
 }
 
-/** One command at `pos`, or null when `data` ends inside it. */
-function parseCommand(data: Buffer, pos: number): { args: Buffer[]; next: number } | null {
-  if (pos >= data.length) return null;
+/** Where parseCommand stopped: the byte after the command it returned. */
+let parsedNext = 0;
+
+/**
+ * One command at `pos` (its end in `parsedNext`), or null when `data` ends inside it. The hot path
+ * of the follow: lengths are read in place, nothing but the arguments is allocated.
+ */
+function parseCommand(data: Buffer, pos: number): Buffer[] | null {
+  const size = data.length;
+  if (pos >= size) return null;
   if (data[pos] !== 42 /* '*' */) throw new Error(`replication stream: expected an array, got byte 0x${data[pos].toString(16)}`);
-  const head = readLine(data, pos + 1);
-  if (head === null) return null;
-  const count = head.value;
-  let at = head.next;
+  let at = pos + 1;
+  let count = 0;
+  for (; at < size && data[at] !== 13; at++) count = count * 10 + digit(data[at]);
+  if (at + 1 >= size) return null;
+  at += 2;
   const args: Buffer[] = new Array<Buffer>(count);
   for (let i = 0; i < count; i++) {
-    if (at >= data.length) return null;
+    if (at >= size) return null;
     if (data[at] !== 36 /* '$' */) throw new Error(`replication stream: expected a bulk string, got byte 0x${data[at].toString(16)}`);
-    const len = readLine(data, at + 1);
-    if (len === null) return null;
-    const end = len.next + len.value;
-    if (end + 2 > data.length) return null;
-    args[i] = data.subarray(len.next, end);
+    let len = 0;
+    for (at++; at < size && data[at] !== 13; at++) len = len * 10 + digit(data[at]);
+    if (at + 1 >= size) return null;
+    const start = at + 2;
+    const end = start + len;
+    if (end + 2 > size) return null;
+    args[i] = data.subarray(start, end);
     at = end + 2;
   }
-  return { args, next: at };
+  parsedNext = at;
+  return args;
 }
 
-function readLine(data: Buffer, pos: number): { value: number; next: number } | null {
-  let value = 0;
-  let i = pos;
-  for (; i < data.length && data[i] !== 13; i++) {
-    const d = data[i] - 48;
-    if (d < 0 || d > 9) throw new Error(`replication stream: bad length byte 0x${data[i].toString(16)}`);
-    value = value * 10 + d;
-  }
-  if (i + 1 >= data.length) return null;
-  return { value, next: i + 2 };
+function digit(byte: number): number {
+  const d = byte - 48;
+  if (d < 0 || d > 9) throw new Error(`replication stream: bad length byte 0x${byte.toString(16)}`);
+  return d;
 }

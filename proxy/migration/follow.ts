@@ -77,6 +77,8 @@ export class NodeFollower {
   private commands = new Queue<StreamCommand>();
   /** The end of the last command parsed: what is parsed and not applied is held in memory. */
   private parsedThrough = -1;
+  /** When the last chunk was parsed: its commands' age (one clock read per chunk, not per command). */
+  private parsedAt = 0;
   /** Where the link's stream bytes wait while B is behind (its spool's bytes and fulls show in INFO). */
   readonly intake: StreamIntake;
   private processing = false;
@@ -118,7 +120,7 @@ export class NodeFollower {
       stopped: () => this.stopped,
       router: () => this.router(),
       to: () => this.placement().to,
-      open: (end, open) => this.open(end, open),
+      open: (end, open) => this.open(end, open, performance.now()),
       hand: (ticket, parts) => this.hand(ticket, parts),
       advance: () => this.advance(),
       fail: (reason) => this.fail(reason),
@@ -162,9 +164,7 @@ export class NodeFollower {
     return head === undefined ? 0 : (performance.now() - head.at) / 1000;
   }
   /** Bytes received from A and not yet on B. */
-  get lagBytes(): number {
-    return Math.max(0, this.received - this.applied);
-  }
+  get lagBytes(): number { return Math.max(0, this.received - this.applied); }
   /** Resolves once every command through `offset` is on B (or the follow stopped); a snapshot's, once restored. */
   appliedThrough(offset: number): Promise<void> {
     if ((this.applied >= offset && !this.loading) || this.stopped) return Promise.resolve();
@@ -296,6 +296,7 @@ export class NodeFollower {
   }
 
   private parse(chunk: Buffer, first: number): void {
+    this.parsedAt = performance.now();
     let cmds: StreamCommand[];
     try {
       cmds = this.stream.push(chunk, first);
@@ -383,8 +384,8 @@ export class NodeFollower {
   }
 
   /** A ticket for the command at `end`, queued behind every ticket handed out before. */
-  private open(end: number, open: number): Ticket {
-    const ticket: Ticket = { end, open, at: performance.now() };
+  private open(end: number, open: number, at = this.parsedAt): Ticket {
+    const ticket: Ticket = { end, open, at };
     this.tickets.push(ticket);
     this.lastEnd = Math.max(this.lastEnd, end);
     return ticket;
@@ -451,8 +452,7 @@ export class NodeFollower {
     return !this.stopped;
   }
   private drained(): Promise<void> {
-    const last = this.tickets.length === 0 ? this.applied : this.lastEnd;
-    return this.appliedThrough(last);
+    return this.appliedThrough(this.tickets.length === 0 ? this.applied : this.lastEnd);
   }
   /** The snapshot, read from its spool at B's pace (follow-restore.ts); the stream waits behind it. */
   private async load(link: ReplicationLink, file: string): Promise<void> {

@@ -5,6 +5,8 @@
 // targets within one run. Run: `npm run build && node dist/bench/migration-profile.js
 // [--requests 100000] [--rounds 3] [--pipelines 1,16] [--tests set,incr] [--targets none,ring,cluster]`
 // (also `ring-read-new`, `cluster-read-new`: the same proxy in read-new, whose writes converge).
+// The replication targets also show a sustained ratio: requests over the load's time plus the
+// time B then took to catch up (a follower that falls behind during the load pays it there).
 // With `node --cpu-prof` the proxy's own profile comes with it. The floor targets (`floor`,
 // `floor-ring`, `floor-cluster`, `floor-ring-versions`, `floor-cluster-versions`, `floor-ring-feed`,
 // `floor-cluster-feed`, and `floor-ring-feed-versions`, `floor-cluster-feed-versions`: the feed's
@@ -76,12 +78,16 @@ interface Sample {
   pipeline: number;
   test: string;
   rps: number;
+  /** Requests over the load's time plus the time side B took to catch up after it: what a follower that lags cannot sustain. */
+  sustained: number;
   /** CPU microseconds per request: the proxy, then each group of nodes. */
   cpu: Map<string, number>;
   /** Per group and command: calls and usec per request. */
   cmds: Map<string, Map<string, { calls: number; usec: number }>>;
 }
 
+/** The target a target's ratios are against: the mux floor's against `floor`, the rest against `none`. */
+const baseName = (target: string): string => (target.startsWith('floor-') || target === 'floor' ? 'floor' : 'none');
 const median = (xs: number[]): number => [...xs].sort((a, b) => a - b)[Math.floor(xs.length / 2)];
 const fmt = (n: number, digits = 1): string => n.toFixed(digits);
 
@@ -142,11 +148,14 @@ async function main(): Promise<void> {
               const self0 = proxy.cpuSeconds();
               const rps = await load(proxy.port, test, n, pipeline);
               // The replication carry's lag counts: B must have caught up before the next round.
+              let catchUpMs = 0;
               if (target.includes('replication') || target.includes('follow')) {
                 const t0 = Date.now();
                 await proxy.caughtUp();
-                if (Date.now() - t0 > 50) process.stderr.write(`${target} -P ${pipeline} ${test}: side B caught up ${Date.now() - t0} ms after the load\n`);
+                catchUpMs = Date.now() - t0;
+                if (catchUpMs > 50) process.stderr.write(`${target} -P ${pipeline} ${test}: side B caught up ${catchUpMs} ms after the load\n`);
               }
+              const sustained = n / (n / rps + catchUpMs / 1000);
               const cpu = new Map<string, number>([['proxy', ((proxy.cpuSeconds() - self0) * 1e6) / n]]);
               groups.forEach((g, i) => cpu.set(g.name, ((g.pids.reduce((s, p) => s + treeStats(p).cpuSeconds, 0) - cpu0[i]) * 1e6) / n));
               const cmds = new Map<string, Map<string, { calls: number; usec: number }>>();
@@ -161,7 +170,7 @@ async function main(): Promise<void> {
                 }
                 cmds.set(g.name, per);
               }
-              samples.push({ target, pipeline, test, rps, cpu, cmds });
+              samples.push({ target, pipeline, test, rps, sustained, cpu, cmds });
               process.stderr.write(`round ${round + 1} -P ${pipeline} ${test} ${target}: ${Math.round(rps)} ops/s\n`);
             } finally {
               await proxy.close();
@@ -174,16 +183,16 @@ async function main(): Promise<void> {
     for (const pipeline of pipelines) {
       for (const test of tests) {
         out.push(`### -P ${pipeline} ${test.toUpperCase()}`, '');
-        out.push('| Target | ops/s | ratio | CPU µs/request: proxy | ring a, b | ring c | cluster | total |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
+        out.push('| Target | ops/s | ratio | sustained ratio | CPU µs/request: proxy | ring a, b | ring c | cluster | total |', '| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |');
         const baseOf = (target: string): number =>
-          median(samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === (target.startsWith('floor-') || target === 'floor' ? 'floor' : 'none')).map((s) => s.rps));
+          median(samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === baseName(target)).map((s) => s.rps));
         for (const [target] of targets) {
           const base = baseOf(target);
           const mine = samples.filter((s) => s.pipeline === pipeline && s.test === test && s.target === target);
           if (mine.length === 0) continue;
           const m = (k: string): number => median(mine.map((s) => s.cpu.get(k) ?? 0));
           const total = ['proxy', ...groups.map((g) => g.name)].reduce((s, k) => s + m(k), 0);
-          out.push(`| ${target} | ${Math.round(median(mine.map((s) => s.rps)))} | ${fmt(median(mine.map((s) => s.rps)) / base, 2)} | ${fmt(m('proxy'))} | ${fmt(m('ring a, b'))} | ${fmt(m('ring c'))} | ${fmt(m('cluster'))} | ${fmt(total)} |`);
+          out.push(`| ${target} | ${Math.round(median(mine.map((s) => s.rps)))} | ${fmt(median(mine.map((s) => s.rps)) / base, 2)} | ${fmt(median(mine.map((s) => s.sustained)) / base, 2)} | ${fmt(m('proxy'))} | ${fmt(m('ring a, b'))} | ${fmt(m('ring c'))} | ${fmt(m('cluster'))} | ${fmt(total)} |`);
         }
         out.push('', '| Target | Nodes | Command | calls/request | µs/request (commandstats) |', '| --- | --- | --- | ---: | ---: |');
         for (const [target] of targets) {

@@ -160,8 +160,7 @@ export class NodeFollower {
   }
   /** Age of the oldest command handed on and not yet on B, in seconds. */
   get lagSeconds(): number {
-    const head = this.tickets.peek();
-    return head === undefined ? 0 : (performance.now() - head.at) / 1000;
+    return this.tickets.length === 0 ? 0 : (performance.now() - (this.tickets.peek() as Ticket).at) / 1000;
   }
   /** Bytes received from A and not yet on B. */
   get lagBytes(): number { return Math.max(0, this.received - this.applied); }
@@ -224,6 +223,7 @@ export class NodeFollower {
         fs.closeSync(spool.fd);
         const file = spool.file;
         spool = null;
+        link.ackUntilStream(this.ackValue); // the stream comes while the snapshot is restored
         void this.load(link, file);
       },
       continued: (replid) => {

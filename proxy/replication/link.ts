@@ -51,6 +51,7 @@ type Phase = 'handshake' | 'preamble' | 'snapshot' | 'snapshot-eof' | 'stream' |
 const CRLF = Buffer.from('\r\n');
 const EOF_MARK_LENGTH = 40;
 const ACK_SOON_MS = 20;
+const START_ACK_MS = 50;
 
 export class ReplicationLink {
   private readonly socket: ReturnType<typeof backendSocket>['socket'];
@@ -64,6 +65,7 @@ export class ReplicationLink {
   private nextOffset = 0;
   private connectTimer: NodeJS.Timeout | null = null;
   private ackSoonTimer: NodeJS.Timeout | null = null;
+  private startTimer: NodeJS.Timeout | null = null;
   private closed = false;
   /** No byte of the stream has come yet: a newline now is the node's keep-alive, not the stream's. */
   private streamUnstarted = true;
@@ -110,6 +112,18 @@ export class ReplicationLink {
     }, ACK_SOON_MS).unref();
   }
 
+  /**
+   * After a diskless full sync the node sends the stream only on an ACK that comes once it has put
+   * this replica online (when its RDB child is reaped); an ACK sent at the snapshot's end may come
+   * before that and start nothing, leaving the stream held until the next ACK a second later. So
+   * `value()` is acknowledged every START_ACK_MS until the stream's first byte.
+   */
+  ackUntilStream(value: () => number): void {
+    if (this.startTimer !== null || this.phase !== 'stream' || this.closed || !this.streamUnstarted) return;
+    this.ack(value());
+    this.startTimer = setInterval(() => this.ack(value()), START_ACK_MS).unref();
+  }
+
   /** Stops reading the socket (ACKs still go out): the node buffers the stream, as for a slow replica. */
   pause(): void {
     if (!this.closed) this.socket.pause();
@@ -125,6 +139,7 @@ export class ReplicationLink {
     this.phase = 'closed';
     if (this.connectTimer !== null) clearTimeout(this.connectTimer);
     if (this.ackSoonTimer !== null) clearTimeout(this.ackSoonTimer);
+    this.stopStartAcks();
     this.socket.destroy();
     this.on.lost(reason);
   }
@@ -262,6 +277,7 @@ export class ReplicationLink {
           while (i < data.length && data[i] === 10) i++;
           if (i === data.length) return data.subarray(i);
           this.streamUnstarted = false;
+          this.stopStartAcks();
           data = data.subarray(i);
         }
         const first = this.nextOffset;
@@ -272,6 +288,11 @@ export class ReplicationLink {
       case 'closed':
         return null;
     }
+  }
+
+  private stopStartAcks(): void {
+    if (this.startTimer !== null) clearInterval(this.startTimer);
+    this.startTimer = null;
   }
 
   private snapshotDone(): void {

@@ -72,3 +72,44 @@ test('a newline inside the stream is handed on as it is (the stream reader judge
     master.close();
   }
 });
+
+test('after a full sync the link acknowledges until the stream comes: a master that starts it only on a later ACK is not left holding it', async () => {
+  // As a Redis master with a diskless sync: an ACK before it has put the replica online starts nothing.
+  let acks = 0;
+  const server = net.createServer((socket) => {
+    let seen = '';
+    let answered = 0;
+    socket.on('data', (d) => {
+      seen += d.toString('latin1');
+      const names = [...seen.matchAll(/\*\d+\r\n\$\d+\r\n(\w+)\r\n(?:\$\d+\r\n(\w+)\r\n)?/g)].map((m) => `${m[1]} ${m[2] ?? ''}`.toUpperCase());
+      for (; answered < names.length; answered++) {
+        const name = names[answered];
+        if (name.startsWith('REPLCONF ACK')) {
+          if (++acks === 3) socket.write(PING);
+        } else if (name.startsWith('PING')) socket.write('+PONG\r\n');
+        else if (name.startsWith('REPLCONF')) socket.write('+OK\r\n');
+        else if (name.startsWith('PSYNC')) socket.write(`+FULLRESYNC ${'f'.repeat(40)} 42\r\n$EOF:${MARK}\r\nREDIS0011-snapshot${MARK}`);
+      }
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  try {
+    const stream = await new Promise<string>((resolve, reject) => {
+      const link: ReplicationLink = new ReplicationLink(`127.0.0.1:${(server.address() as AddressInfo).port}`, { tls: null, handshake: [], connectTimeoutMs: 2000, announcePort: 0, resume: null }, {
+        fullSync: () => undefined,
+        snapshotBytes: () => undefined,
+        snapshotEnd: () => link.ackUntilStream(() => 0),
+        continued: () => undefined,
+        streamBytes: (chunk) => {
+          resolve(chunk.toString('latin1'));
+          link.close('enough');
+        },
+        lost: (reason) => (reason === 'enough' ? undefined : reject(new Error(reason))),
+      });
+    });
+    expect(stream).toBe(PING);
+    expect(acks).toBeGreaterThanOrEqual(3);
+  } finally {
+    server.close();
+  }
+});

@@ -1,6 +1,7 @@
 // The floor of the replication carry (proxy/migration/follow.ts): a bare follower of one node of
 // side A, on the product's connection model and readers, doing the least the design must do.
-//   - the link: replication/link.ts (handshake, PSYNC, ACK once a second of what is answered);
+//   - the link: replication/link.ts (handshake, PSYNC, ACK of what is answered within 20 ms of
+//     progress, as the product's follower does);
 //   - the snapshot: replication/rdb-reader.ts fed straight from the link (no spool file), each
 //     entry whose owner in B is not the node itself sent at once as RESTORE ... REPLACE [ABSTTL]
 //     (pipelined, no window);
@@ -43,8 +44,8 @@ export class FloorFollower {
   private answered = -1;
   private failure: string | null = null;
   private readonly ackTimer: NodeJS.Timeout;
-  private startAcks: NodeJS.Timeout | null = null;
   private waiters: (() => void)[] = [];
+  private readonly ackValue = (): number => this.answered;
 
   constructor(
     readonly source: string,
@@ -73,11 +74,8 @@ export class FloorFollower {
         this.reader = null;
         this.live = true;
         this.settle();
-        // After a diskless sync Redis sends the stream only once the replica has acknowledged, and
-        // an ACK that comes before the node put the replica online starts nothing: acknowledged
-        // every 50 ms until the stream's first bytes (as the product's ACKs after each applied batch).
-        this.link.ack(this.answered);
-        this.startAcks = setInterval(() => this.link.ack(this.answered), 50).unref();
+        // After a diskless sync Redis sends the stream only on an ACK once the replica is online (link.ts).
+        this.link.ackUntilStream(this.ackValue);
       },
       continued: () => this.fail('+CONTINUE to a full-sync request'),
       streamBytes: (chunk, first) => this.heard(chunk, first),
@@ -94,13 +92,7 @@ export class FloorFollower {
     const offset = await this.offsetNow();
     while (!this.live || this.open > 0 || this.answered < Math.max(this.received, offset)) {
       if (this.failure !== null) throw new Error(this.failure);
-      // An ACK the node took before it put this replica online starts nothing (the stream of a
-      // diskless sync waits for an ACK after that): acknowledged again until the stream comes.
-      if (this.live) this.link.ack(this.answered);
-      await new Promise<void>((resolve) => {
-        this.waiters.push(resolve);
-        setTimeout(resolve, 50).unref();
-      });
+      await new Promise<void>((resolve) => this.waiters.push(resolve));
     }
   }
 
@@ -120,15 +112,12 @@ export class FloorFollower {
 
   close(): void {
     clearInterval(this.ackTimer);
-    if (this.startAcks !== null) clearInterval(this.startAcks);
     this.link.close('the floor follower ended');
     for (const c of this.conns.values()) c.close();
     this.wake();
   }
 
   private heard(chunk: Buffer, first: number): void {
-    if (this.startAcks !== null) clearInterval(this.startAcks);
-    this.startAcks = null;
     this.received = first + chunk.length - 1;
     for (const cmd of this.stream.push(chunk, first)) {
       const args = cmd.args;
@@ -169,8 +158,7 @@ export class FloorFollower {
   private settle(): void {
     if (this.open > 0) return;
     this.answered = this.sentThrough;
-    // As the product does (link.ts ackSoon): A hears of progress within ACK_SOON_MS, not once a second.
-    if (this.live) this.link.ackSoon(() => this.answered);
+    if (this.live) this.link.ackSoon(this.ackValue);
     if (this.live && this.snapshotMs === 0) this.snapshotMs = Math.round(performance.now() - this.syncAt);
     this.wake();
   }

@@ -47,6 +47,8 @@ import { FullSyncWatch } from './follow-progress';
 import { OffsetWaiters } from './offset-waiters';
 
 const ACK_EVERY_MS = 1000;
+/** The parts of a command with nothing for B (most of a stream: keys that stay), shared. */
+const NO_PARTS: readonly Part[] = Object.freeze([]);
 const RESUME_AFTER_MS = 200;
 const RESUME_CAP_MS = 5000;
 
@@ -94,7 +96,7 @@ export class NodeFollower {
   /** B holds this history through `applied` (a snapshot restored, or a resume): its records may move there. */
   private historyOnB = false;
   private readonly live = (): boolean => !this.stopped;
-  /** What an ACK says now: nothing while a snapshot is restored (made once, not per command). */
+  /** What an ACK says now: while a snapshot is restored B holds none of it, so 0 keeps the link alive, acknowledging nothing (WAIT on A counts ACKs). */
   private readonly ackValue = (): number => (this.loading ? 0 : this.applied);
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
   /** A cluster A's slots moving to this node: the earlier owner's changes on B first. */
@@ -139,8 +141,7 @@ export class NodeFollower {
     const stale = removeStaleFollowFiles(this.options.spoolDir, this.source);
     if (stale.length > 0) log.info({ node: this.source, dir: this.options.spoolDir, files: stale }, 'migration: removed the snapshot files an earlier follower of this node left (its process is gone)');
     this.ackTimer = setInterval(() => {
-      // While a snapshot is restored B holds none of it: 0 keeps the link alive, acknowledging nothing (WAIT on A counts ACKs).
-      this.link?.ack(this.loading ? 0 : this.applied);
+      this.link?.ack(this.ackValue());
       this.recordIdle();
       this.handoff.watch(this.received);
     }, ACK_EVERY_MS).unref();
@@ -160,10 +161,13 @@ export class NodeFollower {
   }
   /** Age of the oldest command handed on and not yet on B, in seconds. */
   get lagSeconds(): number {
-    return this.tickets.length === 0 ? 0 : (performance.now() - (this.tickets.peek() as Ticket).at) / 1000;
+    const head = this.tickets.peek();
+    return head === undefined ? 0 : (performance.now() - head.at) / 1000;
   }
   /** Bytes received from A and not yet on B. */
-  get lagBytes(): number { return Math.max(0, this.received - this.applied); }
+  get lagBytes(): number {
+    return Math.max(0, this.received - this.applied);
+  }
   /** Resolves once every command through `offset` is on B (or the follow stopped); a snapshot's, once restored. */
   appliedThrough(offset: number): Promise<void> {
     if ((this.applied >= offset && !this.loading) || this.stopped) return Promise.resolve();
@@ -203,9 +207,7 @@ export class NodeFollower {
         this.floors = new Map();
         this.states.keys.clear();
         this.handoff.reset();
-        this.applied = offset;
-        this.received = offset;
-        this.parsedThrough = offset;
+        this.applied = this.received = this.parsedThrough = offset;
         // A file of its own: a cut sync's file is removed later, while the next one may be written.
         const file = followFileOf(this.options.spoolDir, this.source, 'rdb', nextFollowNumber());
         try {
@@ -235,8 +237,7 @@ export class NodeFollower {
         this.reason = '';
         this.applied = resume?.offset ?? this.applied;
         this.historyOnB = true;
-        this.received = this.applied;
-        this.parsedThrough = this.applied;
+        this.received = this.parsedThrough = this.applied;
         log.info({ node: this.source, offset: this.applied, recordedAs: resume?.recordedAs }, 'migration: follow of a node of side A resumed (+CONTINUE)');
         this.states.recover(this.applied);
         const to = this.placement().to;
@@ -340,14 +341,12 @@ export class NodeFollower {
   private run(cmd: StreamCommand, routed: Routed): Promise<void> | undefined {
     switch (routed.kind) {
       case 'skip':
-        this.ticket(cmd.end, []);
+      case 'apply':
+        this.ticket(cmd.end, routed.kind === 'apply' ? routed.parts : NO_PARTS);
         return undefined;
       case 'getack':
         this.ackWanted = cmd.end; // before the ticket, whose advance ACKs it once applied (at once when nothing waits)
-        this.ticket(cmd.end, []);
-        return undefined;
-      case 'apply':
-        this.ticket(cmd.end, routed.parts);
+        this.ticket(cmd.end, NO_PARTS);
         return undefined;
       case 'resnapshot':
         return this.states.result(cmd.end, routed.keys);
@@ -355,13 +354,13 @@ export class NodeFollower {
         return (async () => {
           await this.drained();
           await removeMovingKeys(this.ctx, this.placement().to, this.source, this.router(), this.live);
-          this.ticket(cmd.end, []);
+          this.ticket(cmd.end, NO_PARTS);
         })();
       case 'every-master':
         return (async () => {
           await this.drained();
           await onEveryMaster(this.ctx, this.placement().to, this.source, routed.args, this.live);
-          this.ticket(cmd.end, []);
+          this.ticket(cmd.end, NO_PARTS);
         })();
       case 'stop':
         this.fail(routed.reason);
@@ -377,9 +376,9 @@ export class NodeFollower {
   }
 
   /** One stream command's parts handed to their appliers; `end` counts as applied once all are done (at once, with no ticket made, for most: keys that stay). */
-  private ticket(end: number, parts: Part[]): void {
-    if (parts.length > 0 || this.tickets.length > 0) this.hand(this.open(end, 0), parts);
-    else this.applied = this.lastEnd = Math.max(this.lastEnd, this.applied, end);
+  private ticket(end: number, parts: readonly Part[]): void {
+    if (parts.length === 0 && this.tickets.length === 0) this.applied = Math.max(this.applied, end);
+    else this.hand(this.open(end, 0), parts);
     this.advance();
   }
 
@@ -392,7 +391,7 @@ export class NodeFollower {
   }
 
   /** `parts` for the command at `ticket.end` given to their appliers; the ticket closes once all are done. */
-  private hand(ticket: Ticket, parts: Part[]): void {
+  private hand(ticket: Ticket, parts: readonly Part[]): void {
     const end = ticket.end;
     for (const part of parts) {
       // A key's carried state runs whatever a node recorded at the resume: B refused its command.

@@ -14,6 +14,8 @@ export class StreamReader {
   private pending: Buffer = Buffer.alloc(0);
   /** Offset of pending[0]. */
   private pendingOffset = 0;
+  /** Where command() stopped: the byte after the command it returned. */
+  private next = 0;
 
   /** `firstOffset`: the offset of chunk[0]. Returns the whole commands now complete. */
   push(chunk: Buffer, firstOffset: number): StreamCommand[] {
@@ -28,9 +30,9 @@ export class StreamReader {
     const out: StreamCommand[] = [];
     let pos = 0;
     for (;;) {
-      const args = parseCommand(data, pos);
+      const args = this.command(data, pos);
       if (args === null) break;
-      pos = parsedNext;
+      pos = this.next;
       out.push({ args, end: this.pendingOffset + pos - 1 });
     }
     this.pending = pos === data.length ? Buffer.alloc(0) : Buffer.from(data.subarray(pos));
@@ -42,39 +44,36 @@ export class StreamReader {
   get partialBytes(): number {
     return this.pending.length;
   }
-}
 
-/** Where parseCommand stopped: the byte after the command it returned. */
-let parsedNext = 0;
-
-/**
- * One command at `pos` (its end in `parsedNext`), or null when `data` ends inside it. The hot path
- * of the follow: lengths are read in place, nothing but the arguments is allocated.
- */
-function parseCommand(data: Buffer, pos: number): Buffer[] | null {
-  const size = data.length;
-  if (pos >= size) return null;
-  if (data[pos] !== 42 /* '*' */) throw new Error(`replication stream: expected an array, got byte 0x${data[pos].toString(16)}`);
-  let at = pos + 1;
-  let count = 0;
-  for (; at < size && data[at] !== 13; at++) count = count * 10 + digit(data[at]);
-  if (at + 1 >= size) return null;
-  at += 2;
-  const args: Buffer[] = new Array<Buffer>(count);
-  for (let i = 0; i < count; i++) {
-    if (at >= size) return null;
-    if (data[at] !== 36 /* '$' */) throw new Error(`replication stream: expected a bulk string, got byte 0x${data[at].toString(16)}`);
-    let len = 0;
-    for (at++; at < size && data[at] !== 13; at++) len = len * 10 + digit(data[at]);
+  /**
+   * One command at `pos` (the byte after it in `next`), or null when `data` ends inside it. The hot
+   * path of the follow: lengths are read in place, nothing but the arguments is allocated.
+   */
+  private command(data: Buffer, pos: number): Buffer[] | null {
+    const size = data.length;
+    if (pos >= size) return null;
+    if (data[pos] !== 42 /* '*' */) throw new Error(`replication stream: expected an array, got byte 0x${data[pos].toString(16)}`);
+    let at = pos + 1;
+    let count = 0;
+    for (; at < size && data[at] !== 13; at++) count = count * 10 + digit(data[at]);
     if (at + 1 >= size) return null;
-    const start = at + 2;
-    const end = start + len;
-    if (end + 2 > size) return null;
-    args[i] = data.subarray(start, end);
-    at = end + 2;
+    at += 2;
+    const args: Buffer[] = new Array<Buffer>(count);
+    for (let i = 0; i < count; i++) {
+      if (at >= size) return null;
+      if (data[at] !== 36 /* '$' */) throw new Error(`replication stream: expected a bulk string, got byte 0x${data[at].toString(16)}`);
+      let len = 0;
+      for (at++; at < size && data[at] !== 13; at++) len = len * 10 + digit(data[at]);
+      if (at + 1 >= size) return null;
+      const start = at + 2;
+      const end = start + len;
+      if (end + 2 > size) return null;
+      args[i] = data.subarray(start, end);
+      at = end + 2;
+    }
+    this.next = at;
+    return args;
   }
-  parsedNext = at;
-  return args;
 }
 
 function digit(byte: number): number {

@@ -126,7 +126,8 @@ function seen(load: FailoverLoad, shard: string, from: number): Record<string, n
 /** Only commands on the wire to a failed master got errors: at most one per client, all of its shard. */
 function onlyOnTheWire(load: FailoverLoad, shard: string): void {
   const failed = load.outcomes.filter((o) => o.error !== null);
-  expect(failed.length).toBeLessThanOrEqual(12);
+  // More than one per client: the errors themselves are printed (a count alone says nothing of why).
+  expect(failed.length <= 12 ? [] : failed.map((o) => `${o.key} (sent at ${o.sentAt}): ${o.error}`)).toEqual([]);
   for (const o of failed) expect([o.key, shardOf(o.key), o.error]).toEqual([o.key, shard, expect.stringMatching(ON_THE_WIRE)]);
 }
 

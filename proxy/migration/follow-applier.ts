@@ -82,6 +82,18 @@ if not behind then
 end
 return failed`;
 const APPLY_STREAM_SHA = sha1(Buffer.from(APPLY_STREAM_SCRIPT));
+
+/**
+ * The node's record moves to the key of its new lowest slot (a reshard of B). That key may hold
+ * another node's record: the slot came with its keys, that node's record hash among them. So this
+ * node's own field goes there first: from its old key (ARGV[1]) where the node still serves it, else
+ * the value this follower last wrote (ARGV[4], '' for none). ARGV: old key, new key, field, value.
+ */
+const MOVE_RECORD_SCRIPT = `#!lua flags=allow-cross-slot-keys
+local ok, held = pcall(redis.call, 'HGET', ARGV[1], ARGV[3])
+if not ok or not held then held = ARGV[4] end
+if held == '' then redis.call('HDEL', ARGV[2], ARGV[3]) else redis.call('HSET', ARGV[2], ARGV[3], held) end
+return 1`;
 const EVALSHA = Buffer.from('EVALSHA');
 const EVAL = Buffer.from('EVAL');
 const SHA = Buffer.from(APPLY_STREAM_SHA);
@@ -131,6 +143,8 @@ export class FollowApplier {
   private keysAt = -Infinity;
   /** A record left under the key of an older slot map, removed once the new one is written. */
   private staleRecordKey: string | null = null;
+  /** The key the record was under before the slot map changed: this node's field is moved before the next batch. */
+  private recordMovedFrom: string | null = null;
   /** Commands of A's stream that arrived once B was fenced for done (not applied). */
   afterFence = 0;
   /** The offset this node's record says (as far as this follower wrote it). */
@@ -265,6 +279,7 @@ export class FollowApplier {
     let failed: Map<number, string>;
     let pipelinedWait: Promise<Buffer> | null = null;
     try {
+      if (this.recordMovedFrom !== null) await this.moveRecord(this.recordMovedFrom, keys.record);
       const byBody = (): Buffer[] => [EVAL, BODY, ...bySha.slice(2)];
       const command = (sha: boolean): Buffer[] => (sha ? bySha : byBody());
       // Where the node has replicas, the batch's WAIT goes right behind it: one round trip, no HSET again.
@@ -328,9 +343,17 @@ export class FollowApplier {
     if (this.keys !== null && (this.owners === null || now - this.keysAt < KEYS_PLACED_MS)) return this.keys;
     this.keysAt = now;
     const keys = nodeKeysOf(this.address, this.owners);
-    if (this.keys !== null && this.keys.record !== keys.record) this.staleRecordKey = this.keys.record;
+    if (this.keys !== null && this.keys.record !== keys.record) this.staleRecordKey = this.recordMovedFrom = this.keys.record;
     this.keys = keys;
     return keys;
+  }
+
+  /** This node's field of the record under its new key before any batch reads it there (MOVE_RECORD_SCRIPT). */
+  private async moveRecord(from: string, to: string): Promise<void> {
+    const mine = this.recorded >= 0 ? `${this.replid()} ${this.recorded}${this.lastApplied >= 0 ? ` ${this.lastApplied}` : ''}` : '';
+    const reply = await request(this.ctx.pool.connection(this.address, LANE), ['EVAL', MOVE_RECORD_SCRIPT, '0', from, to, this.source, mine], this.ctx.forward.retryWindowMs);
+    if (reply[0] === 45) throw new Error(`moving the applied record to ${to}: ${reply.toString('utf8', 1, reply.length - 2)}`);
+    if (this.keys?.record === to) this.recordMovedFrom = null;
   }
 
   /** The record now written under its new key, the old key's field goes: a reader with an older map finds none (a full sync), not a stale one. */

@@ -48,20 +48,22 @@ test('a batch\'s WAIT goes behind its script; a batch found held waits until the
   const applier = applierOn(master.address);
   // The first batch reads the node's replicas (ROLE) and checks by HSET + WAIT.
   expect(await apply(applier, 100, 'k1')).toBeNull();
-  const [hset, wait] = [await stat('hset'), await stat('wait')];
-  // The next one, its replicas known: the WAIT right behind the script, no HSET but the script's own.
+  const hset = await stat('hset');
+  // The next one, its replicas known: the WAIT right behind the script, no HSET but the script's
+  // own (a WAIT that blocked is not counted by 7.0 at once, so HSETs tell the two ways apart).
   expect(await apply(applier, 200, 'k2')).toBeNull();
-  expect([(await stat('hset')) - hset, (await stat('wait')) - wait]).toEqual([1, 1]);
+  expect((await stat('hset')) - hset).toBe(1);
   expect(await replica.command('GET', 'k2')).toBe('200');
 
   // An earlier run of the next batch wrote the record (its reply lost), and the replica never got it.
   replica.kill('SIGSTOP');
   await master.command('HSET', APPLIED_KEY, '127.0.0.1:1', 'rid 300 300');
+  const before = await stat('hset');
   let answered: string | null | undefined;
   const held = apply(applier, 300, 'k3').then((error) => (answered = error));
   // The script finds it held and writes nothing: a WAIT behind it would count from the last batch,
   // which the replica has. The applier checks with HSET + WAIT instead, and that waits for the replica.
-  await eventually(() => stat('wait'), (n) => n >= wait + 3, 10_000);
+  await eventually(() => stat('hset'), (n) => n >= before + 1, 10_000);
   expect(answered).toBeUndefined();
   replica.kill('SIGCONT');
   expect(await held).toBeNull();

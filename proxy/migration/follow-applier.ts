@@ -19,26 +19,24 @@
 import { performance } from 'node:perf_hooks';
 import { ProxyContext } from '../context';
 import { SlotOwners } from '../../sharding/key-space';
-import { migrationScript, scriptThen } from './side-request';
+import { migrationScript } from './side-request';
 import { decodeReply } from '../resp/decode-reply';
 import { request } from '../backend/request';
 import { sha1 } from '../scripts/store';
 import { log } from '../telemetry/log';
-import { ReplicaConfirm, WAIT_MS } from './follow-replicated';
+import { ReplicaConfirm } from './follow-replicated';
 import { refusalField } from './follow-refusals';
 import { NodeKeys, nodeKeysOf } from './follow-node-keys';
 
 /**
  * ARGV: record key, field, value, B's fence key (fence.ts), mode, the refusals' key
- * (follow-refusals.ts), then per command its argument count and its arguments. Answers the 0-based
- * indexes of the commands that failed, each followed by its error; or {-1} when B is fenced: a proxy
- * switches to done, so B takes writes of its own and nothing more of A's stream may land there (an
- * expiry on A must not delete a key B renewed). A batch of stream commands at or before the record
- * (same replid) is already on the node: nothing runs, {-2} answers (a WAIT sent right behind it
- * then counts from no write of its own). Mode `states` is a batch of keys' whole states only
- * (RESTORE or DEL of a refused command's keys, carried behind later commands, so at an offset the
- * record may have passed): they run whatever the record says (running one twice writes the same
- * state), and never move it back.
+ * (follow-refusals.ts), then per command its argument count and its arguments. Answers the 0-based indexes of the commands that failed, each followed
+ * by its error; or {-1} when B is fenced: a proxy switches to done, so B takes writes of its own and
+ * nothing more of A's stream may land there (an expiry on A must not delete a key B renewed).
+ * A batch of stream commands at or before the record (same replid) is already on the node: nothing
+ * runs, {} answers. Mode `states` is a batch of keys' whole states only (RESTORE or DEL of a refused
+ * command's keys, carried behind later commands, so at an offset the record may have passed): they
+ * run whatever the record says (running one twice writes the same state), and never move it back.
  * A stream command that fails is written into the refusals' key in the same run that moves the
  * record past it: a follower that dies before carrying its keys leaves it for the next one.
  */
@@ -54,7 +52,7 @@ if held then
   behind = id ~= nil and id == want and tonumber(at) >= tonumber(upto)
 end
 if behind and ARGV[5] ~= 'states' then
-  return {-2}
+  return {}
 end
 local failed = {}
 local i = 7
@@ -99,7 +97,6 @@ const EVAL = Buffer.from('EVAL');
 const SHA = Buffer.from(APPLY_STREAM_SHA);
 const BODY = Buffer.from(APPLY_STREAM_SCRIPT);
 const NO_KEYS = Buffer.from('0');
-const WAIT_ONE = ['WAIT', '1', String(WAIT_MS)];
 const STREAM_MODE = Buffer.from('stream');
 const STATES_MODE = Buffer.from('states');
 /** Argument counts as bulk strings, made once (a batch holds one per command). */
@@ -277,15 +274,10 @@ export class FollowApplier {
       for (const a of part.args) bySha.push(a);
     }
     let failed: Map<number, string>;
-    let pipelinedWait: Promise<Buffer> | null = null;
     try {
       if (this.recordMovedFrom !== null) await this.moveRecord(this.recordMovedFrom, keys.record);
       const byBody = (): Buffer[] => [EVAL, BODY, ...bySha.slice(2)];
-      const command = (sha: boolean): Buffer[] => (sha ? bySha : byBody());
-      // Where the node has replicas, the batch's WAIT goes right behind it: one round trip, no HSET again.
-      let frame: Buffer;
-      if (batch.length > 0 && this.replicas.expectsReplicas) ({ frame, after: pipelinedWait } = await scriptThen(this.ctx.pool, this.address, command, WAIT_ONE, LANE));
-      else frame = await migrationScript(this.ctx, null, this.address, command, LANE);
+      const frame = await migrationScript(this.ctx, null, this.address, (sha) => (sha ? bySha : byBody()), LANE);
       const reply = decodeReply(frame);
       if (reply instanceof Error && (TRANSIENT.test(reply.message) || DEMOTED.test(reply.message))) return `${this.address}: ${reply.message}`;
       if (!Array.isArray(reply)) {
@@ -303,8 +295,6 @@ export class FollowApplier {
         for (const p of batch) p.done(null);
         return 'answered';
       }
-      // Held already: the script wrote nothing, so the WAIT behind it proves nothing (a timed-out run's writes may be on no replica).
-      if (reply.length === 1 && Number(reply[0]) === -2) pipelinedWait = null;
       failed = new Map();
       for (let i = 0; i + 1 < reply.length; i += 2) failed.set(Number(reply[i]), String(reply[i + 1]));
       // B's slot map is read again, so the refused keys' states go to their owners now, not here again.
@@ -316,7 +306,7 @@ export class FollowApplier {
     }
     if (batch.length > 0) {
       const record = (): string => this.placeKeys().record;
-      const held = pipelinedWait !== null && (await this.replicas.pipelined(pipelinedWait)) ? 'confirmed' : await this.replicas.confirm(record, this.source, value, () => !this.closed, () => this.stillMaster(), () => (this.keysAt = -Infinity));
+      const held = await this.replicas.confirm(record, this.source, value, () => !this.closed, () => this.stillMaster(), () => (this.keysAt = -Infinity));
       if (held !== 'confirmed') {
         // Not on a replica and its master gone: the keys' states go to the new owner (or the follow ended).
         const why = held === 'ended' ? `${this.address}: the follow ended` : `${this.address}: replaced before a replica held the batch`;

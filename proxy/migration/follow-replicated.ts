@@ -7,11 +7,8 @@
  * owner (Redis Cluster's and Sentinel's failovers promote the replica with the most data; `WAIT 1`
  * is what either needs).
  *
- * The check is `WAIT 1 <ms>` written right behind the batch's script on its connection (one round
- * trip: WAIT counts from the client's last write, the script's), trusted only when the script wrote
- * (a batch it found held already wrote nothing, and a run of it that timed out may be on no
- * replica). Otherwise, and when that WAIT did not confirm, `HSET <record> <source> <value>` then
- * `WAIT 1 <ms>`, pipelined: the HSET (the value the batch's script wrote already) lands after the
+ * The check is `HSET <record> <source> <value>` then `WAIT 1 <ms>`, pipelined: WAIT counts from the
+ * client's last write, and the HSET (the value the batch's script wrote already) lands after the
  * batch in the node's stream on whatever connection, so a reconnect between the two cannot make
  * WAIT count from nothing. A master without replicas (ROLE, read again each second and after every
  * WAIT that timed out; followers, which announce port 0, left out) confirms at once; a replica that
@@ -27,7 +24,7 @@ import { log } from '../telemetry/log';
 
 const LANE = 0;
 /** How long one WAIT holds before the master's replicas are read again. */
-export const WAIT_MS = 1000;
+const WAIT_MS = 1000;
 const ROLE_MAX_AGE_MS = 1000;
 const RETRY_MS = 100;
 const RETRY_CAP_MS = 2000;
@@ -83,22 +80,6 @@ export class ReplicaConfirm {
       if (why.startsWith('no replica')) continue; // WAIT itself waited
       await new Promise((resolve) => setTimeout(resolve, Math.min(RETRY_CAP_MS, RETRY_MS * 2 ** attempt)).unref());
     }
-  }
-
-  /** A batch may send its `WAIT 1` right behind it (pipelined): the node's replicas are known, and there are some. */
-  get expectsReplicas(): boolean {
-    return !this.unchecked && this.replicas > 0 && Date.now() - this.readAt < ROLE_MAX_AGE_MS;
-  }
-
-  /** The WAIT pipelined behind a batch (scriptThen): true once it says a replica holds it; else confirm() decides. */
-  async pipelined(wait: Promise<Buffer>): Promise<boolean> {
-    try {
-      const acked = decodeReply(await wait);
-      if (typeof acked === 'number' && acked >= 1) return this.settled() === 'confirmed';
-    } catch {
-      // The connection went with it: confirm() asks again.
-    }
-    return false;
   }
 
   private refused(why: string): 'confirmed' {

@@ -84,27 +84,8 @@ export async function migrationScript(
 ): Promise<Buffer> {
   const opts = { lane, maxRedirects: ctx.forward.maxRedirects, retryWindowMs: ctx.forward.retryWindowMs };
   const frame = await sideRequest(ctx.pool, owners, address, command(true), opts);
-  if (isNoscript(frame)) return sideRequest(ctx.pool, owners, address, command(false), opts);
+  if (frame.length > 9 && frame.toString('latin1', 0, 9) === '-NOSCRIPT') return sideRequest(ctx.pool, owners, address, command(false), opts);
   return frame;
-}
-
-/**
- * migrationScript to one node, no redirect followed (as the follow's appliers send theirs), with
- * `after` written right behind it on the same connection: a `WAIT` that counts from the script's own writes. `after` is null where the
- * script went by body (NOSCRIPT: then `after` ran behind a script that wrote nothing).
- */
-export async function scriptThen(pool: BackendPool, address: string, command: (bySha: boolean) => (Buffer | string)[], after: readonly string[], lane: number): Promise<{ frame: Buffer; after: Promise<Buffer> | null }> {
-  const conn = pool.connection(address, lane);
-  const first = request(conn, command(true), 0);
-  const next = request(conn, after, 0);
-  next.catch(() => undefined); // a lost connection fails both: the script's failure is the one reported
-  const frame = await first;
-  if (!isNoscript(frame)) return { frame, after: next };
-  return { frame: await request(pool.connection(address, lane), command(false), 0), after: null };
-}
-
-function isNoscript(frame: Buffer): boolean {
-  return frame.length > 9 && frame.toString('latin1', 0, 9) === '-NOSCRIPT';
 }
 
 /**

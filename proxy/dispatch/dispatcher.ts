@@ -48,6 +48,8 @@ import { WatchedCommand } from './watched-command';
 export interface DispatchSession extends TransactionClient, SubscriberClient, CachingClient, MonitorClient {
   /** What the signed-in user may run; null for everything (security/permissions.ts). */
   readonly permissions: UserPermissions | null;
+  /** read-new: resolves once every write of this client whose reply waits for B is on B (null: none waits). */
+  writesOnB: Promise<void> | null;
 }
 
 const NOAUTH_REPLY = encode.error(errors.NOAUTH);
@@ -93,8 +95,12 @@ export class Dispatcher {
    */
   dispatch(session: DispatchSession, args: Buffer[], raw: Buffer | null): Promise<void> | undefined {
     const ctx = this.ctx;
-    ctx.stats.commands++;
     const top = ctx.table.lookup(args[0]);
+    // read-new: a request after writes still on their way to B waits for them, unless it is one
+    // more write to A (A orders it after them, and its reply comes after theirs anyway).
+    const onB = session.writesOnB;
+    if (onB !== null && !passesWritesOnB(top, args, session)) return onB.then(() => this.dispatch(session, args, raw));
+    ctx.stats.commands++;
     if (top === undefined) {
       // The proxy's own PROXY command is in no Redis's table: looked for only here, off the hot path.
       if (isProxyCommand(args[0])) {
@@ -341,8 +347,9 @@ export class Dispatcher {
         if ('hold' in started) return started.hold;
         const write = session.track(new CarriedWrite(this.ctx, session, writePayload(this.ctx, args, raw), shard, started.carry, started.onB === true, placement.phase === 'double-write'));
         write.start();
-        // Read-new: the client's next requests (a read from B) wait until this write is on B.
-        return started.onB === true && placement.phase === 'read-new' ? write.onB : undefined;
+        // Read-new: the client's next requests but its writes (a read from B) wait until this write is on B.
+        if (started.onB === true && placement.phase === 'read-new') waitOnB(session, write.onB);
+        return undefined;
       }
     }
     return this.forward(session, args, raw, shard, info);
@@ -385,8 +392,11 @@ export class Dispatcher {
       const part = parts[i];
       // The part's shard is known: no second hash of its keys.
       const positions = partPositions(rule.stride, part.keyIndexes.length);
-      const hold = this.routeTo(command.partSession(i), info, part.args, null, positions, part.shard);
+      const partSession = command.partSession(i);
+      const hold = this.routeTo(partSession, info, part.args, null, positions, part.shard);
       if (hold !== undefined) (holds ??= []).push(hold);
+      // A part written in read-new: the client's later reads wait for it as for its own writes.
+      if (partSession.writesOnB !== null) waitOnB(session, partSession.writesOnB);
     }
     return holds === null ? undefined : Promise.all(holds).then(() => undefined);
   }
@@ -463,4 +473,23 @@ function flagTransaction(session: DispatchSession): void {
 
 function hasKeySpecs(info: CommandInfo): boolean {
   return info.keySpecs.length > 0 || info.firstKey > 0;
+}
+
+/** `write` joins what the client's next requests but its writes wait for (DispatchSession.writesOnB). */
+function waitOnB(session: DispatchSession, write: Promise<void>): void {
+  const before = session.writesOnB;
+  const all: Promise<void> = before === null ? write : Promise.all([before, write]).then(() => undefined);
+  session.writesOnB = all;
+  void all.then(() => {
+    if (session.writesOnB === all) session.writesOnB = null;
+  });
+}
+
+/**
+ * Goes on past the client's writes still on their way to B: a write naming its keys, outside a
+ * transaction, that does not block (it goes to A, as they did). Anything else may read from B.
+ */
+function passesWritesOnB(info: CommandInfo | undefined, args: Buffer[], session: DispatchSession): boolean {
+  if (info === undefined || info.subcommands !== null || (info.traits & (READONLY | BLOCKING)) !== 0 || session.transaction !== null) return false;
+  return (keyPositions(info, args)?.length ?? 0) > 0;
 }

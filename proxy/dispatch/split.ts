@@ -297,6 +297,8 @@ export class PartSession implements ReplyOwner {
   declare monitoring: null;
   declare readonly monitorOutputLimitBytes: number;
   declare readonly addr: string;
+  /** read-new: the part's write on its way to B (the split hands it to the client's own session). */
+  declare writesOnB: Promise<void> | null;
 
   constructor(readonly id: number, private readonly split: SplitCommand, private readonly index: number) {}
 
@@ -347,4 +349,5 @@ Object.assign(PartSession.prototype, {
   monitoring: null,
   monitorOutputLimitBytes: 0,
   addr: '',
+  writesOnB: null,
 });

@@ -49,7 +49,9 @@ import { barrierTimeoutWhy, copierHolders, feedInfoLines, feedSummary, noHolderG
 import { CarriedMarks } from './carried-mark';
 import { FeedKeyCopy, scanNode } from './feed-copy';
 import { handOver, prune, remember } from './standby';
-import { NodeFollowers } from './followers';
+import { HandOn, NodeFollowers } from './followers';
+import { Successors } from './successors';
+import { timeBound } from './time-bound';
 
 /** How often feeds are checked against side A's masters (a failover, a lost feed). */
 const SYNC_EVERY_MS = 1000;
@@ -79,6 +81,7 @@ export class ChangeCopier implements MigrationChanges {
   private readonly keyCopy: FeedKeyCopy;
   /** migration.carry: replication: the nodes this proxy copies are followed as replicas instead (follow.ts). */
   private readonly followers: NodeFollowers;
+  private readonly successors = new Successors();
 
   constructor(
     private readonly ctx: ProxyContext,
@@ -91,7 +94,7 @@ export class ChangeCopier implements MigrationChanges {
     this.reading = new ReadBarrierWatch(ctx, ring, this, (placement) => fleetOf(ctx, placement));
     this.closing = new ClosingWatch(ctx, ring, { settle: () => this.settle(), selfId: () => this.selfId() });
     this.keyCopy = new FeedKeyCopy(ctx, ring, this.count, (node, t, err) => this.failed(node, t, err));
-    this.followers = new NodeFollowers(ctx, () => ring.placement, () => this.leases.checkStall());
+    this.followers = new NodeFollowers(ctx, () => ring.placement, () => this.leases.checkStall(), { isNode: (a) => this.nodes.has(a), after: (a) => this.after(a), successor: (a) => this.successors.of(a) });
     this.leases = new CopierLeases(
       ctx,
       () => ring.placement,
@@ -211,7 +214,7 @@ export class ChangeCopier implements MigrationChanges {
 
   /** The barrier on this proxy's own feed of `node` and its copier. */
   private feedBarrier(node: NodeChanges): Promise<string | null> {
-    if (this.ring.carry.replication) return this.bounded(node, (finish) => void this.followers.barrier(node.address).then(finish));
+    if (this.ring.carry.replication) return this.bounded<HandOn>(node, (finish) => void this.followers.barrier(node.address).then(finish)).then((r) => (r !== null && typeof r === 'object' ? this.followers.handedOn(r.handOn) : r));
     return this.bounded(node, (finish) => this.feedWait(node, finish));
   }
 
@@ -236,23 +239,12 @@ export class ChangeCopier implements MigrationChanges {
   }
 
   /** `wait` given BARRIER_WAIT_MS to call its `finish` with null; after that, why not. */
-  private bounded(node: NodeChanges, wait: (finish: (problem: string | null) => void) => void): Promise<string | null> {
-    const address = node.address;
-    return new Promise((resolve) => {
-      let settled = false;
-      const finish = (problem: string | null): void => {
-        if (settled) return;
-        settled = true;
-        clearTimeout(timer);
-        resolve(problem);
-      };
-      const timer = setTimeout(() => {
-        this.count.barrierTimeouts++;
-        const why = barrierTimeoutWhy(node, this.ring.carry.replication && node.mine ? this.followers.stateOf(address) : null, BARRIER_WAIT_MS);
-        log.warn({ node: address, why }, 'migration: a write\'s changes were not confirmed on side B in time; they are copied when the node is re-walked or the copy succeeds');
-        finish(why);
-      }, BARRIER_WAIT_MS);
-      wait(finish);
+  private bounded<T = never>(node: NodeChanges, wait: (finish: (problem: string | null | T) => void) => void): Promise<string | null | T> {
+    return timeBound<string | null | T>(BARRIER_WAIT_MS, wait, () => {
+      this.count.barrierTimeouts++;
+      const why = barrierTimeoutWhy(node, this.ring.carry.replication && node.mine ? this.followers.stateOf(node.address) : null, BARRIER_WAIT_MS);
+      log.warn({ node: node.address, why }, 'migration: a write\'s changes were not confirmed on side B in time; they are copied when the node is re-walked or the copy succeeds');
+      return why;
     });
   }
 
@@ -272,6 +264,7 @@ export class ChangeCopier implements MigrationChanges {
   private sync(): void {
     if (this.stopped) return;
     const placement = this.ring.placement;
+    this.successors.seen(placement.from);
     const wanted = new Set(placement.converges ? placement.from.masters() : []);
     for (const [address, node] of this.nodes) {
       if (wanted.has(address)) continue;

@@ -18,6 +18,8 @@ import { FollowCounts } from '../telemetry/follow-metrics';
 import { FOLLOW_REQUEST_KEY, readRequest, readSyncRecord } from './follow-progress';
 
 const LANE = 0;
+/** How long a barrier handed on waits for its new node to be known (change-copier.ts bounds the whole barrier alike). */
+const HAND_ON_WAIT_MS = 5000;
 
 /**
  * States of a follow that is on its way to live by itself: starting, in a full sync (Redis waits
@@ -25,6 +27,24 @@ const LANE = 0;
  * switch to read-new or done waits for these (bounded); `failed` and `stopped` are refused at once.
  */
 export const CATCHING_UP: ReadonlySet<string> = new Set<FollowState>(['connecting', 'full-sync', 'loading', 'lost']);
+
+/** ROLE on a followed node answered that it replicates `master` now. */
+interface Demoted {
+  master: string;
+}
+
+/** The change copier's view of side A: where a barrier a follow cannot finish goes. */
+interface SideA {
+  isNode(address: string): boolean;
+  after(address: string): Promise<string | null> | null;
+  /** The ring node that took `address`'s place (successors.ts). */
+  successor(address: string): string | null;
+}
+
+/** A barrier this proxy's follow cannot finish: `handOn`'s barrier confirms it (NodeFollowers.handedOn). */
+export interface HandOn {
+  handOn: string;
+}
 
 /** What the follows of one node that this proxy stopped had counted. */
 interface Retired {
@@ -38,13 +58,15 @@ export class NodeFollowers {
   /** By node, what its stopped follows counted: counters never go back, and a node followed again counts on. */
   private readonly retired = new Map<string, Retired>();
   /** The offset read for the barriers of this turn, per node. */
-  private readonly offsets = new Map<string, Promise<number>>();
+  private readonly offsets = new Map<string, Promise<number | Demoted>>();
 
   constructor(
     private readonly ctx: ProxyContext,
     private readonly placement: () => Placement,
     /** Before a follow applies anything (copier-lease.ts checkStall). */
     private readonly beforeApply: () => void = () => undefined,
+    /** Side A's nodes as the change copier knows them, and a barrier on any of them (change-copier.ts after). */
+    private readonly sideA: SideA = { isNode: () => false, after: () => null, successor: () => null },
   ) {}
 
   /** This proxy copies `address` (`mine`) or not any more. */
@@ -120,19 +142,49 @@ export class NodeFollowers {
     return f === undefined ? 'not followed here' : f.reason === '' ? f.state : `${f.state}: ${f.reason}`;
   }
 
-  /** Null once every change made on `address` before now is on B; else why not. */
-  async barrier(address: string): Promise<string | null> {
+  /**
+   * Null once every change made on `address` before now is on B; else why not. A node demoted
+   * since (a failover: the write it answered is in its new master's history, whose offsets go on
+   * in the same count) is handed on to the master its ROLE names; a follow stopped under it (the
+   * node left side A's masters, or its copier went to another proxy) is handed on as well
+   * (`handOn`: the caller goes on with `handedOn`, its own time bound started anew).
+   */
+  async barrier(address: string): Promise<string | null | HandOn> {
     const f = this.followers.get(address);
     if (f === undefined) return `${address} is not followed by this proxy`;
-    let offset: number;
+    let offset: number | Demoted;
     try {
       offset = await this.offsetOf(address);
     } catch (err) {
       return `cannot read the replication offset of ${address}: ${err instanceof Error ? err.message : String(err)}`;
     }
+    if (typeof offset !== 'number') return { handOn: offset.master };
     await f.appliedThrough(offset);
+    if (f.state === 'stopped' && this.followers.get(address) !== f) {
+      // Stopped under the barrier: the node was demoted (its master confirms), or another proxy copies it now.
+      const now = await this.offsetOf(address).catch(() => null);
+      return { handOn: now === null || typeof now === 'number' ? address : now.master };
+    }
     return f.state === 'failed' || f.state === 'stopped' ? `the follow of ${address} ${f.state}: ${f.reason}` : null;
   }
+
+  /**
+   * The barrier of `address` (a promoted master, or the node's new copier holder), once it is a
+   * node of side A for the change copier: the slot map learns a promotion soon after ROLE shows it;
+   * an old ring master still answering as one is followed to the node that took its place.
+   */
+  async handedOn(address: string): Promise<string | null> {
+    let to = address;
+    for (const until = Date.now() + HAND_ON_WAIT_MS; !this.sideA.isNode(to); await new Promise((resolve) => setTimeout(resolve, 50))) {
+      if (Date.now() >= until) return `${to} took over the node's writes but is not a master of side A here`;
+      // Left side A's masters and still a master: a ring node Sentinel has not demoted yet.
+      const now = to === address ? await this.offsetOf(address).catch(() => null) : null;
+      if (now !== null && typeof now !== 'number') to = now.master;
+      else to = this.sideA.successor(address) ?? to;
+    }
+    return (await this.sideA.after(to)) ?? null;
+  }
+
 
   /** Nodes this proxy follows whose changes are not all being carried. */
   uncovered(): string[] {
@@ -179,11 +231,14 @@ export class NodeFollowers {
     ];
   }
 
-  private offsetOf(address: string): Promise<number> {
+  /** The node's master_repl_offset, or the master it replicates now. */
+  private offsetOf(address: string): Promise<number | Demoted> {
     let p = this.offsets.get(address);
     if (p === undefined) {
       p = request(this.ctx.pool.connection(address, LANE), ['ROLE'], this.ctx.forward.retryWindowMs).then((frame) => {
         const reply = decodeReply(frame);
+        // ROLE of a replica: slave, its master's host and port, the link's state, its offset.
+        if (Array.isArray(reply) && reply[0] === 'slave' && typeof reply[1] === 'string' && typeof reply[2] === 'number') return { master: `${reply[1]}:${reply[2]}` };
         if (!Array.isArray(reply) || reply[0] !== 'master') throw new Error(`ROLE answered ${frame.toString('latin1', 0, 40)}`);
         return Number(reply[1]);
       });

@@ -107,6 +107,7 @@ export class Session implements DispatchSession, ListedClient, Flushable {
   name: Buffer | null = null;
   /** What the signed-in user may run: null for everything (the dispatcher's one check; security/permissions.ts). */
   permissions: UserPermissions | null;
+  writesOnB: Promise<void> | null = null; // read-new: its writes whose replies wait for B (dispatcher.ts waitOnB)
   blocked: Unblockable | null = null;
   /** The last command's full name, CLIENT LIST's `cmd` (set by the dispatcher). */
   command = 'NULL';

@@ -102,6 +102,8 @@ interface Load {
   acked: Set<string>;
   incrs: Map<string, number>;
   errors: number;
+  /** The first errors' messages. */
+  messages: string[];
   done(): number;
 }
 
@@ -111,6 +113,7 @@ function writeLoad(clientsCount = 4): Load {
   const incrs = new Map<string, number>();
   let running = true;
   let errors = 0;
+  const messages: string[] = [];
   let n = 0;
   const loops = Array.from({ length: clientsCount }, async (_, w) => {
     const c = viaProxy();
@@ -124,12 +127,13 @@ function writeLoad(clientsCount = 4): Load {
         incrs.set(counter, (incrs.get(counter) ?? 0) + 1);
         await c.rpush(`l:${i % 5}`, `${w}:${i}`);
         n++;
-      } catch {
+      } catch (err) {
+        if (messages.length < 5) messages.push(String(err));
         errors++; // an error is allowed (a request on the wire to a killed master); a wrong value is not
       }
     }
   });
-  return { acked, incrs, get errors() { return errors; }, done: () => n, stop: async () => { running = false; await Promise.all(loops); } };
+  return { acked, incrs, messages, get errors() { return errors; }, done: () => n, stop: async () => { running = false; await Promise.all(loops); } };
 }
 
 /** Every acknowledged SET is on A's masters and on B; every counter holds at least its acknowledged increments. */
@@ -220,6 +224,49 @@ test('kill -9 of a master mid-stream: the follower continues on the replica Sent
   // The killed master comes back as a replica of the promoted one (Sentinel reconfigures it).
   await env.node(old).restart();
   await env.waitForRole(env.node(old), 'slave');
+}, 120_000);
+
+test('read-new: a planned SENTINEL FAILOVER while each write waits for B: none is refused, and reads behind pipelined writes see them', async () => {
+  const env = groups!;
+  await caughtUp();
+  const admin = viaProxy();
+  expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'read-new')).toBe('OK');
+  const load = writeLoad();
+  // Pipelined writes (they do not wait for each other to reach B) with reads of them behind.
+  const piped = viaProxy();
+  const stale: string[] = [];
+  let pipelining = true;
+  let rounds = 0;
+  const pipelines = (async () => {
+    for (let r = 0; pipelining; r++, rounds++) {
+      const p = piped.pipeline();
+      for (let k = 0; k < 8; k++) p.set(`p:${k}`, `r${r}`);
+      for (let k = 0; k < 8; k++) p.get(`p:${k}`);
+      const replies = ((await p.exec()) ?? []).map(([err, v]) => (err === null ? v : String(err)));
+      replies.forEach((v, i) => {
+        if (v !== (i < 8 ? 'OK' : `r${r}`)) stale.push(`round ${r} reply ${i}: ${String(v)}`);
+      });
+    }
+  })();
+  await eventually(async () => load.done(), (n) => n > 200, 20_000);
+  const old = await env.masterOf('a1');
+  // B held back for the failover: writes answered by the old master still wait for B when the proxy
+  // drops its follow, and the promoted master's follow must confirm them.
+  for (const n of target!.nodes) await open(n.address).call('CLIENT', 'PAUSE', '2000', 'WRITE');
+  await env.sentinels[0].command('SENTINEL', 'FAILOVER', 'a1');
+  const promoted = await env.failoverFrom('a1', old);
+  await eventually(info, (t) => field(t, 'migration_follows').includes(`${promoted}=live`), 30_000);
+  const mark = load.done();
+  await eventually(async () => load.done(), (n) => n > mark + 200, 20_000);
+  pipelining = false;
+  await Promise.all([load.stop(), pipelines]);
+  console.log(`read-new, planned failover ${old} -> ${promoted}: ${load.done()} rounds and ${rounds} pipelines, ${load.errors} errors ${load.messages.join('; ')}`);
+  expect(stale).toEqual([]);
+  expect(load.errors).toBe(0);
+  expect(await lostWrites(load)).toEqual([]);
+  expect(await admin.call('PROXY', 'MIGRATION', 'PHASE', 'double-write')).toBe('OK');
+  await caughtUp();
+  expect(await differences()).toEqual([]);
 }, 120_000);
 
 test('Sentinel never promotes the follower, even as the only replica left; SENTINEL RESET forgets it', async () => {

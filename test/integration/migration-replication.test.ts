@@ -238,6 +238,41 @@ test('a proxy that takes over resumes each node with +CONTINUE, and B stays exac
   expect(await differences()).toEqual([]);
 }, 90_000);
 
+test('read-new: a client\'s pipelined writes go to A without waiting for each other, and its reads behind them see every one', async () => {
+  // crossSlot: split, so an MSET across A's nodes runs as one part per node (dispatch/split.ts).
+  await startProxy({ ...replicated('read-new'), crossSlot: 'split' });
+  const c = connect();
+  await caughtUp(c);
+  // Moving keys of both nodes of A, so a read waits for writes followed by two followers.
+  const byNode = new Map<string, string[]>();
+  for (let n = 0; byNode.size < 2 || [...byNode.values()].some((ks) => ks.length < 4); n++) {
+    const t = placement.copyTarget(Buffer.from(`prw${n}`));
+    if (t !== null && (byNode.get(t.from)?.length ?? 0) < 4) byNode.set(t.from, [...(byNode.get(t.from) ?? []), `prw${n}`]);
+  }
+  const keys = [...byNode.values()].flat();
+  const stale: string[] = [];
+  for (let round = 0; round < 30; round++) {
+    const p = c.pipeline();
+    for (const k of keys) p.set(k, `r${round}`);
+    p.incr('prw:count');
+    p.mset(keys[0], `m${round}`, keys[keys.length - 1], `m${round}`); // split across A's nodes
+    for (const k of keys) p.get(k);
+    p.get('prw:count');
+    const replies = ((await p.exec()) ?? []).map(([err, v]) => (err === null ? v : String(err)));
+    const reads = replies.slice(keys.length + 2);
+    if (replies[keys.length + 1] !== 'OK') stale.push(`round ${round}: MSET answered ${String(replies[keys.length + 1])}`);
+    keys.forEach((k, i) => {
+      const want = i === 0 || i === keys.length - 1 ? `m${round}` : `r${round}`;
+      if (reads[i] !== want) stale.push(`round ${round} ${k}: read ${String(reads[i])}, wrote ${want}`);
+    });
+    if (Number(reads[keys.length]) !== round + 1) stale.push(`round ${round} counter: read ${String(reads[keys.length])}`);
+    // The split write alone: its parts are all the reads behind it wait for.
+    const [, ...split] = ((await c.pipeline().mset(keys[0], `s${round}`, keys[keys.length - 1], `s${round}`).get(keys[0]).get(keys[keys.length - 1]).exec()) ?? []).map(([, v]) => v);
+    if (split.some((v) => v !== `s${round}`)) stale.push(`round ${round} after a split MSET: read ${JSON.stringify(split)}`);
+  }
+  expect(stale).toEqual([]);
+}, 60_000);
+
 test('read-new: a write through the proxy runs on side A and is on side B when its reply comes', async () => {
   await startProxy(replicated('read-new'));
   const c = connect();

@@ -30,6 +30,8 @@ export class Successors {
       this.replaced.set(before, after);
       if (this.replaced.size > KEEP) this.replaced.delete(this.replaced.keys().next().value as string);
     });
+    // A node serving a shard again (failed back) has no successor.
+    for (const address of now) if (address !== null) this.replaced.delete(address);
     this.shards = now;
   }
 

@@ -214,7 +214,11 @@ export class ChangeCopier implements MigrationChanges {
 
   /** The barrier on this proxy's own feed of `node` and its copier. */
   private feedBarrier(node: NodeChanges): Promise<string | null> {
-    if (this.ring.carry.replication) return this.bounded<HandOn>(node, (finish) => void this.followers.barrier(node.address).then(finish)).then((r) => (r !== null && typeof r === 'object' ? this.followers.handedOn(r.handOn) : r));
+    if (this.ring.carry.replication) {
+      // Handed on across a failover (followers.ts): the new node's barrier has a bound of its own.
+      const own = this.bounded<HandOn>(node, (finish) => void this.followers.barrier(node.address).then(finish));
+      return own.then((r) => (r !== null && typeof r === 'object' ? this.followers.handedOn(r.handOn) : r));
+    }
     return this.bounded(node, (finish) => this.feedWait(node, finish));
   }
 

@@ -185,7 +185,6 @@ export class NodeFollowers {
     return (await this.sideA.after(to)) ?? null;
   }
 
-
   /** Nodes this proxy follows whose changes are not all being carried. */
   uncovered(): string[] {
     const out: string[] = [];

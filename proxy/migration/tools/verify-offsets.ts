@@ -20,6 +20,7 @@ import { StreamReader } from '../../replication/stream-reader';
 import { CommandTable } from '../../commands/table';
 import { Reply, decodeReply } from '../../resp/decode-reply';
 import { FollowRouter } from '../follow-router';
+import { timeBound } from '../time-bound';
 import { recordKeyOf } from '../follow-node-keys';
 import { keySlot } from '../../../sharding/slot';
 import { ownersOf } from '../copy-keys';
@@ -203,18 +204,10 @@ async function streamKeys(nodes: NodeClient, a: string, replid: string, records:
   }
   const opts = nodes.linkOptions();
   const reader = new StreamReader();
-  return new Promise((resolve) => {
-    let settled = false;
-    const end = (v: WrittenAfter): void => {
-      if (settled) return;
-      settled = true;
-      clearTimeout(timer);
-      resolve(v);
-      link.close('read through the offset asked for');
-    };
-    const timer = setTimeout(() => end({ unknown: `${a}: its stream after offset ${from} was not read back within ${READ_BACK_MS} ms` }), READ_BACK_MS);
+  let close = (): void => undefined;
+  const result = await timeBound<WrittenAfter>(READ_BACK_MS, (end) => {
     const handshake = opts.handshake.filter((h) => !h.toString('latin1').toUpperCase().includes('READONLY'));
-    const link: ReplicationLink = new ReplicationLink(a, { tls: opts.tls, handshake, connectTimeoutMs: opts.connectTimeoutMs, announcePort: 0, resume: { replid, offset: from } }, {
+    const link = new ReplicationLink(a, { tls: opts.tls, handshake, connectTimeoutMs: opts.connectTimeoutMs, announcePort: 0, resume: { replid, offset: from } }, {
       fullSync: () => end({ unknown: `${a}: it offered a full sync instead of its stream after offset ${from}` }),
       snapshotBytes: () => undefined,
       snapshotEnd: () => undefined,
@@ -233,7 +226,10 @@ async function streamKeys(nodes: NodeClient, a: string, replid: string, records:
       },
       lost: (reason) => end({ unknown: `${a}: its stream after offset ${from} could not be read back: ${reason}` }),
     });
-  });
+    close = () => link.close('read through the offset asked for');
+  }, () => ({ unknown: `${a}: its stream after offset ${from} was not read back within ${READ_BACK_MS} ms` }));
+  close();
+  return result;
 }
 
 /** Why a moving key of A did not reach B after `done`, from what its node's stream wrote after B's last record; null when it did. */

@@ -31,10 +31,9 @@
  * settled, and each arrival still waits. (An ASK-redirected write in that backlog, for a key the
  * old owner deleted just before, is the case left: nothing in the stream marks it.)
  *
- * A follower in a full sync, or restoring its snapshot (its link cut meanwhile or not), is not
- * waited for (its own snapshot is the later state, and it may wait on this one); a barrier still
- * open after BARRIER_CAP_MS goes on with a warning (two masters resharding into each other at once
- * can wait on each other).
+ * A follower in a full sync is not waited for (its own snapshot is the later state, and it may
+ * wait on this one); a barrier still open after BARRIER_CAP_MS goes on with a warning (two masters
+ * resharding into each other at once can wait on each other).
  */
 import { ProxyContext } from '../context';
 import { KeySpace } from '../../sharding/key-space';
@@ -54,16 +53,6 @@ export const BARRIER_CAP_MS = 30_000;
 export interface PeerFollow {
   state: string;
   applied: number;
-  /** Its snapshot is being restored on B (the state says `lost` when the link was cut meanwhile). */
-  restoring: boolean;
-}
-
-/**
- * A peer in a full sync is not waited for: its snapshot is the later state. So is one whose link was
- * cut while it restores (two of them would wait on each other, each in its restore's barrier).
- */
-function notWaitedFor(p: PeerFollow): boolean {
-  return p.restoring || p.state === 'full-sync' || p.state === 'loading' || p.state === 'stopped' || p.state === 'failed';
 }
 
 export class SlotHandoff {
@@ -174,7 +163,7 @@ export class SlotHandoff {
   /** Null once B holds `master`'s changes through its offset now (or it is not waited for); else `master`. */
   private async caughtUp(master: string, nodesOfB: readonly string[], deadline: number): Promise<string | null> {
     const local = this.peer(master);
-    if (local !== undefined && notWaitedFor(local)) return null;
+    if (local !== undefined && (local.state === 'full-sync' || local.state === 'loading' || local.state === 'stopped' || local.state === 'failed')) return null;
     let offset: number;
     try {
       const role = decodeReply(await request(this.ctx.pool.connection(master, LANE), ['ROLE'], this.ctx.forward.retryWindowMs));
@@ -186,7 +175,7 @@ export class SlotHandoff {
     while (Date.now() < deadline) {
       const now = this.peer(master);
       if (now !== undefined) {
-        if (now.applied >= offset || notWaitedFor(now)) return null;
+        if (now.applied >= offset || now.state === 'full-sync' || now.state === 'loading' || now.state === 'stopped' || now.state === 'failed') return null;
       } else {
         const recorded = await this.recordedOn(master, nodesOfB);
         if (recorded === null || recorded >= offset) return null;

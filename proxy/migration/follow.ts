@@ -84,8 +84,8 @@ export class NodeFollower {
   /** Where the link's stream bytes wait while B is behind (its spool's bytes and fulls show in INFO). */
   readonly intake: StreamIntake;
   private processing = false;
-  /** Set while the snapshot is restored (whatever became of the link that brought it): the stream waits behind it. */
-  restoring = false;
+  /** Set while the snapshot is restored: the stream waits behind it. */
+  private loading = false;
   private ackTimer: NodeJS.Timeout | null = null;
   private readonly waiters = new OffsetWaiters();
   private ackWanted = -1;
@@ -97,7 +97,7 @@ export class NodeFollower {
   private historyOnB = false;
   private readonly live = (): boolean => !this.stopped;
   /** What an ACK says now: while a snapshot is restored B holds none of it, so 0 keeps the link alive, acknowledging nothing (WAIT on A counts ACKs). */
-  private readonly ackValue = (): number => (this.restoring ? 0 : this.applied);
+  private readonly ackValue = (): number => (this.loading ? 0 : this.applied);
   private routed: { placement: Placement; table: ProxyContext['table']; router: FollowRouter } | null = null;
   /** A cluster A's slots moving to this node: the earlier owner's changes on B first. */
   readonly handoff: SlotHandoff;
@@ -132,7 +132,7 @@ export class NodeFollower {
   /** A new full sync, whatever A could continue (`migrate copy --restart`, follow-progress.ts). */
   resync(): void {
     if (this.stopped) return;
-    this.sync.restart(this.restoring);
+    this.sync.restart(this.loading);
     if (this.link !== null) this.link.close('a new full sync was asked for');
     else if (this.state === 'failed') void this.connect();
   }
@@ -170,7 +170,7 @@ export class NodeFollower {
   }
   /** Resolves once every command through `offset` is on B (or the follow stopped); a snapshot's, once restored. */
   appliedThrough(offset: number): Promise<void> {
-    if ((this.applied >= offset && !this.restoring) || this.stopped) return Promise.resolve();
+    if ((this.applied >= offset && !this.loading) || this.stopped) return Promise.resolve();
     return this.waiters.wait(offset);
   }
 
@@ -202,7 +202,7 @@ export class NodeFollower {
         this.syncStartedAt = performance.now();
         [this.snapshotEntries, this.snapshotRestored, this.snapshotMs] = [0, 0, 0];
         this.state = 'full-sync';
-        this.restoring = true;
+        this.loading = true;
         this.historyOnB = false;
         this.floors = new Map();
         this.states.keys.clear();
@@ -249,7 +249,7 @@ export class NodeFollower {
           fs.closeSync(spool.fd); // cut mid-snapshot: nothing of it reached B, the next link starts over
           fs.rm(spool.file, { force: true }, () => undefined);
           spool = null;
-          this.restoring = false;
+          this.loading = false;
         }
         if (this.link === link) this.lost(reason);
       },
@@ -266,7 +266,7 @@ export class NodeFollower {
     // Once all received is on B (however slow) and every node records it: the resume asks for applied + 1.
     const again = (): void => {
       if (this.stopped || this.state === 'failed') return;
-      if (this.restoring || this.processing || this.commands.length > 0 || this.tickets.length > 0 || this.intake.spooled > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
+      if (this.loading || this.processing || this.commands.length > 0 || this.tickets.length > 0 || this.intake.spooled > 0) return void setTimeout(again, RESUME_AFTER_MS).unref();
       void this.recordApplied().then(() => this.connect());
     };
     this.losses++;
@@ -293,7 +293,7 @@ export class NodeFollower {
     if (!this.mayApply()) return;
     this.received = first + chunk.length - 1;
     // Straight on while B is within MEMORY_BYTES; else into the spool (follow-spool.ts).
-    if (this.intake.heard(link, chunk, first) && !this.restoring) void this.process();
+    if (this.intake.heard(link, chunk, first) && !this.loading) void this.process();
   }
 
   private parse(chunk: Buffer, first: number): void {
@@ -425,12 +425,12 @@ export class NodeFollower {
       this.applied = Math.max(this.applied, t.end);
       t.closed?.();
     }
-    if (!this.restoring) this.waiters.release(this.applied);
+    if (!this.loading) this.waiters.release(this.applied);
     if (this.ackWanted >= 0 && this.applied >= this.ackWanted) {
       this.ackWanted = -1;
       this.link?.ack(this.applied);
-    } else if (!this.restoring) this.link?.ackSoon(this.ackValue);
-    if (this.intake.take() && !this.restoring) void this.process();
+    } else if (!this.loading) this.link?.ackSoon(this.ackValue);
+    if (this.intake.take() && !this.loading) void this.process();
   }
   /** Every node of B with nothing waiting records the applied offset (follow-applier.ts idle). */
   private recordIdle(): void {
@@ -477,14 +477,14 @@ export class NodeFollower {
       log.info({ node: this.source, entries: this.snapshotEntries, restored: this.snapshotRestored, ms: this.snapshotMs }, 'migration: snapshot of a node of side A restored on side B');
       this.sync.done();
       this.states.forgetLeft();
-      this.restoring = false;
+      this.loading = false;
       this.historyOnB = true;
       // A link lost meanwhile stays lost: what it brought is applied, then the follow resumes.
       if (this.link === link) this.state = 'live';
       this.advance(); // barriers waiting on the snapshot's offset
       void this.process();
     } catch (err) {
-      this.restoring = false;
+      this.loading = false;
       if (this.stopped) return;
       const reason = err instanceof Error ? err.message : String(err);
       this.commands = new Queue();

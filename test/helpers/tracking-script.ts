@@ -77,9 +77,29 @@ class Conn {
   }
 }
 
+const SUBSCRIBED_PONG = '*2\r\n$4\r\npong\r\n';
+
+/**
+ * How much of `name`'s stream the reference had before its reply to `sync-<i>`: what one Redis sent
+ * that client before it answered that PING (a push another client's write caused is sent before
+ * that write's reply, so before this PING's). The length at the mark alone could miss such a push
+ * when it was still on the wire as the mark was taken.
+ */
+function wantBeforeSync(reference: ScriptRun, name: string, i: number): number | undefined {
+  const mark = reference.marks[i][name];
+  const stream = reference.streams[name];
+  if (mark === undefined || stream === undefined) return mark;
+  const marker = `sync-${i}`;
+  const at = stream.indexOf(`$${marker.length}\r\n${marker}\r\n`, mark);
+  if (at < 0) return mark;
+  // A RESP2 subscriber's PING reply is the array [pong, marker].
+  return stream.endsWith(SUBSCRIBED_PONG, at) ? at - SUBSCRIBED_PONG.length : at;
+}
+
 /**
  * Runs `steps` against the server on `port`. `reference` (the same script's run on one Redis)
- * makes this run wait, after each step, for every stream to reach the reference's length.
+ * makes this run wait, after each step, until every stream holds what the reference's held before
+ * that step's sync (wantBeforeSync).
  */
 export async function runScript(
   port: number,
@@ -110,7 +130,7 @@ export async function runScript(
       const mark: Record<string, number> = {};
       for (const [name, c] of conns) {
         if (c.socket.destroyed) continue;
-        const want = reference?.marks[i][name];
+        const want = reference === undefined ? undefined : wantBeforeSync(reference, name, i);
         if (want !== undefined) await c.until((r) => r.length >= want, `${name} after step ${i} (${step.args.join(' ')})`);
         mark[name] = c.received.length;
         await c.request([], `sync-${i}`);

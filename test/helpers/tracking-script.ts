@@ -21,7 +21,7 @@ export interface ScriptStep {
 export interface ScriptRun {
   /** Each connection's bytes (latin1). */
   streams: Record<string, string>;
-  /** Per step, each connection's length before its sync marker. */
+  /** Per step, where each connection's sync reply begins: all it received before that reply. */
   marks: Record<string, number>[];
 }
 
@@ -31,6 +31,9 @@ export interface ScriptRun {
  * files at once.
  */
 const WAIT_MS = 15_000;
+
+/** The head of a RESP2 subscriber's PING reply, the array [pong, marker]. */
+const SUBSCRIBED_PONG = '*2\r\n$4\r\npong\r\n';
 
 class Conn {
   received = '';
@@ -66,40 +69,24 @@ class Conn {
     });
   }
 
-  /** Sends `requests` and waits for the marker's reply. */
-  async request(requests: string[][], marker: string): Promise<void> {
+  /** Sends `requests`, waits for the marker's reply, and says where that reply begins in the stream. */
+  async request(requests: string[][], marker: string): Promise<number> {
     const reply = `$${marker.length}\r\n${marker}\r\n`;
-    // PING <marker>: answered with the marker as a bulk in RESP2, RESP3 and RESP2 subscribed mode alike.
+    // PING <marker>: answered with the marker as a bulk in RESP2 and RESP3, inside [pong, marker] in RESP2 subscribed mode.
     const from = this.received.length;
     this.socket.write(requests.map(encodeRequest).join('') + encodeRequest(['PING', marker]));
     // A push may follow the marker (Redis broadcasts BCAST keys once the turn's commands ran).
     await this.until((r) => r.includes(reply, from), marker);
+    const at = this.received.indexOf(reply, from);
+    return this.received.endsWith(SUBSCRIBED_PONG, at) ? at - SUBSCRIBED_PONG.length : at;
   }
-}
-
-const SUBSCRIBED_PONG = '*2\r\n$4\r\npong\r\n';
-
-/**
- * How much of `name`'s stream the reference had before its reply to `sync-<i>`: what one Redis sent
- * that client before it answered that PING (a push another client's write caused is sent before
- * that write's reply, so before this PING's). The length at the mark alone could miss such a push
- * when it was still on the wire as the mark was taken.
- */
-function wantBeforeSync(reference: ScriptRun, name: string, i: number): number | undefined {
-  const mark = reference.marks[i][name];
-  const stream = reference.streams[name];
-  if (mark === undefined || stream === undefined) return mark;
-  const marker = `sync-${i}`;
-  const at = stream.indexOf(`$${marker.length}\r\n${marker}\r\n`, mark);
-  if (at < 0) return mark;
-  // A RESP2 subscriber's PING reply is the array [pong, marker].
-  return stream.endsWith(SUBSCRIBED_PONG, at) ? at - SUBSCRIBED_PONG.length : at;
 }
 
 /**
  * Runs `steps` against the server on `port`. `reference` (the same script's run on one Redis)
  * makes this run wait, after each step, until every stream holds what the reference's held before
- * that step's sync (wantBeforeSync).
+ * that step's sync reply (a push caused by another client's write may still have been on the wire
+ * when the step's reply came: one Redis sends it before that write's reply, so before the sync's).
  */
 export async function runScript(
   port: number,
@@ -130,10 +117,9 @@ export async function runScript(
       const mark: Record<string, number> = {};
       for (const [name, c] of conns) {
         if (c.socket.destroyed) continue;
-        const want = reference === undefined ? undefined : wantBeforeSync(reference, name, i);
+        const want = reference?.marks[i][name];
         if (want !== undefined) await c.until((r) => r.length >= want, `${name} after step ${i} (${step.args.join(' ')})`);
-        mark[name] = c.received.length;
-        await c.request([], `sync-${i}`);
+        mark[name] = await c.request([], `sync-${i}`);
       }
       marks.push(mark);
     }

@@ -66,9 +66,20 @@ export interface ConnectionOptions {
   tls: BackendTls | null;
   /** The node's counters (nutcracker's server stats); null: not counted. */
   counters?: NodeCounters | null;
+  /**
+   * Write nothing of the clients' until the node has answered once (its handshake, or a PING):
+   * for a node whose last connection was just lost. A killed redis-server's listening socket can
+   * still complete a connect for a moment and then reset it, and a request written on such a
+   * connection would count as one that may have run; held back, it is retried like a refused one.
+   */
+  proveFirst?: boolean;
 }
 
-type State = 'connecting' | 'ready' | 'closed';
+/** 'proving': connected, waiting for the node's first answer (proveFirst) before writing requests. */
+type State = 'connecting' | 'proving' | 'ready' | 'closed';
+
+/** The probe of a proveFirst connection with no handshake: any reply proves a live node. */
+const PROBE = Buffer.from('*1\r\n$4\r\nPING\r\n');
 
 export class BackendConnection {
   private state: State = 'connecting';
@@ -270,20 +281,30 @@ export class BackendConnection {
       this.watchdog.unref();
     }
     // Handshake requests go first, ahead of what was sent while connecting; their replies are checked, not forwarded.
+    const proving = this.options.proveFirst === true;
+    const handshake = proving && this.options.handshake.length === 0 ? [PROBE] : this.options.handshake;
     const waiting = this.requests.drain();
-    for (const payload of this.options.handshake) {
+    for (const payload of handshake) {
       this.requests.push({
         payload,
         onReply: (frame) => {
-          if (frame[0] === 45) this.fail(`ERR slotproxy: node ${this.address} refused the handshake: ${frame.toString('utf8', 1, frame.length - 2)}`);
+          if (frame[0] === 45 && payload !== PROBE) this.fail(`ERR slotproxy: node ${this.address} refused the handshake: ${frame.toString('utf8', 1, frame.length - 2)}`);
         },
         onFailure: () => undefined,
       });
     }
     for (const r of waiting) this.requests.push(r);
-    this.written = this.options.handshake.length;
-    if (this.options.handshake.length > 0) this.socket.write(Buffer.concat(this.options.handshake));
-    this.handshakeLeft = this.options.handshake.length;
+    this.written = handshake.length;
+    this.handshakeLeft = handshake.length;
+    if (handshake.length > 0) {
+      this.lastProgressAt = batchClock();
+      this.socket.write(Buffer.concat(handshake));
+    }
+    if (proving) this.state = 'proving';
+    else this.becomeReady();
+  }
+
+  private becomeReady(): void {
     this.state = 'ready';
     for (const l of this.readyListeners) l();
     this.flush();
@@ -310,12 +331,14 @@ export class BackendConnection {
     this.written--;
     if (this.handshakeLeft > 0) {
       this.handshakeLeft--;
-    } else {
-      this.inflightBytes -= request.payload.length;
-      if (this.counters !== null && request.internal !== true) {
-        this.counters.responses++;
-        this.counters.responseBytes += frame.length;
-      }
+      request.onReply(frame);
+      if (this.handshakeLeft === 0 && this.state === 'proving') this.becomeReady();
+      return;
+    }
+    this.inflightBytes -= request.payload.length;
+    if (this.counters !== null && request.internal !== true) {
+      this.counters.responses++;
+      this.counters.responseBytes += frame.length;
     }
     request.onReply(frame);
   };

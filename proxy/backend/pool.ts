@@ -8,6 +8,9 @@
  * except a node that fails fast (setFailFast: a ring server with no Sentinel to wait for), which
  * is tried again at once by the next request, as nutcracker does: requests queued on the attempt
  * get its refusal within a round trip, and the first request after the node is back reaches it.
+ * The connection that replaces a closed one writes no request until the node has answered once
+ * (proveFirst): a killed node's listener can accept and then reset, and requests held back are
+ * retried as refused ones rather than answered as ones that may have run.
  */
 import { BackendConnection, ConnectionOptions, isBusy } from './connection';
 import { request } from './request';
@@ -51,6 +54,8 @@ interface NodeState {
   spares: BackendConnection[];
   resp3Spares: BackendConnection[];
   failures: number;
+  /** A connection to it closed and none has been answered since: the next proves it first (proveFirst). */
+  suspect: boolean;
   counters: NodeCounters;
   /** holdWrites in force: every shared connection, also one opened meanwhile, holds its writes. */
   writeHolds: number;
@@ -171,6 +176,7 @@ export class BackendPool {
         spares: [],
         resp3Spares: [],
         failures: 0,
+        suspect: false,
         counters: this.countersOf(address),
         writeHolds: 0,
       };
@@ -343,7 +349,7 @@ export class BackendPool {
     const retryAtOnce = node.failures > 0 && this.failsFastAt(address);
     const delay = node.failures === 0 || retryAtOnce ? 0 : Math.min(BACKOFF_CAP_MS, BACKOFF_BASE_MS * 2 ** (node.failures - 1)) * (0.5 + Math.random() / 2);
     const busyCheck = this.options.timeoutBehindScripts === true ? null : (): Promise<boolean> => this.runsScript(address);
-    const options = { ...this.connectionOptions(retryAtOnce ? this.connectAtOnce() : this.connectDelay(delay), protocol), counters: node.counters, busyCheck };
+    const options = { ...this.connectionOptions(retryAtOnce ? this.connectAtOnce() : this.connectDelay(delay), protocol), counters: node.counters, busyCheck, proveFirst: node.suspect };
     if (toBusyNode) options.handshake = options.handshake.filter((h) => !h.equals(READONLY));
     const conn = new BackendConnection(address, options);
     for (let i = 0; i < node.writeHolds; i++) conn.holdWrites();
@@ -351,10 +357,12 @@ export class BackendPool {
     conn.onReady(() => {
       connected = true;
       node.failures = 0;
+      node.suspect = false;
       for (const l of this.readyListeners) l(address);
     });
     conn.onClose((reason) => {
       if (this.closed) return;
+      node.suspect = true;
       if (!connected && retryAtOnce) {
         node.failures++;
         for (const l of this.retryFailedListeners) l(address);

@@ -5,8 +5,10 @@
 // Then every connection is synced: on the reference, a PING marker on each shows where its stream
 // stood (invalidations Redis sent are already in it); on the proxy, the step first waits until each
 // stream has reached the reference's length at that point (invalidations come from another node),
-// then sends the same marker. The streams are equal byte for byte exactly when the proxy sent the
-// same invalidations, in the same place relative to the client's own replies.
+// then sends the same marker. The streams are compared without the sync replies (withoutSyncs):
+// they are equal exactly when the proxy sent the same invalidations, in the same place relative to
+// the client's own replies; only an invalidation of another client's write may fall on the other
+// side of a sync reply (the proxy hears of that write from the node's feed, a moment later).
 
 import net from 'node:net';
 import { encodeRequest } from './raw-exchange';
@@ -129,4 +131,10 @@ export async function runScript(
   } finally {
     for (const c of conns.values()) c.socket.destroy();
   }
+}
+
+/** The streams without the harness's sync replies (`sync-N`, also inside a subscriber's [pong, marker]). */
+export function withoutSyncs(streams: Record<string, string>): Record<string, string> {
+  const marker = /(\*2\r\n\$4\r\npong\r\n|>2\r\n\$4\r\npong\r\n)?\$\d+\r\nsync-\d+\r\n/g;
+  return Object.fromEntries(Object.entries(streams).map(([k, v]) => [k, v.replace(marker, '')]));
 }

@@ -2,10 +2,12 @@
 // buffer that is reused between writes (proxy/backend/connection.ts, OutputBuffer). These check
 // that no request's bytes are ever overwritten or reordered: small and large requests mixed in one
 // event-loop turn, and bursts the kernel cannot take at once (the buffer then stays the socket's).
+import * as net from 'node:net';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { BackendConnection } from '../../proxy/backend/connection';
 import { request } from '../../proxy/backend/request';
 import { decodeReply } from '../../proxy/resp/decode-reply';
+import { command } from '../../proxy/resp/encode';
 
 let nodes: StandaloneNodes;
 let conn: BackendConnection | null = null;
@@ -70,3 +72,51 @@ async function burst(c: BackendConnection, pending: Promise<Buffer>[], keys: str
       await new Promise((resolve) => setImmediate(resolve));
     }
 }
+
+/** A peer that accepts a connection and resets it when the first bytes arrive, as a killed redis-server's listener can; it keeps what it read. */
+async function resettingPeer(): Promise<{ port: number; received: Buffer[]; close: () => Promise<void> }> {
+  const received: Buffer[] = [];
+  const server = net.createServer((socket) => {
+    socket.once('data', (data) => {
+      received.push(data);
+      socket.resetAndDestroy();
+    });
+  });
+  await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+  const port = (server.address() as net.AddressInfo).port;
+  return { port, received, close: () => new Promise((resolve) => server.close(() => resolve())) };
+}
+
+/** Sends SET on a connection to `port` and says whether the failure counted it as written. */
+function setOnce(port: number, proveFirst: boolean): Promise<boolean> {
+  conn = new BackendConnection(`127.0.0.1:${port}`, { connectTimeoutMs: 2000, commandTimeoutMs: 10_000, delayMs: 0, handshake: [], tls: null, proveFirst });
+  const c = conn;
+  return new Promise((resolve, reject) => {
+    c.send({
+      payload: command(['SET', 'k', 'v']),
+      onReply: () => reject(new Error('the resetting peer answered')),
+      onFailure: (_message, written) => resolve(written),
+    });
+  });
+}
+
+describe('a node whose connection was lost is proven before requests are written (proveFirst)', () => {
+  test('a connection reset after connect: with proveFirst only PING went out and the SET counts as not written', async () => {
+    const peer = await resettingPeer();
+    try {
+      expect(await setOnce(peer.port, true)).toBe(false);
+      expect(Buffer.concat(peer.received).toString()).toBe('*1\r\n$4\r\nPING\r\n');
+      // Without it the SET is on the wire when the reset comes: it may have run.
+      expect(await setOnce(peer.port, false)).toBe(true);
+      expect(peer.received[1].toString()).toContain('SET');
+    } finally {
+      await peer.close();
+    }
+  });
+
+  test('a live node answers the probe and then the request, with no extra reply', async () => {
+    conn = new BackendConnection(nodes.addresses[0], { connectTimeoutMs: 2000, commandTimeoutMs: 10_000, delayMs: 0, handshake: [], tls: null, proveFirst: true });
+    const replies = await Promise.all([request(conn, ['SET', 'proven', 'yes']), request(conn, ['GET', 'proven'])]);
+    expect(replies.map((f) => f.toString())).toEqual(['+OK\r\n', '$3\r\nyes\r\n']);
+  });
+});

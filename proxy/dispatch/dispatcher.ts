@@ -342,7 +342,7 @@ export class Dispatcher {
     }
     // Keys whose owner does not change are written as usual (A and B are the same node).
     if (!readonly && placement.converges) {
-      const started = convergingWrite(this.ctx, session, args, raw, shard, positions, placement);
+      const started = convergingWrite(this.ctx, session, info, args, raw, shard, positions, placement);
       if (started !== null) {
         if ('hold' in started) return started.hold;
         const write = session.track(new CarriedWrite(this.ctx, session, writePayload(this.ctx, args, raw), shard, started.carry, started.onB === true, placement.phase === 'double-write'));

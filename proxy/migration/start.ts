@@ -1,4 +1,5 @@
 import { ProxyContext } from '../context';
+import { CommandInfo } from '../commands/table';
 import { ClientSession } from '../client/client-session';
 import { Placement } from '../../sharding/migration';
 import { ConvergingWrite } from './converging-write';
@@ -30,14 +31,15 @@ export type ConvergingStart = { hold: Promise<void> | undefined } | { carry: Car
 export function convergingWrite(
   ctx: ProxyContext,
   session: ClientSession,
+  /** The command's table entry, as the dispatcher found it (not looked up again on this hot path). */
+  info: CommandInfo,
   args: Buffer[],
   raw: Buffer | null,
   shard: number,
   positions: readonly number[],
   placement: Placement,
 ): ConvergingStart | null {
-  const info = ctx.table.lookup(args[0]);
-  const undeclared = writesUndeclared(info?.name ?? args[0].toString('latin1').toLowerCase());
+  const undeclared = writesUndeclared(info.name);
   const inTransaction = ((session as { transaction?: unknown }).transaction ?? null) !== null;
   const carry = ctx.ring?.carry;
   // Every key of the request is of `shard` (the dispatcher checked): the shard names their owners.
@@ -50,7 +52,7 @@ export function convergingWrite(
   const targets = moves === null ? [] : shardTargets(placement, positions.map((p) => args[p]), shard);
   const address = placement.writeAddress(shard);
   // Writes alike share a burst (converging-batch.ts): Redis refuses those flagged denyoom, and only those, when out of memory.
-  const oomClass = info === undefined || info.flags.has('no_multi') ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
+  const oomClass = info.flags.has('no_multi') ? null : info.flags.has('denyoom') ? 'denyoom' : 'other';
   if (targets.length === 0) {
     // Its node is the same in both rings. Behind a burst of its client's still open on the
     // connection it would close it (the client's order): it goes inside instead, nothing to copy.

@@ -263,10 +263,12 @@ export class BackendPool {
 
   /**
    * A connection of its own for one client (MULTI, blocking commands, Pub/Sub). Not in the lanes;
-   * the caller closes it. `commandTimeoutMs` 0 suits blocking commands.
+   * the caller closes it. `commandTimeoutMs` 0 suits blocking commands. Proven first, as a shared
+   * one, while the node's last shared connection was lost and none answered since.
    */
   dedicated(address: string, commandTimeoutMs: number, protocol: 2 | 3 = 2): BackendConnection {
-    return new BackendConnection(address, { ...this.linkOptions(protocol), commandTimeoutMs, counters: this.countersOf(address) });
+    const proveFirst = this.nodes.get(address)?.suspect === true;
+    return new BackendConnection(address, { ...this.linkOptions(protocol), commandTimeoutMs, counters: this.countersOf(address), proveFirst });
   }
 
   /** The counters of `address` (created on first use; Map lookups only when a connection opens or stats are read). */

@@ -2,9 +2,12 @@
 // buffer that is reused between writes (proxy/backend/connection.ts, OutputBuffer). These check
 // that no request's bytes are ever overwritten or reordered: small and large requests mixed in one
 // event-loop turn, and bursts the kernel cannot take at once (the buffer then stays the socket's).
+// And that a connection replacing a lost one writes no request before the node answered once
+// (proveFirst), against a TCP peer that resets like a dying redis-server's listener.
 import * as net from 'node:net';
 import { StandaloneNodes } from '../../cmd/sandbox/standalone-nodes';
 import { BackendConnection } from '../../proxy/backend/connection';
+import { BackendPool } from '../../proxy/backend/pool';
 import { request } from '../../proxy/backend/request';
 import { decodeReply } from '../../proxy/resp/decode-reply';
 import { command } from '../../proxy/resp/encode';
@@ -111,6 +114,35 @@ describe('a node whose connection was lost is proven before requests are written
       expect(peer.received[1].toString()).toContain('SET');
     } finally {
       await peer.close();
+    }
+  });
+
+  test('the pool proves a node whose connection closed: the next request on a resetting listener counts as not written', async () => {
+    // The first connection is closed by the peer once it reads (a node going away); the next is reset.
+    const received: string[] = [];
+    let accepted = 0;
+    const server = net.createServer((socket) => {
+      const n = accepted++;
+      socket.once('data', (data) => {
+        received.push(data.toString());
+        if (n === 0) socket.destroy();
+        else socket.resetAndDestroy();
+      });
+    });
+    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
+    const address = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const pool = new BackendPool({ connectionsPerNode: 1, connectTimeoutMs: 2000, commandTimeoutMs: 10_000, handshake: [], tls: null });
+    const setVia = (): Promise<boolean> =>
+      new Promise((resolve, reject) => {
+        pool.connection(address, 0).send({ payload: command(['SET', 'k', 'v']), onReply: () => reject(new Error('answered')), onFailure: (_m, written) => resolve(written) });
+      });
+    try {
+      expect(await setVia()).toBe(true); // on the wire when the connection closed: it may have run
+      expect(await setVia()).toBe(false);
+      expect(received[1]).toBe('*1\r\n$4\r\nPING\r\n');
+    } finally {
+      pool.closeAll();
+      await new Promise((resolve) => server.close(resolve));
     }
   });
 

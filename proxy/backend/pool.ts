@@ -321,8 +321,8 @@ export class BackendPool {
   }
 
   /**
-   * Closes `address`'s shared connections that have not connected yet (a reconnect backoff, a
-   * connect under way): nothing in them was written, so their requests fail over to wherever they
+   * Closes `address`'s shared connections that are not ready yet (a reconnect backoff, a connect
+   * under way, a node being proven): none of their requests was written, so they fail over to wherever they
    * belong now at once (a Sentinel master that moved) instead of after the backoff.
    */
   abandonConnecting(address: string): void {

@@ -25,8 +25,8 @@ afterAll(async () => {
   await nodes.stop();
 });
 
-function connect(): BackendConnection {
-  conn = new BackendConnection(nodes.addresses[0], { connectTimeoutMs: 2000, commandTimeoutMs: 10_000, delayMs: 0, handshake: [], tls: null });
+function connect(address = nodes.addresses[0], proveFirst = false): BackendConnection {
+  conn = new BackendConnection(address, { connectTimeoutMs: 2000, commandTimeoutMs: 10_000, delayMs: 0, handshake: [], tls: null, proveFirst });
   return conn;
 }
 
@@ -76,28 +76,32 @@ async function burst(c: BackendConnection, pending: Promise<Buffer>[], keys: str
     }
 }
 
-/** A peer that accepts a connection and resets it when the first bytes arrive, as a killed redis-server's listener can; it keeps what it read. */
-async function resettingPeer(): Promise<{ port: number; received: Buffer[]; close: () => Promise<void> }> {
-  const received: Buffer[] = [];
+/**
+ * A peer that keeps what it reads and, when the first bytes of a connection arrive, resets it (as
+ * a killed redis-server's listener can) or, for the connections `closes` names by order, closes it.
+ */
+async function resettingPeer(closes: (n: number) => boolean = () => false): Promise<{ address: string; received: string[]; close: () => Promise<void> }> {
+  const received: string[] = [];
+  let accepted = 0;
   const server = net.createServer((socket) => {
+    const n = accepted++;
     socket.once('data', (data) => {
-      received.push(data);
-      socket.resetAndDestroy();
+      received.push(data.toString());
+      if (closes(n)) socket.destroy();
+      else socket.resetAndDestroy();
     });
   });
   await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-  const port = (server.address() as net.AddressInfo).port;
-  return { port, received, close: () => new Promise((resolve) => server.close(() => resolve())) };
+  const address = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+  return { address, received, close: () => new Promise((resolve) => server.close(() => resolve())) };
 }
 
-/** Sends SET on a connection to `port` and says whether the failure counted it as written. */
-function setOnce(port: number, proveFirst: boolean): Promise<boolean> {
-  conn = new BackendConnection(`127.0.0.1:${port}`, { connectTimeoutMs: 2000, commandTimeoutMs: 10_000, delayMs: 0, handshake: [], tls: null, proveFirst });
-  const c = conn;
+/** Sends SET on `c` to a peer that never answers, and says whether its failure counted it as written. */
+function setWritten(c: BackendConnection): Promise<boolean> {
   return new Promise((resolve, reject) => {
     c.send({
       payload: command(['SET', 'k', 'v']),
-      onReply: () => reject(new Error('the resetting peer answered')),
+      onReply: () => reject(new Error('the peer answered')),
       onFailure: (_message, written) => resolve(written),
     });
   });
@@ -107,11 +111,11 @@ describe('a node whose connection was lost is proven before requests are written
   test('a connection reset after connect: with proveFirst only PING went out and the SET counts as not written', async () => {
     const peer = await resettingPeer();
     try {
-      expect(await setOnce(peer.port, true)).toBe(false);
-      expect(Buffer.concat(peer.received).toString()).toBe('*1\r\n$4\r\nPING\r\n');
+      expect(await setWritten(connect(peer.address, true))).toBe(false);
+      expect(peer.received.join('')).toBe('*1\r\n$4\r\nPING\r\n');
       // Without it the SET is on the wire when the reset comes: it may have run.
-      expect(await setOnce(peer.port, false)).toBe(true);
-      expect(peer.received[1].toString()).toContain('SET');
+      expect(await setWritten(connect(peer.address, false))).toBe(true);
+      expect(peer.received[1]).toContain('SET');
     } finally {
       await peer.close();
     }
@@ -119,36 +123,21 @@ describe('a node whose connection was lost is proven before requests are written
 
   test('the pool proves a node whose connection closed: the next request on a resetting listener counts as not written', async () => {
     // The first connection is closed by the peer once it reads (a node going away); the next is reset.
-    const received: string[] = [];
-    let accepted = 0;
-    const server = net.createServer((socket) => {
-      const n = accepted++;
-      socket.once('data', (data) => {
-        received.push(data.toString());
-        if (n === 0) socket.destroy();
-        else socket.resetAndDestroy();
-      });
-    });
-    await new Promise<void>((resolve) => server.listen(0, '127.0.0.1', resolve));
-    const address = `127.0.0.1:${(server.address() as net.AddressInfo).port}`;
+    const peer = await resettingPeer((n) => n === 0);
     const pool = new BackendPool({ connectionsPerNode: 1, connectTimeoutMs: 2000, commandTimeoutMs: 10_000, handshake: [], tls: null });
-    const setVia = (): Promise<boolean> =>
-      new Promise((resolve, reject) => {
-        pool.connection(address, 0).send({ payload: command(['SET', 'k', 'v']), onReply: () => reject(new Error('answered')), onFailure: (_m, written) => resolve(written) });
-      });
     try {
-      expect(await setVia()).toBe(true); // on the wire when the connection closed: it may have run
-      expect(await setVia()).toBe(false);
-      expect(received[1]).toBe('*1\r\n$4\r\nPING\r\n');
+      expect(await setWritten(pool.connection(peer.address, 0))).toBe(true); // on the wire when the connection closed: it may have run
+      expect(await setWritten(pool.connection(peer.address, 0))).toBe(false);
+      expect(peer.received[1]).toBe('*1\r\n$4\r\nPING\r\n');
     } finally {
       pool.closeAll();
-      await new Promise((resolve) => server.close(resolve));
+      await peer.close();
     }
   });
 
   test('a live node answers the probe and then the request, with no extra reply', async () => {
-    conn = new BackendConnection(nodes.addresses[0], { connectTimeoutMs: 2000, commandTimeoutMs: 10_000, delayMs: 0, handshake: [], tls: null, proveFirst: true });
-    const replies = await Promise.all([request(conn, ['SET', 'proven', 'yes']), request(conn, ['GET', 'proven'])]);
+    const c = connect(nodes.addresses[0], true);
+    const replies = await Promise.all([request(c, ['SET', 'proven', 'yes']), request(c, ['GET', 'proven'])]);
     expect(replies.map((f) => f.toString())).toEqual(['+OK\r\n', '$3\r\nyes\r\n']);
   });
 });

@@ -43,7 +43,7 @@ const CASES: [string, Record<string, string[][]>, ScriptStep[]][] = [
 ];
 
 /**
- * The script's sync markers left out: a message another client published may reach the client after
+ * Compared withoutSyncs (the script's sync markers left out): a message another client published may reach the client after
  * a marker that one Redis answers after it (the proxy answers a subscriber's PING itself, the message
  * comes from the home node), and even on one Redis a marker's place is taken as the bytes arrive.
  * Messages are still compared in their place among the client's own replies.
